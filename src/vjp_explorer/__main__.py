@@ -1,0 +1,5 @@
+"""python -m vjp_explorer"""
+
+from .cli import main
+
+main()

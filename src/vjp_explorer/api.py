@@ -1,0 +1,476 @@
+"""explore(...) -> Result: the one entry point the CLI, the tests and notebooks use.
+
+Data flows one way: text -> Program -> tensors -> derivatives -> checks -> Result.
+torch and sympy are imported here, inside the functions, so that importing the
+package (and `vjp --help`) costs neither.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import ProgramError, ShapeError, UsageError, ValueSyntaxError
+from .language import program as P
+from .language.parser import parse_program
+from .language.values import ValueSpec, from_nested, parse_value
+from .limits import DEFAULT_LIMITS, Limits
+from .result import Check, Control, Input, Intermediate, Jacobian, Note, Result, TensorData
+
+ValueLike = str | float | int | list[Any] | ValueSpec
+
+
+@dataclass
+class Request:
+    """Everything one exploration needs; the CLI and expression files both build one."""
+
+    program: str
+    values: dict[str, ValueLike] = field(default_factory=dict)
+    consts: dict[str, ValueLike] = field(default_factory=dict)
+    grad: ValueLike | None = None
+    output: str | None = None
+    dtype: str = "float32"
+    seed: int | None = None
+    backward_calls: int = 1
+    symbolic: bool = True
+    device: str = "cpu"
+    limits: Limits = DEFAULT_LIMITS
+    explain: bool = False
+    title: str | None = None
+    source: str | None = None  # where the request came from (a file path), for messages
+
+
+def explore(program: str | Request, values: Mapping[str, ValueLike] | None = None, **options: Any) -> Result:
+    """Run a program at the given values: backward(v), Jacobians, Jᵀv and the symbolic check."""
+    req = program if isinstance(program, Request) else Request(program, dict(values or {}), **options)
+    return _Run(req).result()
+
+
+def _spec(value: ValueLike, label: str, limits: Limits, allow_ones: bool = False) -> ValueSpec:
+    if isinstance(value, ValueSpec):
+        return value
+    if isinstance(value, str):
+        return parse_value(value, label, limits, allow_ones=allow_ones)
+    return from_nested(value, label, limits)
+
+
+def _label(name: str, kind: str = "value") -> str:
+    return f"--grad" if kind == "grad" else f"the value of {name!r}"
+
+
+class _Run:
+    def __init__(self, req: Request) -> None:
+        self.req = req
+        self.limits = req.limits
+        self.t0 = time.perf_counter()
+        self.timings: dict[str, float] = {}
+        self.notes: list[Note] = []
+
+    def lap(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self.timings[name] = round(now - since, 6)
+        return now
+
+    # ------------------------------------------------------------------ steps
+    def result(self) -> Result:
+        req = self.req
+        if req.dtype not in ("float32", "float64"):
+            raise UsageError(f"--dtype must be float32 or float64, not {req.dtype!r}.")
+        if not 1 <= req.backward_calls <= 100:
+            raise UsageError("--backward-calls must be between 1 and 100.")
+        prog = parse_program(req.program, req.output, self.limits)
+        t = self.lap("parse", self.t0)
+        specs, const_specs = self._check_names(prog)
+        grad_spec = None if req.grad is None else _spec(req.grad, "--grad", self.limits, allow_ones=True)
+        t = self.lap("values", t)
+
+        import torch
+
+        from .engine.interpreter import DIAG, Interpreter, Val
+        from .engine.tensors import DTYPES, make_tensor
+
+        if req.device != "cpu":
+            if req.device != "cuda" or not torch.cuda.is_available():
+                raise UsageError(
+                    f"--device {req.device}: not available here (torch.cuda.is_available() is False)."
+                    if req.device == "cuda"
+                    else f"--device must be cpu or cuda, not {req.device!r}."
+                )
+        dtype = DTYPES[req.dtype]
+        t = self.lap("import torch", t)
+        uses_random = any(s.generator in ("rand", "randn") for s in [*specs.values(), *const_specs.values()])
+        seed = req.seed if req.seed is not None else (secrets.randbelow(2**31) if uses_random else 0)
+        gen = torch.Generator().manual_seed(seed)
+        leaves: dict[str, torch.Tensor] = {}
+        consts: dict[str, torch.Tensor] = {}
+        env: dict[str, Val] = {}
+        for name in prog.free:  # program order, so random draws do not depend on option order
+            if name in specs:
+                tensor = make_tensor(specs[name], _label(name), dtype, gen, req.device).requires_grad_(True)
+                leaves[name] = tensor
+                env[name] = Val(tensor, {name: DIAG})
+            else:
+                tensor = make_tensor(const_specs[name], _label(name), dtype, gen, req.device)
+                consts[name] = tensor
+                env[name] = Val(tensor, {})
+        t = self.lap("inputs", t)
+
+        fwd = Interpreter(prog, self.limits, dtype).run(env)
+        out_val = fwd.output
+        out = out_val.v
+        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            raise ProgramError(
+                f"The output {prog.output!r} does not depend on any leaf"
+                + (" (it is a constant)" if not isinstance(out, torch.Tensor) else "")
+                + ", so there is nothing to differentiate. torch would say: 'element 0 of tensors "
+                "does not require grad and does not have a grad_fn'.",
+                hint="Use the leaves in the output, or pass them with --NAME/--var instead of --const.",
+            )
+        if out.dtype != dtype:
+            out = out.to(dtype)
+        v, grad_source = self._grad(grad_spec, out, prog, torch)
+        # the v that arrives at each intermediate: keep their grads
+        inter_tensors = {
+            n: env[n].v
+            for n in prog.assigned
+            if n in env and isinstance(env[n].v, torch.Tensor) and env[n].v.requires_grad and n not in leaves
+        }
+        for tensor in inter_tensors.values():
+            if not tensor.is_leaf:
+                tensor.retain_grad()
+        t = self.lap("forward", t)
+
+        from .engine.jacobian import compute_jacobians, random_vjp_check
+
+        jacs = compute_jacobians(fwd, leaves, consts, v, self.limits, prog.output)
+        t = self.lap("jacobian", t)
+
+        calls = req.backward_calls
+        for leaf in leaves.values():
+            leaf.grad = None
+        for _ in range(calls):
+            out.backward(v, retain_graph=True)
+        grads = {n: (x.grad if x.grad is not None else torch.zeros_like(x)) for n, x in leaves.items()}
+        none_grads = [n for n, x in leaves.items() if x.grad is None]
+        t = self.lap("backward", t)
+
+        from .engine.compare import TOLERANCES, compare, skipped
+        from .engine.tensors import to_data
+
+        tol = TOLERANCES[req.dtype]
+        checks: dict[str, Check] = {}
+        # route 2: Jᵀv contracted from the explicit Jacobian (or the JVP identity where J is too big)
+        pairs = []
+        missing = [n for n, j in jacs.items() if j.jtv is None]
+        for n, j in jacs.items():
+            if j.jtv is None:
+                continue
+            g = grads[n].detach().reshape(-1).tolist()
+            w = (j.jtv.detach() * calls).reshape(-1).tolist()
+            pairs += [(_elem(n, grads[n].shape, k), a, b) for k, (a, b) in enumerate(zip(g, w, strict=True))]
+        scale = _scale(v, jacs)
+        if pairs:
+            checks["jtv"] = compare("jtv", ".grad from backward(v) vs Jᵀv from the explicit Jacobian", pairs, tol, scale)
+        if missing:
+            a, b = random_vjp_check(fwd, leaves, consts, missing, {n: grads[n] / calls for n in missing}, v, prog.output)
+            checks["jvp"] = compare(
+                "jvp",
+                "<u, Jᵀv> from backward(v) vs <Ju, v> from a forward-mode JVP, random u "
+                f"(for {', '.join(missing)}, whose Jacobian is not materialised)",
+                [("<u, Jᵀv>", a, b)],
+                tol,
+                scale=float(abs(b)) ** 0.5 * 10,
+            )
+        t = self.lap("jtv check", t)
+
+        symbolic_grads: dict[str, TensorData] | None = None
+        sym = None
+        if not req.symbolic:
+            checks["symbolic"] = skipped("symbolic", _SYM, "turned off (--no-symbolic)")
+        else:
+            sym, reason = self._symbolic(fwd, leaves, consts, out, prog.output)
+            if sym is None:
+                checks["symbolic"] = skipped("symbolic", _SYM, reason or "")
+            else:
+                vflat = v.detach().double().reshape(-1).tolist()
+                symbolic_grads = {}
+                spairs = []
+                jpairs = []
+                for n, rows in sym.values.items():
+                    shape = tuple(leaves[n].shape)
+                    col = []
+                    for k in range(leaves[n].numel()):
+                        terms = [vflat[i] * rows[i][k] for i in range(len(rows)) if vflat[i] != 0 and rows[i][k] != 0]
+                        s = calls * _fsum(terms)
+                        col.append(s)
+                    g = grads[n].detach().reshape(-1).tolist()
+                    spairs += [(_elem(n, shape, k), a, b) for k, (a, b) in enumerate(zip(g, col, strict=True))]
+                    symbolic_grads[n] = _plain(shape, col)
+                    jt = jacs[n].full
+                    if jt is not None:
+                        flat = jt.detach().reshape(-1).tolist()
+                        nn = leaves[n].numel()
+                        jpairs += [
+                            (f"d{_elem(prog.output, tuple(out.shape), i)}/d{_elem(n, shape, k)}", flat[i * nn + k], rows[i][k])
+                            for i in range(len(rows))
+                            for k in range(nn)
+                        ]
+                checks["symbolic"] = compare("symbolic", _SYM, spairs, tol, scale)
+                if jpairs:
+                    checks["jacobian"] = compare(
+                        "jacobian", "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry",
+                        jpairs, tol,
+                    )
+        t = self.lap("symbolic", t)
+
+        # ------------------------------------------------------------------ notes
+        self._notes(prog, fwd, leaves, grads, jacs, v, grad_source, none_grads, calls, torch)
+        control = [
+            Control(c.kind, prog.source.count("\n", 0, c.span[0]) + 1, c.count, _control_text(c.kind, c.count))
+            for c in fwd.control
+        ]
+        jac_out: dict[str, Jacobian] = {}
+        for n, j in jacs.items():
+            jac_out[n] = Jacobian(
+                leaf=n,
+                shape=(*out.shape, *leaves[n].shape),
+                method=j.method,
+                structure=j.structure,
+                value=to_data(j.full) if j.full is not None else None,
+                diagonal=to_data(j.diagonal) if j.diagonal is not None else None,
+                reason=j.reason,
+            )
+        inputs: dict[str, Input] = {}
+        for n in prog.free:
+            tensor = leaves.get(n, consts.get(n))
+            spec = specs.get(n) or const_specs[n]
+            inputs[n] = Input(n, to_data(tensor), n in leaves, spec.text)
+        intermediates = {
+            n: Intermediate(n, to_data(x), to_data(x.grad) if x.grad is not None else None)
+            for n, x in inter_tensors.items()
+        }
+        res = Result(
+            program=prog.source,
+            output_name=prog.output,
+            dtype=req.dtype,
+            device=req.device,
+            inputs=inputs,
+            output=to_data(out),
+            grad=to_data(v),
+            grad_source=grad_source,
+            backward_calls=calls,
+            grads={n: to_data(g) for n, g in grads.items()},
+            jacobians=jac_out,
+            jtv={n: (to_data(j.jtv) if j.jtv is not None else None) for n, j in jacs.items()},
+            symbolic=symbolic_grads,
+            checks=checks,
+            notes=self.notes,
+            control=control,
+            intermediates=intermediates,
+            timings=self.timings,
+            meta={"seed": seed, "title": req.title, "file": req.source, "uses_random": uses_random},
+        )
+        self.lap("result", t)
+        self.timings["total"] = round(time.perf_counter() - self.t0, 6)
+        if req.explain:
+            from .explain import build_explanation
+
+            res.explanation = build_explanation(res, prog, fwd, sym, self.limits)
+        return res
+
+    def _check_names(self, prog: P.Program) -> tuple[dict[str, ValueSpec], dict[str, ValueSpec]]:
+        req = self.req
+        free = list(prog.free)
+        both = sorted(set(req.values) & set(req.consts))
+        if both:
+            raise UsageError(f"{both[0]!r} is given both as a value and as a --const; give it once.")
+        given = {**req.values, **req.consts}
+        have = ", ".join(free) if free else "no free variables"
+        extra = [n for n in given if n not in free]
+        if extra:
+            n = extra[0]
+            if n in prog.assigned:
+                why = f"{n!r} is assigned by the program (an intermediate), so it takes no value"
+            else:
+                why = f"the program has no variable {n!r}"
+            import difflib
+
+            near = difflib.get_close_matches(n, free, n=1)
+            raise UsageError(
+                f"A value was given for {n!r}, but {why}. The program's inputs are: {have}.",
+                hint=f"Did you mean {near[0]!r}?" if near else None,
+            )
+        missing = [n for n in free if n not in given]
+        if missing:
+            n = missing[0]
+            span = prog.first_use.get(n, (0, 1))
+            raise ProgramError(
+                f"No value for {n!r}. The program's inputs are: {have}; give each with --{n} VALUE "
+                f"(or --var {n}=VALUE, or --const {n}=VALUE for a constant).",
+                prog.source,
+                span[0],
+                span[1],
+            )
+        specs = {n: _spec(req.values[n], _label(n), self.limits) for n in free if n in req.values}
+        const_specs = {n: _spec(req.consts[n], _label(n), self.limits) for n in free if n in req.consts}
+        if not specs:
+            raise UsageError(
+                "Every input is a --const, so nothing requires grad and there is nothing to differentiate."
+            )
+        return specs, const_specs
+
+    def _grad(self, spec: ValueSpec | None, out: Any, prog: P.Program, torch: Any) -> tuple[Any, str]:
+        shape = list(out.shape)
+        if spec is None:
+            if out.numel() != 1:
+                raise ShapeError(
+                    f"The output {prog.output!r} has shape {shape} ({out.numel()} values), so backward() needs v: "
+                    "torch says 'grad can be implicitly created only for scalar outputs'. The default v = 1 "
+                    "exists only for single-number outputs.",
+                    hint=f"Add --grad with shape {shape} (v holds dL/d{prog.output}: how much a downstream loss "
+                    f"cares about each output), or --grad ones, which equals backward of {prog.output}.sum().",
+                )
+            return torch.ones_like(out), "default (scalar output)"
+        if spec.generator == "ones_like":
+            return torch.ones_like(out), "ones"
+        from .engine.tensors import make_tensor
+
+        if spec.shape != tuple(out.shape):
+            raise ShapeError(
+                f"--grad has shape {list(spec.shape)} but the output {prog.output!r} has shape {shape}. "
+                f"v lives in output space: it needs one weight per output element ({out.numel()}), while the "
+                f"grads live in input space. torch says: 'Mismatch in shape: grad_output[0] has a shape of "
+                f"torch.Size({list(spec.shape)}) and output[0] has a shape of torch.Size({shape})'.",
+                spec.text,
+                0,
+                len(spec.text),
+                hint="Give --grad with the output's shape, or --grad ones.",
+                label="--grad",
+            )
+        g = torch.Generator().manual_seed((self.req.seed or 0) + 7919)
+        return make_tensor(spec, "--grad", out.dtype, g, self.req.device), "given"
+
+    def _symbolic(self, fwd: Any, leaves: dict[str, Any], consts: dict[str, Any], out: Any, output: str) -> tuple[Any, str | None]:
+        m = out.numel()
+        n = sum(x.numel() for x in leaves.values())
+        entries = m * n
+        if entries > self.limits.symbolic_entries:
+            return None, (
+                f"too large for the exact per-element check: {m:,} outputs x {n:,} inputs = {entries:,} "
+                f"derivatives (limit {self.limits.symbolic_entries:,}; --limit symbolic_entries=N)"
+            )
+        work = sum(math.prod(_step_shape(fwd, s)) for s in fwd.steps)
+        if work > self.limits.symbolic_entries * 5:
+            return None, f"the program computes {work:,} intermediate elements, too many for sympy"
+        from .engine.symbolic import SymbolicTimeout, Unsupported, symbolic_jacobian, time_budget
+
+        lv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in leaves.items()}
+        cv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in consts.items()}
+        try:
+            with time_budget(self.limits.symbolic_seconds):
+                return symbolic_jacobian(fwd.steps, output, lv, cv, keep_formulas=self.req.explain), None
+        except SymbolicTimeout:
+            return None, f"sympy did not finish within {self.limits.symbolic_seconds:g} s (--limit symbolic_seconds=S)"
+        except Unsupported as e:
+            return None, f"not supported symbolically: {e}"
+        except RecursionError:
+            return None, "the expression is too deep for sympy"
+
+    def _notes(self, prog: P.Program, fwd: Any, leaves: dict[str, Any], grads: dict[str, Any], jacs: dict[str, Any],
+               v: Any, grad_source: str, none_grads: list[str], calls: int, torch: Any) -> None:
+        add = self.notes.append
+        out = prog.output
+        if grad_source.startswith("default"):
+            add(Note("default_v", f"{out!r} is a single number, so backward() uses v = 1: the grads are the plain "
+                     f"derivatives d{out}/dx."))
+        for n in none_grads:
+            add(Note("unused_leaf", f"{n!r} does not influence {out!r}: its Jacobian block is zero and its grad is "
+                     f"zeros here (torch itself leaves {n}.grad as None)."))
+        all_ones = bool((v == 1).all())
+        dense = [n for n, j in jacs.items() if j.structure == "dense"]
+        if all_ones and dense and v.numel() > 1:
+            add(Note("ones_not_derivative", f"v = ones with a non-diagonal Jacobian ({', '.join(dense)}): each grad "
+                     f"element is a column sum of J, sum_i d{out}[i]/dx[j], not 'the derivative of each output'."))
+        elif all_ones and v.numel() > 1 and jacs and all(j.structure in ("diagonal", "zero") for j in jacs.values()):
+            add(Note("ones_diagonal", "v = ones and every Jacobian block is diagonal: here (and only then) each grad "
+                     f"element is the derivative of the matching output element, d{out}[k]/dx[k]."))
+        if calls > 1:
+            add(Note("accumulated", f"backward ran {calls} times without zeroing: .grad accumulates, so each grad is "
+                     f"{calls} x Jᵀv. Zero .grad (x.grad = None) between calls to get Jᵀv alone."))
+        for n, g in grads.items():
+            bad = ~torch.isfinite(g)
+            if bool(bad.any()):
+                k = int(bad.reshape(-1).nonzero()[0])
+                val = float(g.reshape(-1)[k])
+                add(Note("nonfinite_grad", f"{_elem(n, tuple(g.shape), k)}.grad is {val} "
+                         f"({int(bad.sum())} non-finite element(s) in {n}.grad): the derivative is infinite or "
+                         "undefined at this point (e.g. log or 1/x at 0, sqrt at 0), or 0 x inf = nan arose in "
+                         "the chain rule."))
+        for c in fwd.control:
+            line = prog.source.count("\n", 0, c.span[0]) + 1
+            add(Note("control_flow", f"line {line}: {_control_text(c.kind, c.count)}; the graph (and so J) records only "
+                     "the path taken at these inputs."))
+
+
+_SYM = ".grad from backward(v) vs Jᵀv from sympy's exact derivatives"
+
+
+def _control_text(kind: str, count: int) -> str:
+    if kind == "if":
+        return "the if took its " + ("first branch" if count else "else branch")
+    return f"the {kind} loop ran {count} time" + ("" if count == 1 else "s")
+
+
+def _step_shape(fwd: Any, s: Any) -> tuple[int, ...]:
+    val = fwd.env.get(s.target)
+    return tuple(getattr(val.v, "shape", ())) if val is not None else ()
+
+
+def _elem(name: str, shape: tuple[int, ...], k: int) -> str:
+    if not shape:
+        return name
+    idx = []
+    for n in reversed(shape):
+        idx.append(k % n)
+        k //= n
+    return f"{name}[{','.join(map(str, reversed(idx)))}]"
+
+
+def _fsum(terms: list[float]) -> float:
+    if any(not math.isfinite(t) for t in terms):
+        return sum(terms)
+    return math.fsum(terms)
+
+
+def _plain(shape: tuple[int, ...], flat: list[float]) -> TensorData:
+    from .result import Stats
+
+    fin = [x for x in flat if math.isfinite(x)]
+    stats = Stats(
+        min(fin) if fin else math.nan,
+        max(fin) if fin else math.nan,
+        math.sqrt(math.fsum(x * x for x in fin)),
+        sum(1 for x in flat if math.isnan(x)),
+        sum(1 for x in flat if math.isinf(x)),
+    )
+    return TensorData(shape, flat, stats)
+
+
+def _scale(v: Any, jacs: dict[str, Any]) -> float:
+    # terms of Jᵀv can cancel: allow atol relative to the largest term, not just the result
+    vmax = float(v.detach().abs().max()) if v.numel() else 0.0
+    jmax = 0.0
+    for j in jacs.values():
+        src = j.full if j.full is not None else j.diagonal
+        if src is not None and src.numel():
+            finite = src[src.isfinite()]
+            if finite.numel():
+                jmax = max(jmax, float(finite.abs().max()))
+    return vmax * jmax
+
+
+__all__ = ["Request", "explore", "replace"]

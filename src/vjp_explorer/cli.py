@@ -1,0 +1,371 @@
+"""The `vjp` command: parse argv, call the library, pick a renderer, map errors to exit codes.
+
+No maths here. Variables are given as `--NAME VALUE`: the run command's parser
+takes every `--NAME` that is not one of its own options as a variable (use
+`--var NAME=VALUE` for a name that clashes with an option, such as `grad`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperCommand
+
+from .errors import ExitCode, UsageError, VjpError
+
+app = typer.Typer(
+    name="vjp",
+    help="See what y.backward(v) computes: Jᵀv, one weighted sum per input element, checked three ways.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class VariableOptions(TyperCommand):
+    """A command that also accepts `--NAME VALUE` for each variable of the program."""
+
+    # Duck-typed on purpose: typer has shipped both real click and a vendored copy of it.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        takes_value: dict[str, bool] = {}
+        for p in self.get_params(ctx):
+            if getattr(p, "param_type_name", "") == "option":
+                for o in [*p.opts, *p.secondary_opts]:
+                    takes_value[o] = not getattr(p, "is_flag", False) and not getattr(p, "count", False)
+        problems: list[str] = []
+        rest: list[str] = []
+        found: list[tuple[str, str]] = []
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a == "--":
+                rest += args[i:]
+                break
+            if a.startswith("--") and len(a) > 2:
+                name, eq, val = a[2:].partition("=")
+                opt = "--" + name
+                if opt in takes_value:
+                    rest.append(a)
+                    if takes_value[opt] and not eq and i + 1 < len(args):
+                        rest.append(args[i + 1])
+                        i += 1
+                    i += 1
+                    continue
+                if not eq:
+                    if i + 1 >= len(args):
+                        problems.append(f"{a} needs a value: {a} VALUE (or --var {name}=VALUE).")
+                        break
+                    val = args[i + 1]
+                    i += 1
+                found.append((name, val))
+                i += 1
+                continue
+            if a.startswith("-") and len(a) > 1 and a[1:2].isalpha() and a[:2] not in takes_value:
+                problems.append(f"No such option: {a} (variables are given as --NAME VALUE).")
+                i += 1
+                continue
+            rest.append(a)
+            i += 1
+        ctx.meta["vjp_variables"] = found
+        ctx.meta["vjp_problems"] = problems
+        ctx.meta["vjp_options"] = sorted(o for o in takes_value if o.startswith("--"))
+        return super().parse_args(ctx, rest)
+
+
+# ---------------------------------------------------------------------------- shared options
+Expression = Annotated[
+    str | None,
+    typer.Argument(help="The program, e.g. '3*a + 2*b*b + log(c)'; '-' reads it from stdin.", show_default=False),
+]
+FileOpt = Annotated[
+    Path | None, typer.Option("--file", "-f", help="Run an expression file (TOML); command-line options override it.")
+]
+VarOpt = Annotated[list[str] | None, typer.Option("--var", help="NAME=VALUE for a leaf (requires grad); repeatable.")]
+ConstOpt = Annotated[
+    list[str] | None, typer.Option("--const", help="NAME=VALUE for a constant (no grad, no Jacobian); repeatable.")
+]
+GradOpt = Annotated[
+    str | None,
+    typer.Option("--grad", help="v of y.backward(v): same forms as values, or 'ones'. Default 1 for a scalar output."),
+]
+OutputOpt = Annotated[str | None, typer.Option("--output", help="The variable to differentiate (default: the last one).")]
+DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="float32 (torch's default) or float64.")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for rand(...)/randn(...) values.")]
+CallsOpt = Annotated[
+    int | None, typer.Option("--backward-calls", help="Call backward N times without zeroing .grad (it accumulates).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout (schema in the README).")]
+FullOpt = Annotated[bool, typer.Option("--full", help="Show every element and every Jacobian entry.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also show methods and timings.")]
+DigitsOpt = Annotated[int | None, typer.Option("--digits", help="Significant digits shown (default 6; 10 for float64).")]
+SymOpt = Annotated[bool, typer.Option("--symbolic/--no-symbolic", help="Run the sympy cross-check.")]
+MaxJacOpt = Annotated[int | None, typer.Option("--max-jacobian", help="Most entries of one materialised Jacobian.")]
+LimitOpt = Annotated[list[str] | None, typer.Option("--limit", help="NAME=VALUE to change a limit (see README).")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show a traceback for internal errors.")]
+
+
+def _pairs(items: list[str] | None, flag: str) -> list[tuple[str, str]]:
+    out = []
+    for item in items or []:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            raise UsageError(f"{flag} takes NAME=VALUE, got {item!r}.")
+        out.append((name.strip(), value))
+    return out
+
+
+def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any) -> Any:
+    from .api import Request
+    from .limits import DEFAULT_LIMITS
+
+    for problem in ctx.meta.get("vjp_problems", []):
+        raise UsageError(problem)
+    options = ctx.meta.get("vjp_options", [])
+    for name, _ in ctx.meta.get("vjp_variables", []):
+        if not name.isidentifier() or not name.isascii():
+            import difflib
+
+            near = difflib.get_close_matches("--" + name, options, n=1)
+            raise UsageError(
+                f"--{name} is neither an option nor a valid variable name.",
+                hint=f"Did you mean {near[0]}?" if near else None,
+            )
+    variables = list(ctx.meta.get("vjp_variables", [])) + _pairs(o["var"], "--var")
+    consts = _pairs(o["const"], "--const")
+    seen: set[str] = set()
+    for name, _ in variables + consts:
+        if name in seen:
+            raise UsageError(f"The variable {name!r} is given twice; give each variable once.")
+        seen.add(name)
+    if expression == "-":
+        expression = sys.stdin.read()
+    if file is not None:
+        from .language.files import load_request
+
+        req = load_request(file)
+        if expression is not None:
+            raise UsageError("Give either an expression or --file, not both.")
+    else:
+        if expression is None:
+            raise UsageError("Give a program, e.g. vjp run '3*a + 2*b' --a 1,2 --b 3,4 (or --file FILE).")
+        req = Request(expression)
+    # command-line values override the file's
+    for name, value in variables:
+        req.consts.pop(name, None)
+        req.values[name] = value
+    for name, value in consts:
+        req.values.pop(name, None)
+        req.consts[name] = value
+    if o["grad"] is not None:
+        req.grad = o["grad"]
+    if o["output"] is not None:
+        req.output = o["output"]
+    if o["dtype"] is not None:
+        req.dtype = o["dtype"]
+    if o["seed"] is not None:
+        req.seed = o["seed"]
+    if o["backward_calls"] is not None:
+        req.backward_calls = o["backward_calls"]
+    req.symbolic = req.symbolic and o["symbolic"]
+    req.device = o["device"]
+    limits = req.limits if req.limits is not None else DEFAULT_LIMITS
+    overrides = dict(_pairs(o["limit"], "--limit"))
+    if o["max_jacobian"] is not None:
+        overrides["jacobian_entries"] = str(o["max_jacobian"])
+    if overrides:
+        from .limits import limit_names
+
+        try:
+            limits = limits.with_overrides(overrides)
+        except KeyError as e:
+            raise UsageError(f"--limit: unknown limit {e.args[0]!r}; the limits are: {', '.join(limit_names())}.") from None
+        except ValueError as e:
+            raise UsageError(f"--limit: {e}.") from None
+    req.limits = limits
+    return req
+
+
+def _fail(e: BaseException, debug: bool) -> typer.Exit:
+    err = _stderr()
+    if isinstance(e, VjpError):
+        err.print("error: " + e.render(), markup=False, highlight=False, soft_wrap=True)
+        return typer.Exit(int(e.exit_code))
+    if isinstance(e, KeyboardInterrupt):
+        err.print("interrupted", markup=False)
+        return typer.Exit(int(ExitCode.INTERRUPTED))
+    if debug or os.environ.get("VJP_DEBUG"):
+        raise e
+    err.print(
+        f"internal error: {type(e).__name__}: {e}\nThis is a bug in vjp-explorer; please report it with the command "
+        "you ran. Run again with --debug (or VJP_DEBUG=1) for the traceback.",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    return typer.Exit(int(ExitCode.INTERNAL))
+
+
+def _stderr() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def _stdout() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _emit(result: Any, json_: bool, full: bool, verbose: bool, digits: int | None, explain: bool = False) -> None:
+    if json_:
+        from .render.json_out import dumps
+
+        sys.stdout.write(dumps(result) + "\n")
+        return
+    from .render import text
+
+    view = text.View.for_result(result, digits, full, verbose)
+    console = _stdout()
+    if explain:
+        from .render.explain_view import render_explain
+
+        console.print(render_explain(result, view))
+    else:
+        console.print(text.render_run(result, view))
+
+
+def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool, **o: Any) -> None:
+    debug = o["debug"]
+    try:
+        req = _build_request(ctx, expression, file, **o)
+        req.explain = explain
+        from .api import explore
+
+        result = explore(req)
+        _emit(result, o["json_"], o["full"], o["verbose"], o["digits"], explain)
+    except typer.Exit:
+        raise
+    except (Exception, KeyboardInterrupt) as e:
+        raise _fail(e, debug) from None
+    code = int(result.exit_code)
+    if code:
+        if not o["json_"]:
+            _stderr().print("error: a cross-check disagrees (exit 3); see 'checks' above.", markup=False)
+        raise typer.Exit(code)
+
+
+@app.command(
+    cls=VariableOptions,
+    context_settings={"allow_interspersed_args": True},
+    epilog="Example: vjp run '3*a+2*b*b+log(c)' --a 1,2,3 --b 3,4,5 --c 6,7,8 --grad 0.1,1,0.0001",
+)
+def run(
+    ctx: typer.Context,
+    expression: Expression = None,
+    file: FileOpt = None,
+    var: VarOpt = None,
+    const: ConstOpt = None,
+    grad: GradOpt = None,
+    output: OutputOpt = None,
+    dtype: DtypeOpt = None,
+    seed: SeedOpt = None,
+    backward_calls: CallsOpt = None,
+    json_: JsonOpt = False,
+    full: FullOpt = False,
+    verbose: VerboseOpt = False,
+    digits: DigitsOpt = None,
+    symbolic: SymOpt = True,
+    max_jacobian: MaxJacOpt = None,
+    limit: LimitOpt = None,
+    device: DeviceOpt = "cpu",
+    debug: DebugOpt = False,
+) -> None:
+    """Run y.backward(v) for real and show .grad, the Jacobian J, Jᵀv from J, and sympy's check side by side.
+
+    Give each input as --NAME VALUE: 0.1, 1,2,3, [[1,2],[3,4]], ones(2,2), randn(3) ...
+    """
+    _command(ctx, expression, file, False, **_opts(locals()))
+
+
+def _opts(local: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in local.items() if k not in ("ctx", "expression", "file")}
+
+
+@app.command(name="explain", cls=VariableOptions, epilog="Example: vjp explain expressions/seed_3vector.toml")
+def explain_cmd(
+    ctx: typer.Context,
+    expression: Annotated[
+        str | None, typer.Argument(help="An expression file (.toml), or a program as for 'run'.", show_default=False)
+    ] = None,
+    file: FileOpt = None,
+    var: VarOpt = None,
+    const: ConstOpt = None,
+    grad: GradOpt = None,
+    output: OutputOpt = None,
+    dtype: DtypeOpt = None,
+    seed: SeedOpt = None,
+    backward_calls: CallsOpt = None,
+    json_: JsonOpt = False,
+    full: FullOpt = False,
+    verbose: VerboseOpt = False,
+    digits: DigitsOpt = None,
+    symbolic: SymOpt = True,
+    max_jacobian: MaxJacOpt = None,
+    limit: LimitOpt = None,
+    device: DeviceOpt = "cpu",
+    debug: DebugOpt = False,
+    latex: Annotated[bool, typer.Option("--latex", help="Print formulas as LaTeX.")] = False,
+) -> None:
+    """Explain backward(v) for a program: shapes, the symbolic Jacobian, and each grad term by term.
+
+    Accepts an expression file or, like 'run', an inline program with values.
+    """
+    o = _opts(locals())
+    o.pop("latex")
+    os.environ["VJP_LATEX"] = "1" if latex else ""
+    if file is None and expression is not None and expression.endswith(".toml") and "\n" not in expression:
+        file, expression = Path(expression), None
+    _command(ctx, expression, file, True, **o)
+
+
+@app.command()
+def examples(
+    json_: JsonOpt = False,
+) -> None:
+    """List the bundled example files with their titles.
+
+    Example: vjp examples; then vjp explain <path shown>
+    """
+    try:
+        from .language.files import bundled_examples
+
+        items = bundled_examples()
+    except VjpError as e:
+        raise _fail(e, False) from None
+    if json_:
+        import json
+
+        sys.stdout.write(json.dumps([{"name": i.name, "path": str(i.path), "title": i.title} for i in items], indent=2) + "\n")
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(show_edge=False, header_style="bold")
+    t.add_column("name")
+    t.add_column("title")
+    t.add_column("path", style="dim")
+    for i in items:
+        t.add_row(Text(i.name), Text(i.title), Text(str(i.path)))
+    _stdout().print(t)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,439 @@
+"""Run a Program with torch tensors: the forward pass, with a record of the path taken.
+
+The interpreter evaluates our own nodes only. Shapes are checked before every
+op that can grow a tensor, so `(100000,1) * (1,100000)` is refused before it
+allocates. Alongside each value it tracks, per leaf, whether the value depends
+on it elementwise ("diag") or in any other way ("dense"): that is how the
+Jacobian engine knows a diagonal block without computing it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..errors import LimitError, ProgramError, ShapeError
+from ..language import program as P
+from ..language.functions import ELEMENTWISE
+from ..limits import Limits
+
+DIAG = "diag"
+DENSE = "dense"
+
+
+@dataclass
+class Val:
+    """A value during interpretation: a tensor (or plain number) and its dependence on leaves."""
+
+    v: Any  # torch.Tensor | float | bool
+    deps: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.v.shape) if isinstance(self.v, torch.Tensor) else ()
+
+
+@dataclass
+class Step:
+    """One executed assignment, loop variables replaced by their values at that point."""
+
+    target: str
+    expr: P.Expr
+
+
+@dataclass
+class ControlRecord:
+    """How many times a loop ran, or which branch an if took."""
+
+    kind: str
+    span: P.Span
+    count: int
+
+
+@dataclass
+class Forward:
+    """The forward pass: final environment, the straight-line trace and the control path."""
+
+    env: dict[str, Val]
+    steps: list[Step]
+    control: list[ControlRecord]
+    output: Val
+
+
+class Interpreter:
+    """Evaluates a Program; one instance per run."""
+
+    def __init__(self, program: P.Program, limits: Limits, dtype: torch.dtype = torch.float32) -> None:
+        self.program = program
+        self.limits = limits
+        self.dtype = dtype
+        self.steps: list[Step] = []
+        self.control: list[ControlRecord] = []
+        self.iterations = 0
+        self.loop_values: dict[str, int] = {}
+
+    def err(self, cls: type[Exception], message: str, span: P.Span, hint: str | None = None) -> Exception:
+        return cls(message, self.program.source, span[0], span[1], hint)  # type: ignore[call-arg]
+
+    # ------------------------------------------------------------------ statements
+    def run(self, env: dict[str, Val]) -> Forward:
+        self._block(self.program.body, env)
+        out = env.get(self.program.output)
+        if out is None:
+            raise ProgramError(
+                f"The output variable {self.program.output!r} was never assigned on the path taken at these inputs."
+            )
+        return Forward(env, self.steps, self.control, out)
+
+    def _block(self, body: tuple[P.Stmt, ...], env: dict[str, Val]) -> None:
+        for s in body:
+            if isinstance(s, P.Assign):
+                if len(self.steps) >= self.limits.steps:
+                    raise self.err(
+                        LimitError,
+                        f"The program ran more than {self.limits.steps:,} assignments "
+                        f"(--limit steps=N to raise it).",
+                        s.span,
+                    )
+                expr = _bind(s.value, self.loop_values) if self.loop_values else s.value
+                env[s.target] = self.eval(expr, env)
+                self.steps.append(Step(s.target, expr))
+            elif isinstance(s, P.If):
+                taken = self.condition(s.test, env)
+                self.control.append(ControlRecord("if", s.span, 1 if taken else 0))
+                self._block(s.body if taken else s.orelse, env)
+            elif isinstance(s, P.While):
+                rec = ControlRecord("while", s.span, 0)
+                self.control.append(rec)
+                while self.condition(s.test, env):
+                    self._tick(s.span)
+                    rec.count += 1
+                    self._block(s.body, env)
+            elif isinstance(s, P.For):
+                rec = ControlRecord("for", s.span, 0)
+                self.control.append(rec)
+                for i in range(s.start, s.stop, s.step):
+                    self._tick(s.span)
+                    rec.count += 1
+                    self.loop_values[s.var] = i
+                    self._block(s.body, env)
+            else:  # pragma: no cover - the parser lowers ExprStmt
+                raise AssertionError(s)
+
+    def _tick(self, span: P.Span) -> None:
+        self.iterations += 1
+        if self.iterations > self.limits.iterations:
+            raise self.err(
+                LimitError,
+                f"The loop ran more than {self.limits.iterations:,} iterations and was stopped "
+                f"(--limit iterations=N to raise it).",
+                span,
+                "Check that the loop's condition can become false.",
+            )
+
+    def condition(self, expr: P.Expr, env: dict[str, Val]) -> bool:
+        val = self.eval(expr, env).v
+        if isinstance(val, torch.Tensor):
+            if val.numel() != 1:
+                raise self.err(
+                    ProgramError,
+                    f"A condition must be a single number, but this one has shape {list(val.shape)} "
+                    "(torch: 'Boolean value of Tensor with more than one value is ambiguous').",
+                    _span(expr),
+                    "Reduce it first, e.g. y.norm() < 1000 or y.sum() > 0.",
+                )
+            val = bool(val.item())
+        if isinstance(val, float) and math.isnan(val):
+            return False
+        return bool(val)
+
+    # ------------------------------------------------------------------ expressions
+    def eval(self, e: P.Expr, env: dict[str, Val]) -> Val:
+        if isinstance(e, P.Num):
+            return Val(e.value)
+        if isinstance(e, P.Name):
+            if e.id in self.loop_values:
+                return Val(float(self.loop_values[e.id]))
+            got = env.get(e.id)
+            if got is None:
+                raise self.err(ProgramError, f"{e.id!r} is used before it is assigned on this path.", e.span)
+            return got
+        if isinstance(e, P.BinOp):
+            return self._binop(e, self.eval(e.left, env), self.eval(e.right, env))
+        if isinstance(e, P.UnaryOp):
+            x = self.eval(e.operand, env)
+            if e.op == "-":
+                return Val(-x.v, dict(x.deps))
+            return Val(not self._truth(x, e))
+        if isinstance(e, P.Compare):
+            vals = [self.eval(o, env) for o in e.operands]
+            ok = True
+            for op, a, b in zip(e.ops, vals, vals[1:], strict=False):
+                ok = ok and _compare(op, self._scalar(a, e), self._scalar(b, e))
+            return Val(ok)
+        if isinstance(e, P.BoolOp):
+            if e.op == "and":
+                return Val(all(self._truth(self.eval(v, env), e) for v in e.values))
+            return Val(any(self._truth(self.eval(v, env), e) for v in e.values))
+        if isinstance(e, P.Call):
+            return self._call(e, [self.eval(a, env) for a in e.args])
+        raise AssertionError(e)  # pragma: no cover
+
+    def _scalar(self, x: Val, e: P.Expr) -> float:
+        v = x.v
+        if isinstance(v, torch.Tensor):
+            if v.numel() != 1:
+                raise self.err(
+                    ProgramError,
+                    f"Comparisons need single numbers, but a side has shape {list(v.shape)}.",
+                    _span(e),
+                    "Reduce it first, e.g. y.norm() or y.sum().",
+                )
+            return float(v.item())
+        return float(v)
+
+    def _truth(self, x: Val, e: P.Expr) -> bool:
+        return bool(x.v) if isinstance(x.v, bool) else self._scalar(x, e) != 0
+
+    def _check_numel(self, shape: tuple[int, ...], span: P.Span) -> None:
+        n = math.prod(shape)
+        if n > self.limits.elements:
+            raise self.err(
+                LimitError,
+                f"This operation would make a tensor of shape {list(shape)} ({n:,} elements); "
+                f"the limit is {self.limits.elements:,} (--limit elements=N).",
+                span,
+            )
+
+    def _binop(self, e: P.BinOp, a: Val, b: Val) -> Val:
+        op = e.op
+        if op == "@":
+            return self._matmul(e.span, a, b)
+        sa, sb = a.shape, b.shape
+        try:
+            shape = tuple(torch.broadcast_shapes(sa, sb))
+        except RuntimeError:
+            raise self.err(
+                ShapeError,
+                f"Shapes {list(sa)} and {list(sb)} do not broadcast for '{op}'.",
+                e.span,
+                "Broadcasting matches trailing dimensions; each pair must be equal or 1.",
+            ) from None
+        self._check_numel(shape, e.span)
+        x, y = a.v, b.v
+        if not isinstance(x, torch.Tensor) and not isinstance(y, torch.Tensor):
+            v: Any = _python_op(op, float(x), float(y))
+        elif op == "+":
+            v = x + y
+        elif op == "-":
+            v = x - y
+        elif op == "*":
+            v = x * y
+        elif op == "/":
+            v = x / y
+        else:
+            v = torch.pow(x, y) if isinstance(x, torch.Tensor) else torch.pow(torch.as_tensor(x, dtype=y.dtype), y)
+        deps = _merge(a, b, shape)
+        return Val(v, deps)
+
+    def _matmul(self, span: P.Span, a: Val, b: Val) -> Val:
+        x, y = a.v, b.v
+        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.dim() == 0 or y.dim() == 0:
+            raise self.err(ShapeError, "'@' (matmul) needs two tensors of at least 1 dimension; use '*' for scalars.", span)
+        shape = _matmul_shape(tuple(x.shape), tuple(y.shape))
+        if shape is None:
+            raise self.err(
+                ShapeError,
+                f"matmul: shapes {list(x.shape)} and {list(y.shape)} do not fit "
+                f"(the last dim of the left, {x.shape[-1]}, must equal the "
+                f"{'only' if y.dim() == 1 else 'second-to-last'} dim of the right, "
+                f"{y.shape[0] if y.dim() == 1 else y.shape[-2]}).",
+                span,
+            )
+        self._check_numel(shape, span)
+        return Val(torch.matmul(x, y), _dense(a, b))
+
+    def _call(self, e: P.Call, args: list[Val]) -> Val:
+        f = e.func
+        x = args[0]
+        t = x.v
+        if not isinstance(t, torch.Tensor):
+            t = torch.as_tensor(float(t), dtype=self.dtype)
+        try:
+            if f in ELEMENTWISE:
+                return Val(getattr(torch, f)(t), dict(x.deps))
+            if f == "pow":
+                return self._binop(P.BinOp("**", P.Num(0, e.span), P.Num(0, e.span), e.span), x, args[1])
+            if f in ("matmul", "mm"):
+                if f == "mm" and (t.dim() != 2 or getattr(args[1].v, "ndim", 0) != 2):
+                    raise self.err(ShapeError, "mm() multiplies two 2-D matrices; use matmul or @ otherwise.", e.span)
+                return self._matmul(e.span, x, args[1])
+            if f == "detach":
+                return Val(t.detach(), {})
+            if f in ("sum", "mean", "prod", "norm"):
+                return Val(self._reduce(e, t), _dense(x))
+            if f in ("softmax", "log_softmax"):
+                dim = self._dim(e, t, e.param("dim"))
+                return Val(getattr(torch, f)(t, dim=dim), _dense(x))
+            if f == "t":
+                if t.dim() > 2:
+                    raise self.err(
+                        ShapeError,
+                        f".T / t() transposes tensors of at most 2 dims; this one has shape {list(t.shape)}.",
+                        e.span,
+                        "Use transpose(x, dim0, dim1).",
+                    )
+                return Val(t.t() if t.dim() == 2 else t, dict(x.deps) if t.dim() < 2 else _dense(x))
+            if f == "transpose":
+                d0 = self._dim(e, t, e.param("dim0"))
+                d1 = self._dim(e, t, e.param("dim1"))
+                return Val(t.transpose(d0, d1), dict(x.deps) if d0 == d1 else _dense(x))
+        except RuntimeError as err:
+            raise self.err(ProgramError, f"{f}() failed: {_first_line(err)}", e.span) from None
+        raise AssertionError(f)  # pragma: no cover
+
+    def _dim(self, e: P.Call, t: torch.Tensor, d: Any) -> Any:
+        nd = max(t.dim(), 1)
+        dims = d if isinstance(d, tuple) else (d,)
+        for k in dims:
+            if not -nd <= k < nd:
+                raise self.err(
+                    ShapeError,
+                    f"{e.func}(): dim={k} is out of range for a tensor of shape {list(t.shape)} "
+                    f"(valid: {-nd} to {nd - 1}).",
+                    e.span,
+                )
+        if isinstance(d, tuple) and len({k % nd for k in d}) != len(d):
+            raise self.err(ShapeError, f"{e.func}(): dim={d} repeats a dimension.", e.span)
+        return d
+
+    def _reduce(self, e: P.Call, t: torch.Tensor) -> torch.Tensor:
+        dim = e.param("dim")
+        keep = bool(e.param("keepdim"))
+        if dim is not None:
+            dim = self._dim(e, t, dim)
+        f = e.func
+        if f == "norm":
+            p = e.param("p")
+            ord_ = 2.0 if p is None else float(p)  # type: ignore[arg-type]
+            return torch.linalg.vector_norm(t, ord=ord_, dim=dim, keepdim=keep)
+        if f == "prod":
+            if dim is None:
+                r = torch.prod(t)
+                return r.reshape((1,) * t.dim()) if keep else r
+            return torch.prod(t, dim=dim, keepdim=keep)
+        fn = torch.sum if f == "sum" else torch.mean
+        if dim is None:
+            r = fn(t)
+            return r.reshape((1,) * t.dim()) if keep else r
+        return fn(t, dim=dim, keepdim=keep)
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _span(e: P.Expr) -> P.Span:
+    return e.span
+
+
+def _python_op(op: str, a: float, b: float) -> float:
+    try:
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op == "/":
+            return a / b if b else math.copysign(math.inf, a) if a else math.nan
+        r = a**b
+        return r if isinstance(r, float) else math.nan
+    except (OverflowError, ZeroDivisionError):
+        return math.inf
+
+
+def _compare(op: str, a: float, b: float) -> bool:
+    return {
+        "<": a < b,
+        "<=": a <= b,
+        ">": a > b,
+        ">=": a >= b,
+        "==": a == b,
+        "!=": a != b,
+    }[op]
+
+
+def _merge(a: Val, b: Val, shape: tuple[int, ...]) -> dict[str, str]:
+    # an elementwise op keeps a diagonal dependence only if the operand was not broadcast up
+    deps: dict[str, str] = {}
+    for side in (a, b):
+        widened = side.shape != shape
+        for leaf, kind in side.deps.items():
+            k = DENSE if widened or kind == DENSE else DIAG
+            deps[leaf] = DENSE if deps.get(leaf) == DENSE else k
+    return deps
+
+
+def _dense(*vals: Val) -> dict[str, str]:
+    return {leaf: DENSE for v in vals for leaf in v.deps}
+
+
+def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        return None
+    try:
+        batch = tuple(torch.broadcast_shapes(a2[:-2], b2[:-2]))
+    except RuntimeError:
+        return None
+    out = (*batch, a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+def _bind(expr: P.Expr, values: dict[str, int]) -> P.Expr:
+    """The expression with loop variables replaced by their current values."""
+    if isinstance(expr, P.Name) and expr.id in values:
+        v = float(values[expr.id])
+        return P.Num(v, expr.span, integral=True)
+    if isinstance(expr, P.BinOp):
+        return P.BinOp(expr.op, _bind(expr.left, values), _bind(expr.right, values), expr.span)
+    if isinstance(expr, P.UnaryOp):
+        return P.UnaryOp(expr.op, _bind(expr.operand, values), expr.span)
+    if isinstance(expr, P.Call):
+        return P.Call(expr.func, tuple(_bind(a, values) for a in expr.args), expr.params, expr.span)
+    if isinstance(expr, P.Compare):
+        return P.Compare(expr.ops, tuple(_bind(a, values) for a in expr.operands), expr.span)
+    if isinstance(expr, P.BoolOp):
+        return P.BoolOp(expr.op, tuple(_bind(a, values) for a in expr.values), expr.span)
+    return expr
+
+
+def replay(steps: list[Step], output: str, env: dict[str, Any], dtype: torch.dtype) -> Any:
+    """Run the straight-line trace again on new leaf tensors (for torch.func transforms)."""
+    vals = {k: Val(v) for k, v in env.items()}
+    it = _ReplayInterpreter()
+    it.dtype = dtype
+    for s in steps:
+        vals[s.target] = it.eval(s.expr, vals)
+    return vals[output].v
+
+
+class _ReplayInterpreter(Interpreter):
+    """The interpreter without limits or program bookkeeping: the trace was already checked."""
+
+    def __init__(self) -> None:  # noqa: D107 - no program: steps are pre-checked
+        self.limits = Limits(elements=2**62)
+        self.loop_values = {}
+        self.dtype = torch.float32
+
+    def err(self, cls: type[Exception], message: str, span: P.Span, hint: str | None = None) -> Exception:
+        return cls(message)

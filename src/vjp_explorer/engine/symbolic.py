@@ -1,0 +1,346 @@
+"""Program -> sympy: the same trace, element by element, differentiated exactly.
+
+This is the independent route: no autograd anywhere. Every element of every
+value is a sympy expression in per-element symbols (`b[1]`, `W[0,1]`); the
+Jacobian is `diff` of each output element by each leaf symbol, evaluated at the
+inputs with 30 significant digits.  Only our own program representation is
+turned into sympy objects: no user text ever reaches sympify.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import sympy as sp
+
+from ..language import program as P
+from .interpreter import Step
+
+DPS = 30
+
+
+class SymbolicTimeout(Exception):
+    """The sympy work ran out of its time budget."""
+
+
+class Unsupported(Exception):
+    """A construct the symbolic route cannot follow (the check is skipped, with this reason)."""
+
+
+@dataclass
+class SymTensor:
+    """A tensor of sympy expressions: shape plus row-major elements."""
+
+    shape: tuple[int, ...]
+    items: list[Any]
+
+    def at(self, idx: tuple[int, ...]) -> Any:
+        k = 0
+        for i, n in zip(idx, self.shape, strict=True):
+            k = k * n + i
+        return self.items[k]
+
+
+def element_label(name: str, idx: tuple[int, ...]) -> str:
+    """`b[1]`, `W[0,1]`, or plain `a` for a 0-d value."""
+    return f"{name}[{','.join(map(str, idx))}]" if idx else name
+
+
+def leaf_symbols(name: str, shape: tuple[int, ...]) -> SymTensor:
+    """One real symbol per element."""
+    idxs = list(itertools.product(*[range(n) for n in shape]))
+    return SymTensor(shape, [sp.Symbol(element_label(name, i), real=True) for i in idxs])
+
+
+def _num(x: float, integral: bool = False) -> Any:
+    if integral or (float(x).is_integer() and abs(x) < 2**53):
+        return sp.Integer(int(x))
+    return sp.Float(x, DPS)
+
+
+@contextmanager
+def time_budget(seconds: float) -> Iterator[None]:
+    """Raise SymbolicTimeout in this (main) thread after `seconds`; sympy cannot escape it."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield  # no signals off the main thread: the size limits still bound the work
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise SymbolicTimeout()
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+class SymbolicProgram:
+    """Evaluates a straight-line trace with SymTensors."""
+
+    def __init__(self, env: dict[str, SymTensor], numeric: Callable[[Any], Any]) -> None:
+        self.env = dict(env)
+        self.numeric = numeric  # substitutes the input values: used for detach()
+
+    def run(self, steps: list[Step], output: str) -> SymTensor:
+        for s in steps:
+            self.env[s.target] = self.eval(s.expr)
+        return self.env[output]
+
+    def eval(self, e: P.Expr) -> SymTensor:
+        if isinstance(e, P.Num):
+            return SymTensor((), [_num(e.value, e.integral)])
+        if isinstance(e, P.Name):
+            return self.env[e.id]
+        if isinstance(e, P.UnaryOp):
+            x = self.eval(e.operand)
+            return SymTensor(x.shape, [-a for a in x.items])
+        if isinstance(e, P.BinOp):
+            a, b = self.eval(e.left), self.eval(e.right)
+            if e.op == "@":
+                return matmul(a, b)
+            return broadcast(a, b, _BIN[e.op])
+        if isinstance(e, P.Call):
+            return self.call(e, [self.eval(a) for a in e.args])
+        raise Unsupported(f"{type(e).__name__} in an assignment")
+
+    def call(self, e: P.Call, args: list[SymTensor]) -> SymTensor:
+        f = e.func
+        x = args[0]
+        if f in _UNARY:
+            fn = _UNARY[f]
+            return SymTensor(x.shape, [fn(a) for a in x.items])
+        if f == "pow":
+            return broadcast(x, args[1], _BIN["**"])
+        if f in ("matmul", "mm"):
+            return matmul(x, args[1])
+        if f == "detach":
+            return SymTensor(x.shape, [self.numeric(a) for a in x.items])
+        if f in ("sum", "mean", "prod"):
+            combine = {"sum": sp.Add, "prod": sp.Mul, "mean": lambda *xs: sp.Add(*xs) / len(xs)}[f]
+            return reduce(x, e.param("dim"), bool(e.param("keepdim")), combine)
+        if f == "norm":
+            p = e.param("p")
+            pv = 2.0 if p is None else float(p)  # type: ignore[arg-type]
+            if not math.isfinite(pv) or pv <= 0:
+                raise Unsupported(f"norm with p={pv:g}")
+            if pv == 2:
+                comb: Callable[..., Any] = lambda *xs: sp.sqrt(sp.Add(*[a**2 for a in xs]))  # noqa: E731
+            elif pv == 1:
+                comb = lambda *xs: sp.Add(*[sp.Abs(a) for a in xs])  # noqa: E731
+            else:
+                pe = _num(pv)
+                comb = lambda *xs: sp.Add(*[sp.Abs(a) ** pe for a in xs]) ** (1 / pe)  # noqa: E731
+            return reduce(x, e.param("dim"), bool(e.param("keepdim")), comb)
+        if f in ("softmax", "log_softmax"):
+            return softmax(x, int(e.param("dim")), log=f == "log_softmax")  # type: ignore[arg-type]
+        if f == "t":
+            if len(x.shape) < 2:
+                return x
+            return transpose(x, 0, 1)
+        if f == "transpose":
+            return transpose(x, int(e.param("dim0")), int(e.param("dim1")))  # type: ignore[arg-type]
+        raise Unsupported(f"the function {f}")
+
+
+def _relu(a: Any) -> Any:
+    return sp.Piecewise((a, a > 0), (0, True))
+
+
+def _sigmoid(a: Any) -> Any:
+    return 1 / (1 + sp.exp(-a))
+
+
+_UNARY: dict[str, Callable[[Any], Any]] = {
+    "log": sp.log,
+    "exp": sp.exp,
+    "sin": sp.sin,
+    "cos": sp.cos,
+    "tan": sp.tan,
+    "tanh": sp.tanh,
+    "sigmoid": _sigmoid,
+    "relu": _relu,
+    "sqrt": sp.sqrt,
+    "abs": sp.Abs,
+}
+_BIN: dict[str, Callable[[Any, Any], Any]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+    "**": lambda a, b: a**b,
+}
+
+
+def _indices(shape: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+    return itertools.product(*[range(n) for n in shape])
+
+
+def broadcast(a: SymTensor, b: SymTensor, fn: Callable[[Any, Any], Any]) -> SymTensor:
+    """Elementwise binary op with numpy/torch broadcasting."""
+    nd = max(len(a.shape), len(b.shape))
+    sa = (1,) * (nd - len(a.shape)) + a.shape
+    sb = (1,) * (nd - len(b.shape)) + b.shape
+    shape = tuple(max(x, y) for x, y in zip(sa, sb, strict=True))
+    out = []
+    for idx in _indices(shape):
+        ia = tuple(0 if n == 1 else i for i, n in zip(idx, sa, strict=True))[nd - len(a.shape) :]
+        ib = tuple(0 if n == 1 else i for i, n in zip(idx, sb, strict=True))[nd - len(b.shape) :]
+        out.append(fn(a.at(ia), b.at(ib)))
+    return SymTensor(shape, out)
+
+
+def reduce(x: SymTensor, dim: Any, keepdim: bool, combine: Callable[..., Any]) -> SymTensor:
+    """Reduce over `dim` (None: all, int, or tuple of ints)."""
+    nd = len(x.shape)
+    if dim is None:
+        dims = set(range(nd))
+    else:
+        dims = {d % max(nd, 1) for d in (dim if isinstance(dim, tuple) else (dim,))}
+    if nd == 0:
+        return SymTensor((), [combine(x.items[0])])
+    kept = [i for i in range(nd) if i not in dims]
+    groups: dict[tuple[int, ...], list[Any]] = {}
+    for idx in _indices(x.shape):
+        groups.setdefault(tuple(idx[i] for i in kept), []).append(x.at(idx))
+    shape = tuple(1 if i in dims else x.shape[i] for i in range(nd)) if keepdim else tuple(x.shape[i] for i in kept)
+    return SymTensor(shape, [combine(*groups[k]) for k in sorted(groups)])
+
+
+def transpose(x: SymTensor, d0: int, d1: int) -> SymTensor:
+    """Swap two dimensions."""
+    nd = len(x.shape)
+    d0, d1 = d0 % nd, d1 % nd
+    perm = list(range(nd))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    shape = tuple(x.shape[p] for p in perm)
+    out = []
+    for idx in _indices(shape):
+        src = [0] * nd
+        for k, p in enumerate(perm):
+            src[p] = idx[k]
+        out.append(x.at(tuple(src)))
+    return SymTensor(shape, out)
+
+
+def matmul(a: SymTensor, b: SymTensor) -> SymTensor:
+    """torch.matmul semantics for 1-D, 2-D and batched operands."""
+    a2 = SymTensor((1, *a.shape), a.items) if len(a.shape) == 1 else a
+    b2 = SymTensor((*b.shape, 1), b.items) if len(b.shape) == 1 else b
+    batch_a, batch_b = a2.shape[:-2], b2.shape[:-2]
+    nd = max(len(batch_a), len(batch_b))
+    ba = (1,) * (nd - len(batch_a)) + batch_a
+    bb = (1,) * (nd - len(batch_b)) + batch_b
+    batch = tuple(max(x, y) for x, y in zip(ba, bb, strict=True))
+    n, k, m = a2.shape[-2], a2.shape[-1], b2.shape[-1]
+    out = []
+    for bi in _indices(batch):
+        ia = tuple(0 if s == 1 else i for i, s in zip(bi, ba, strict=True))[nd - len(batch_a) :]
+        ib = tuple(0 if s == 1 else i for i, s in zip(bi, bb, strict=True))[nd - len(batch_b) :]
+        for i in range(n):
+            for j in range(m):
+                out.append(sp.Add(*[a2.at((*ia, i, q)) * b2.at((*ib, q, j)) for q in range(k)]))
+    shape = (*batch, n, m)
+    if len(a.shape) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(b.shape) == 1:
+        shape = shape[:-1]
+    return SymTensor(shape, out)
+
+
+def softmax(x: SymTensor, dim: int, log: bool) -> SymTensor:
+    """softmax / log_softmax along one dimension."""
+    nd = len(x.shape)
+    if nd == 0:
+        return SymTensor((), [sp.Integer(0) if log else sp.Integer(1)])
+    d = dim % nd
+    out = []
+    for idx in _indices(x.shape):
+        row = [x.at(idx[:d] + (j,) + idx[d + 1 :]) for j in range(x.shape[d])]
+        z = sp.Add(*[sp.exp(r) for r in row])
+        out.append(x.at(idx) - sp.log(z) if log else sp.exp(x.at(idx)) / z)
+    return SymTensor(x.shape, out)
+
+
+@dataclass
+class SymbolicJacobian:
+    """Per leaf: the exact derivative expressions and their values at the inputs."""
+
+    output: SymTensor
+    # leaf -> (out_numel x leaf_numel) nested lists of sympy expressions / floats
+    formulas: dict[str, list[list[Any]]]
+    values: dict[str, list[list[float]]]
+    seconds: float
+
+
+def to_float(x: Any) -> float:
+    """A sympy number as a float; complex, zoo, nan -> nan; +-oo -> +-inf."""
+    if x is sp.zoo or x is sp.nan:
+        return math.nan
+    if x is sp.oo:
+        return math.inf
+    if x is sp.S.NegativeInfinity:
+        return -math.inf
+    try:
+        if getattr(x, "is_real", None) is False or (hasattr(x, "as_real_imag") and x.as_real_imag()[1] != 0):
+            return math.nan
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def symbolic_jacobian(
+    steps: list[Step],
+    output: str,
+    leaves: dict[str, tuple[tuple[int, ...], list[float]]],
+    consts: dict[str, tuple[tuple[int, ...], list[float]]],
+    keep_formulas: bool = False,
+) -> SymbolicJacobian:
+    """Build the program in sympy, differentiate every output element by every leaf element."""
+    t0 = time.perf_counter()
+    env: dict[str, SymTensor] = {}
+    subs: dict[Any, Any] = {}
+    for name, (shape, vals) in {**leaves, **consts}.items():
+        st = leaf_symbols(name, shape)
+        env[name] = st
+        for s, v in zip(st.items, vals, strict=True):
+            subs[s] = sp.Float(v, DPS)
+
+    def numeric(a: Any) -> Any:
+        return a.xreplace(subs).evalf(DPS)
+
+    out = SymbolicProgram(env, numeric).run(steps, output)
+    formulas: dict[str, list[list[Any]]] = {}
+    values: dict[str, list[list[float]]] = {}
+    const_subs = {s: v for s, v in subs.items() if str(s).split("[")[0] in consts}
+    for name in leaves:
+        syms = env[name].items
+        f_rows: list[list[Any]] = []
+        v_rows: list[list[float]] = []
+        for y in out.items:
+            free = y.free_symbols
+            f_row: list[Any] = []
+            v_row: list[float] = []
+            for s in syms:
+                if s not in free:
+                    d: Any = sp.Integer(0)
+                else:
+                    d = sp.diff(y, s)
+                if keep_formulas:
+                    f_row.append(d.xreplace(const_subs) if const_subs else d)
+                v_row.append(to_float(d.xreplace(subs).evalf(DPS)) if d != 0 else 0.0)
+            f_rows.append(f_row)
+            v_rows.append(v_row)
+        formulas[name] = f_rows
+        values[name] = v_rows
+    return SymbolicJacobian(out, formulas, values, time.perf_counter() - t0)

@@ -1,0 +1,105 @@
+"""The error classes: raised deep, caught once at the edge (the CLI), printed to stderr."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """The process exit codes; documented in the README and pinned by tests."""
+
+    OK = 0
+    INTERNAL = 1
+    BAD_INPUT = 2
+    DISAGREE = 3
+    INTERRUPTED = 130
+
+
+class VjpError(Exception):
+    """Base of every error the tool reports on purpose (bad input, limits, ...).
+
+    With `source` and a span it draws the offending line with a ^^^ marker under it.
+    """
+
+    exit_code = ExitCode.BAD_INPUT
+
+    def __init__(
+        self,
+        message: str,
+        source: str | None = None,
+        start: int = 0,
+        end: int | None = None,
+        hint: str | None = None,
+        label: str = "expression",
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.source = source
+        self.label = label
+        n = len(source) if source is not None else 0
+        self.start = max(0, min(start, n))
+        self.end = max(self.start + 1, end if end is not None else self.start + 1)
+
+    def marker(self) -> str:
+        """The source line holding the span, with ^^^ under the span."""
+        src = self.source or ""
+        line_start = src.rfind("\n", 0, self.start) + 1
+        line_end = src.find("\n", self.start)
+        if line_end == -1:
+            line_end = len(src)
+        line = src[line_start:line_end]
+        lineno = src.count("\n", 0, self.start) + 1
+        col = self.start - line_start
+        width = max(1, min(self.end, line_end) - self.start)
+        # long lines: show a window around the span so the marker stays on screen
+        lo = max(0, col - 40) if len(line) > 100 else 0
+        hi = min(len(line), col + min(width, 40) + 40) if len(line) > 100 else len(line)
+        prefix = "..." if lo > 0 else ""
+        suffix = "..." if hi < len(line) else ""
+        shown = prefix + line[lo:hi] + suffix
+        col = col - lo + len(prefix)
+        width = max(1, min(width, hi - (col - len(prefix) + lo)))
+        where = f"  {self.label}" + (f", line {lineno}" if "\n" in src.rstrip("\n") else "")
+        where += f", column {self.start - line_start + 1}:"
+        return f"{where}\n    {shown}\n    {' ' * col}{'^' * width}"
+
+    def render(self) -> str:
+        """The whole message, as printed on stderr."""
+        text = self.message
+        if self.source is not None:
+            text += "\n" + self.marker()
+        if self.hint:
+            text += "\n" + self.hint
+        return text
+
+
+SourceError = VjpError  # an error at a span of some source text
+
+
+class ProgramSyntaxError(SourceError):
+    """The program text is not in our language."""
+
+
+class ValueSyntaxError(SourceError):
+    """A value (--NAME VALUE, --grad) is malformed."""
+
+
+class ShapeError(VjpError):
+    """Shapes do not fit (broadcasting, matmul, v against the output)."""
+
+
+class ProgramError(VjpError):
+    """The program is well formed but cannot run as given (unknown variable, missing value)."""
+
+
+class LimitError(VjpError):
+    """A resource limit would be exceeded; checked before the work is done."""
+
+
+class FileFormatError(VjpError):
+    """An expression file is unreadable or does not follow the format."""
+
+
+class UsageError(VjpError):
+    """The command line is wrong (options that clash, a missing argument)."""

@@ -1,0 +1,627 @@
+"""Program text -> our Program, through Python's `ast` and a whitelist.
+
+The text is parsed by `ast.parse` only (never compiled or run); every node is
+then checked against the whitelist and rebuilt as our own representation.
+Anything not explicitly allowed is an error that points at its span.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Iterator
+
+from ..errors import LimitError, ProgramSyntaxError, VjpError
+from ..limits import DEFAULT_LIMITS, Limits
+from . import program as P
+from .functions import ATTRIBUTES, FUNCTIONS, FunctionSpec, Param, function_list
+from .unicode import first_bad_char
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+_BINOPS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.Pow: "**",
+    ast.MatMult: "@",
+}
+_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_RESERVED = {"torch", "range", "True", "False", "None"}
+_WHY_NOT = {
+    ast.BitXor: "'^' is bitwise xor in Python; write powers as '**' (x**2)",
+    ast.FloorDiv: "'//' (floor division) has no derivative; use '/'",
+    ast.Mod: "'%' (modulo) is not supported",
+    ast.BitAnd: "'&' is not supported; use 'and' in conditions",
+    ast.BitOr: "'|' is not supported; use 'or' in conditions",
+    ast.LShift: "shifts are not supported",
+    ast.RShift: "shifts are not supported",
+}
+_NODE_WORDS = {
+    ast.Lambda: "lambdas are not part of the language",
+    ast.ListComp: "comprehensions are not part of the language",
+    ast.SetComp: "comprehensions are not part of the language",
+    ast.DictComp: "comprehensions are not part of the language",
+    ast.GeneratorExp: "generator expressions are not part of the language",
+    ast.NamedExpr: "':=' (walrus) is not part of the language; use a separate assignment",
+    ast.JoinedStr: "strings are not part of the language",
+    ast.Subscript: "indexing (x[...]) is not part of the language",
+    ast.Starred: "'*' unpacking is not part of the language",
+    ast.Import: "imports are not part of the language",
+    ast.ImportFrom: "imports are not part of the language",
+    ast.FunctionDef: "defining functions is not part of the language",
+    ast.ClassDef: "classes are not part of the language",
+    ast.Await: "await is not part of the language",
+    ast.Yield: "yield is not part of the language",
+    ast.IfExp: "'a if c else b' is not supported; use an if statement",
+    ast.List: "list literals are not part of programs; give values with --NAME VALUE",
+    ast.Dict: "dict literals are not part of the language",
+    ast.Set: "set literals are not part of the language",
+}
+
+
+def parse_program(
+    source: str, output: str | None = None, limits: Limits = DEFAULT_LIMITS
+) -> P.Program:
+    """Parse program text into a Program, or raise ProgramSyntaxError / LimitError."""
+    return _Parser(source, limits).parse(output)
+
+
+class _Parser:
+    def __init__(self, source: str, limits: Limits) -> None:
+        self.src = source
+        self.limits = limits
+        starts = [0]
+        for m in re.finditer("\n", source):
+            starts.append(m.end())
+        self.line_starts = starts
+        self.nodes = 0
+
+    # ------------------------------------------------------------------ errors
+    def err(
+        self,
+        message: str,
+        node: ast.AST | P.Span | None,
+        hint: str | None = None,
+        cls: type[VjpError] = ProgramSyntaxError,
+    ) -> VjpError:
+        start, end = self.span(node) if isinstance(node, ast.AST) else (node or (0, len(self.src)))
+        return cls(message, self.src, start, end, hint)
+
+    def span(self, node: ast.AST) -> P.Span:
+        lineno = getattr(node, "lineno", 1)
+        col = getattr(node, "col_offset", 0)
+        start = self.line_starts[lineno - 1] + col
+        end_lineno = getattr(node, "end_lineno", None) or lineno
+        end_col = getattr(node, "end_col_offset", None)
+        end = self.line_starts[end_lineno - 1] + end_col if end_col is not None else start + 1
+        return start, max(end, start + 1)
+
+    # ------------------------------------------------------------------ entry
+    def parse(self, output: str | None) -> P.Program:
+        src = self.src
+        if len(src) > self.limits.program_chars:
+            raise LimitError(
+                f"The program is {len(src):,} characters long; the limit is "
+                f"{self.limits.program_chars:,} (raise it with --limit program_chars=N)."
+            )
+        if not src.strip():
+            raise ProgramSyntaxError("The program is empty.", src, 0, 1, "Give an expression such as '3*a + 2*b'.")
+        bad = first_bad_char(src)
+        if bad is not None:
+            pos, what = bad
+            raise ProgramSyntaxError(f"The program contains {what}", src, pos, pos + 1)
+        self._check_brackets()
+        try:
+            tree = ast.parse(src, mode="exec")
+        except SyntaxError as e:
+            raise self._syntax_error(e) from None
+        except (RecursionError, MemoryError):
+            raise LimitError(
+                "The program is nested too deeply to parse; simplify it or split it into assignments."
+            ) from None
+        except ValueError as e:  # e.g. an integer literal with thousands of digits
+            m = re.search(r"\d{50,}", src)
+            if m and "digits" in str(e):
+                raise LimitError(
+                    "This number literal has too many digits.", src, m.start(), m.end()
+                ) from None
+            raise ProgramSyntaxError(f"The program cannot be parsed: {e}.", src, 0, len(src)) from None
+        self._check_size(tree)
+        return self._program(tree, output)
+
+    def _check_brackets(self) -> None:
+        depth = 0
+        stack: list[int] = []
+        pairs = {")": "(", "]": "[", "}": "{"}
+        for i, ch in enumerate(self.src):
+            if ch in "([{":
+                stack.append(i)
+                depth = max(depth, len(stack))
+                if len(stack) > self.limits.depth:
+                    raise self.err(
+                        f"Brackets are nested more than {self.limits.depth} deep; "
+                        f"the limit is {self.limits.depth} (--limit depth=N).",
+                        (i, i + 1),
+                        cls=LimitError,
+                    )
+            elif ch in pairs:
+                if not stack or self.src[stack[-1]] != pairs[ch]:
+                    raise ProgramSyntaxError(f"Unmatched {ch!r}.", self.src, i, i + 1)
+                stack.pop()
+            elif ch == "#":
+                # a comment runs to the end of the line; brackets inside it do not count
+                nl = self.src.find("\n", i)
+                if nl == -1:
+                    break
+        if stack:
+            i = stack[-1]
+            raise ProgramSyntaxError(f"{self.src[i]!r} is never closed.", self.src, i, i + 1)
+
+    def _syntax_error(self, e: SyntaxError) -> ProgramSyntaxError:
+        line = e.lineno or 1
+        col = (e.offset or 1) - 1
+        start = self.line_starts[min(line, len(self.line_starts)) - 1] + max(col, 0)
+        msg = e.msg or "invalid syntax"
+        hint = None
+        if "^" in self.src:
+            hint = "Powers are written '**' (x**2), not '^'."
+        return ProgramSyntaxError(f"The program is not valid: {msg}.", self.src, start, start + 1, hint)
+
+    def _check_size(self, tree: ast.AST) -> None:
+        # iterative walk: count nodes and measure depth without recursion
+        stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+        count = 0
+        while stack:
+            node, depth = stack.pop()
+            count += 1
+            if count > self.limits.nodes:
+                raise LimitError(
+                    f"The program has more than {self.limits.nodes:,} syntax nodes "
+                    f"(--limit nodes=N to raise it)."
+                )
+            if depth > self.limits.depth:
+                raise LimitError(
+                    f"The program is nested more than {self.limits.depth} levels deep "
+                    f"(--limit depth=N to raise it); split it into assignments.",
+                )
+            for child in ast.iter_child_nodes(node):
+                stack.append((child, depth + 1))
+
+    # ------------------------------------------------------------------ statements
+    def _program(self, tree: ast.Module, output: str | None) -> P.Program:
+        body = self._block(tree.body, top=True)
+        if not body:
+            raise ProgramSyntaxError("The program has no statements.", self.src, 0, len(self.src))
+        nstmts = sum(1 for _ in _iter_stmts(body))
+        if nstmts > self.limits.statements:
+            raise LimitError(
+                f"The program has {nstmts} statements; the limit is {self.limits.statements} "
+                f"(--limit statements=N)."
+            )
+        for stmt in body[:-1]:
+            if isinstance(stmt, P.ExprStmt):
+                raise self.err(
+                    "This expression's value is thrown away: only the last statement may be a bare expression.",
+                    stmt.span,
+                    "Assign it to a name (z = ...) or remove it.",
+                )
+        free, assigned, first_use, loop_vars = self._names(body)
+        synthetic = None
+        last = body[-1]
+        if isinstance(last, P.ExprStmt):
+            synthetic = next(n for n in ("y", "out", "output", "result") if n not in free and n not in assigned)
+            body = body[:-1] + (P.Assign(synthetic, last.value, last.span),)
+            assigned = assigned + (synthetic,)
+        if output is not None:
+            if output not in assigned and output not in free:
+                known = ", ".join(assigned + free) or "none"
+                raise ProgramSyntaxError(
+                    f"--output {output!r} is not a variable of the program (it has: {known}).",
+                    self.src,
+                    0,
+                    len(self.src),
+                )
+            out = output
+        else:
+            target = _last_target(body[-1])
+            if target is None:
+                raise self.err(
+                    "Cannot tell which variable is the output: the last statement's branches "
+                    "assign different names.",
+                    body[-1].span,
+                    "Name it with --output NAME.",
+                )
+            out = target
+        return P.Program(
+            source=self.src,
+            body=body,
+            free=free,
+            assigned=assigned,
+            output=out,
+            first_use=first_use,
+            has_control_flow=any(isinstance(s, P.If | P.While | P.For) for s in _iter_stmts(body)),
+            loop_vars=loop_vars,
+        )
+
+    def _block(self, stmts: list[ast.stmt], top: bool = False) -> tuple[P.Stmt, ...]:
+        out: list[P.Stmt] = []
+        for s in stmts:
+            st = self._stmt(s)
+            if st is not None:
+                out.append(st)
+        return tuple(out)
+
+    def _stmt(self, s: ast.stmt) -> P.Stmt | None:
+        sp = self.span(s)
+        if isinstance(s, ast.Assign):
+            if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
+                raise self.err("Assign to one plain name (y = ...).", s.targets[0] if s.targets else s)
+            target = self._target(s.targets[0])
+            return P.Assign(target, self._expr(s.value), sp)
+        if isinstance(s, ast.AugAssign):
+            if not isinstance(s.target, ast.Name):
+                raise self.err("Augmented assignment needs a plain name (y += ...).", s.target)
+            op = _BINOPS.get(type(s.op))
+            if op is None:
+                raise self.err(_WHY_NOT.get(type(s.op), "This operator is not supported."), s)
+            target = self._target(s.target)
+            tspan = self.span(s.target)
+            return P.Assign(target, P.BinOp(op, P.Name(target, tspan), self._expr(s.value), sp), sp)
+        if isinstance(s, ast.Expr):
+            return P.ExprStmt(self._expr(s.value), sp)
+        if isinstance(s, ast.If):
+            return P.If(self._expr(s.test), self._block(s.body), self._block(s.orelse), sp)
+        if isinstance(s, ast.While):
+            if s.orelse:
+                raise self.err("'while ... else' is not supported.", s)
+            return P.While(self._expr(s.test), self._block(s.body), sp)
+        if isinstance(s, ast.For):
+            return self._for(s, sp)
+        if isinstance(s, ast.Pass):
+            return None
+        if isinstance(s, ast.AnnAssign):
+            raise self.err("Type annotations are not part of the language; write 'y = ...'.", s)
+        raise self.err(_NODE_WORDS.get(type(s), f"'{type(s).__name__}' statements are not part of the language."), s,
+                       "A program is assignments (y = ...), one final expression, and if/while/for.")
+
+    def _for(self, s: ast.For, sp: P.Span) -> P.For:
+        if s.orelse:
+            raise self.err("'for ... else' is not supported.", s)
+        if not isinstance(s.target, ast.Name):
+            raise self.err("The loop variable must be a plain name.", s.target)
+        var = self._target(s.target)
+        it = s.iter
+        if not (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name)
+            and it.func.id == "range"
+            and not it.keywords
+            and 1 <= len(it.args) <= 3
+        ):
+            raise self.err("Loops run over range(N) only: 'for i in range(10):'.", it)
+        nums = [self._int_literal(a, "range()") for a in it.args]
+        start, stop, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) == 3 else 1)
+        if step == 0:
+            raise self.err("range() step must not be zero.", it)
+        return P.For(var, start, stop, step, self._block(s.body), sp)
+
+    def _target(self, node: ast.Name) -> str:
+        self._check_name(node)
+        if node.id in FUNCTIONS:
+            raise self.err(f"{node.id!r} is a function; choose another variable name.", node)
+        return node.id
+
+    def _check_name(self, node: ast.Name) -> None:
+        if not _NAME.match(node.id):
+            raise self.err(
+                f"The name {node.id!r} is not allowed: names start with a letter and hold letters, digits and '_'.",
+                node,
+            )
+        if node.id in _RESERVED:
+            raise self.err(f"{node.id!r} is reserved and cannot be used as a variable.", node)
+
+    def _int_literal(self, node: ast.expr, where: str) -> int:
+        neg = False
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            neg, node = True, node.operand
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            v = -node.value if neg else node.value
+            if abs(v) > self.limits.iterations * 1000:
+                raise self.err(f"{where} bound {v} is larger than allowed.", node, cls=LimitError)
+            return v
+        raise self.err(f"{where} takes integer literals here.", node)
+
+    # ------------------------------------------------------------------ expressions
+    def _expr(self, node: ast.expr) -> P.Expr:
+        sp = self.span(node)
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, bool) or v is None:
+                raise self.err(f"{v!r} is only allowed as a keyword value such as keepdim=True.", node)
+            if isinstance(v, int | float):
+                fv = float(v) if not isinstance(v, int) or abs(v) < 10**300 else math.inf
+                if not math.isfinite(fv) or abs(fv) > self.limits.literal:
+                    raise self.err(
+                        f"This number literal is larger than {self.limits.literal:g} "
+                        f"(--limit literal=X to raise it).",
+                        sp,
+                        cls=LimitError,
+                    )
+                return P.Num(fv, sp, integral=float(fv).is_integer() and isinstance(v, int))
+            if isinstance(v, complex):
+                raise self.err("Complex numbers are not supported.", node)
+            raise self.err("Strings are not part of the language.", node)
+        if isinstance(node, ast.Name):
+            self._check_name(node)
+            if node.id in FUNCTIONS:
+                raise self.err(f"{node.id!r} is a function; call it: {node.id}(x).", node)
+            return P.Name(node.id, sp)
+        if isinstance(node, ast.BinOp):
+            op = _BINOPS.get(type(node.op))
+            if op is None:
+                raise self.err(_WHY_NOT.get(type(node.op), "This operator is not supported."), node)
+            out = P.BinOp(op, self._expr(node.left), self._expr(node.right), sp)
+            self._check_constant(out)
+            return out
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.USub):
+                return P.UnaryOp("-", self._expr(node.operand), sp)
+            if isinstance(node.op, ast.UAdd):
+                return self._expr(node.operand)
+            if isinstance(node.op, ast.Not):
+                return P.UnaryOp("not", self._expr(node.operand), sp)
+            raise self.err("'~' is not supported.", node)
+        if isinstance(node, ast.Compare):
+            ops = []
+            for o in node.ops:
+                if type(o) not in _CMPOPS:
+                    raise self.err("Only < <= > >= == != compare values.", node)
+                ops.append(_CMPOPS[type(o)])
+            return P.Compare(tuple(ops), tuple(self._expr(e) for e in [node.left, *node.comparators]), sp)
+        if isinstance(node, ast.BoolOp):
+            return P.BoolOp("and" if isinstance(node.op, ast.And) else "or", tuple(self._expr(v) for v in node.values), sp)
+        if isinstance(node, ast.Call):
+            return self._call(node, sp)
+        if isinstance(node, ast.Attribute):
+            return self._attribute(node, sp)
+        if isinstance(node, ast.Tuple):
+            raise self.err("Tuples are only allowed as keyword values such as dim=(0, 1).", node)
+        raise self.err(_NODE_WORDS.get(type(node), f"'{type(node).__name__}' is not part of the language."), node)
+
+    def _check_constant(self, node: P.BinOp) -> None:
+        # constant subexpressions that overflow (a*9**9**9) are refused before any work
+        value = _const_value(node)
+        if value is not None and (not math.isfinite(value) or abs(value) > self.limits.literal * 1e10):
+            raise self.err(
+                f"This constant expression overflows (it is larger than {self.limits.literal * 1e10:g}).",
+                node.span,
+                cls=LimitError,
+            )
+
+    def _attribute(self, node: ast.Attribute, sp: P.Span) -> P.Expr:
+        attr = node.attr
+        if attr.startswith("_"):
+            raise self.err(f"The attribute {attr!r} is not allowed.", node)
+        if isinstance(node.value, ast.Name) and node.value.id == "torch":
+            if attr in FUNCTIONS:
+                raise self.err(f"torch.{attr} is a function; call it: torch.{attr}(x).", node)
+            raise self.unknown_function(f"torch.{attr}", node)
+        if attr in ATTRIBUTES:
+            return P.Call(ATTRIBUTES[attr], (self._expr(node.value),), (), sp)
+        if attr in FUNCTIONS:
+            raise self.err(f".{attr} is a method; call it: x.{attr}().", node)
+        raise self.err(
+            f"Unknown attribute {attr!r}. Attributes are .T and .data; methods are: {function_list()}.", node
+        )
+
+    def unknown_function(self, name: str, node: ast.AST) -> ProgramSyntaxError:
+        import difflib
+
+        base = name.removeprefix("torch.").split(".")[-1]
+        near = difflib.get_close_matches(base, list(FUNCTIONS), n=3)
+        hint = f"Did you mean {', '.join(near)}?" if near else None
+        return self.err(f"Unknown function {name!r}. The functions are: {function_list()}.", node, hint)
+
+    def _call(self, node: ast.Call, sp: P.Span) -> P.Expr:
+        func = node.func
+        receiver: ast.expr | None = None
+        if isinstance(func, ast.Name):
+            if func.id not in FUNCTIONS:
+                raise self.unknown_function(func.id, func)
+            name = func.id
+        elif isinstance(func, ast.Attribute):
+            if func.attr.startswith("_"):
+                raise self.err(f"The attribute {func.attr!r} is not allowed.", func)
+            if isinstance(func.value, ast.Name) and func.value.id == "torch":
+                if func.attr not in FUNCTIONS:
+                    raise self.unknown_function(f"torch.{func.attr}", func)
+            else:
+                if func.attr not in FUNCTIONS:
+                    raise self.unknown_function(f".{func.attr}", func)
+                receiver = func.value
+            name = func.attr
+        else:
+            raise self.err("Only named functions can be called.", func)
+        spec = FUNCTIONS[name]
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise self.err("'*' unpacking is not part of the language.", a)
+        positional = ([receiver] if receiver is not None else []) + list(node.args)
+        if len(positional) < spec.tensors:
+            raise self.err(f"{name}() takes {spec.tensors} tensor argument(s).", node)
+        tensors = tuple(self._expr(a) for a in positional[: spec.tensors])
+        extra = positional[spec.tensors :]
+        params: dict[str, P.Static] = {}
+        if len(extra) > len(spec.params):
+            raise self.err(f"{name}() got too many arguments ({self._signature(spec)}).", extra[len(spec.params)])
+        for p, a in zip(spec.params, extra, strict=False):
+            params[p.name] = self._static(p, a, name)
+        by_name = {p.name: p for p in spec.params}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.err("'**' unpacking is not part of the language.", kw.value)
+            if kw.arg not in by_name:
+                raise self.err(f"{name}() has no keyword {kw.arg!r} ({self._signature(spec)}).", kw.value)
+            if kw.arg in params:
+                raise self.err(f"{name}() got {kw.arg!r} twice.", kw.value)
+            params[kw.arg] = self._static(by_name[kw.arg], kw.value, name)
+        for p in spec.params:
+            if p.required and p.name not in params:
+                raise self.err(f"{name}() needs {p.name}= ({self._signature(spec)}).", node)
+        ordered = tuple((p.name, params[p.name]) for p in spec.params if p.name in params)
+        return P.Call(name, tensors, ordered, sp)
+
+    @staticmethod
+    def _signature(spec: FunctionSpec) -> str:
+        parts = ["x", "y"][: spec.tensors] + [
+            p.name if p.required else f"{p.name}=..." for p in spec.params
+        ]
+        return f"{spec.name}({', '.join(parts)})"
+
+    def _static(self, p: Param, node: ast.expr, fname: str) -> P.Static:
+        if p.kind == "bool":
+            if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+                return node.value
+            raise self.err(f"{fname}(): {p.name} must be True or False.", node)
+        if p.kind == "number":
+            v = _literal_number(node)
+            if v is None or not math.isfinite(v) or abs(v) > self.limits.literal:
+                raise self.err(f"{fname}(): {p.name} must be a number literal.", node)
+            return v
+        if p.kind == "dims" and isinstance(node, ast.Tuple):
+            dims = tuple(self._dim(e, fname, p.name) for e in node.elts)
+            if not dims:
+                raise self.err(f"{fname}(): {p.name}=() is empty.", node)
+            return dims
+        return self._dim(node, fname, p.name)
+
+    def _dim(self, node: ast.expr, fname: str, pname: str) -> int:
+        v = _literal_number(node)
+        if v is None or not float(v).is_integer() or isinstance(node, ast.Constant) and isinstance(node.value, float):
+            raise self.err(f"{fname}(): {pname} must be an integer literal.", node)
+        if abs(v) > 64:
+            raise self.err(f"{fname}(): {pname}={int(v)} is out of range.", node)
+        return int(v)
+
+
+def _literal_number(node: ast.expr) -> float | None:
+    sign = 1.0
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        sign = -1.0 if isinstance(node.op, ast.USub) else 1.0
+        node = node.operand
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        try:
+            return sign * float(node.value)
+        except OverflowError:
+            return math.inf
+    return None
+
+
+def _const_value(node: P.Expr) -> float | None:
+    """The value of a constant subexpression, computed safely; None if it is not constant."""
+    if isinstance(node, P.Num):
+        return node.value
+    if isinstance(node, P.UnaryOp) and node.op == "-":
+        v = _const_value(node.operand)
+        return None if v is None else -v
+    if isinstance(node, P.BinOp) and node.op != "@":
+        a, b = _const_value(node.left), _const_value(node.right)
+        if a is None or b is None:
+            return None
+        try:
+            if node.op == "+":
+                return a + b
+            if node.op == "-":
+                return a - b
+            if node.op == "*":
+                return a * b
+            if node.op == "/":
+                return a / b if b else (math.nan if a == 0 else math.inf)
+            # pow: estimate the size first, so 9**9**9 costs nothing
+            if a not in (0.0, 1.0, -1.0) and abs(b) * math.log10(abs(a)) > 308:
+                return math.inf
+            r = a**b
+            return r if isinstance(r, float) else math.nan
+        except (OverflowError, ZeroDivisionError, ValueError):
+            return math.inf
+    return None
+
+
+def _iter_stmts(body: tuple[P.Stmt, ...]) -> Iterator[P.Stmt]:
+    stack = list(reversed(body))
+    while stack:
+        s = stack.pop()
+        yield s
+        if isinstance(s, P.If):
+            stack += list(reversed(s.orelse)) + list(reversed(s.body))
+        elif isinstance(s, P.While | P.For):
+            stack += list(reversed(s.body))
+
+
+def _last_target(stmt: P.Stmt) -> str | None:
+    if isinstance(stmt, P.Assign):
+        return stmt.target
+    if isinstance(stmt, P.While | P.For):
+        return _last_target(stmt.body[-1]) if stmt.body else None
+    if isinstance(stmt, P.If):
+        a = _last_target(stmt.body[-1]) if stmt.body else None
+        b = _last_target(stmt.orelse[-1]) if stmt.orelse else None
+        if stmt.orelse and a != b:
+            return None
+        return a
+    return None
+
+
+def _names_in(expr: P.Expr) -> list[P.Name]:
+    return [n for n in P.walk_exprs(expr) if isinstance(n, P.Name)]
+
+
+def _stmt_exprs(s: P.Stmt) -> list[P.Expr]:
+    if isinstance(s, P.Assign | P.ExprStmt):
+        return [s.value]
+    if isinstance(s, P.If | P.While):
+        return [s.test]
+    return []
+
+
+# mypy: attach as method (keeps _Parser readable)
+def _names(
+    self: _Parser, body: tuple[P.Stmt, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, P.Span], tuple[str, ...]]:
+    defined: set[str] = set()
+    free: list[str] = []
+    assigned: list[str] = []
+    first_use: dict[str, P.Span] = {}
+    loop_vars: list[str] = []
+
+    def visit(stmts: tuple[P.Stmt, ...]) -> None:
+        for s in stmts:
+            if isinstance(s, P.For):
+                if s.var in defined and s.var not in loop_vars:
+                    raise self.err(f"The loop variable {s.var!r} is also a tensor variable.", s.span)
+                loop_vars.append(s.var)
+                defined.add(s.var)
+            for e in _stmt_exprs(s):
+                for n in _names_in(e):
+                    first_use.setdefault(n.id, n.span)
+                    if n.id not in defined and n.id not in free:
+                        free.append(n.id)
+            if isinstance(s, P.Assign):
+                if s.target in loop_vars:
+                    raise self.err(f"{s.target!r} is a loop variable and cannot be assigned.", s.span)
+                defined.add(s.target)
+                if s.target not in assigned:
+                    assigned.append(s.target)
+            elif isinstance(s, P.If):
+                visit(s.body)
+                visit(s.orelse)
+            elif isinstance(s, P.While | P.For):
+                visit(s.body)
+
+    visit(body)
+    return tuple(free), tuple(assigned), first_use, tuple(dict.fromkeys(loop_vars))
+
+
+_Parser._names = _names  # type: ignore[attr-defined]

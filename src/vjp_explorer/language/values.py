@@ -1,0 +1,323 @@
+"""Value text (`1,2,3`, `[[1,2],[3,4]]`, `ones(2,2)`, `randn(3)`) -> a ValueSpec.
+
+Parsed by a small hand-written scanner with an explicit stack (no recursion, no
+eval): a nested list cannot blow the stack, and sizes are known before anything
+is allocated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from ..errors import LimitError, ValueSyntaxError
+from ..limits import DEFAULT_LIMITS, Limits
+from .unicode import first_bad_char
+
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+GENERATORS = {
+    "ones": "ones(d1, d2, ...): all ones",
+    "zeros": "zeros(d1, ...): all zeros",
+    "full": "full(d1, ..., fill): every element = fill",
+    "arange": "arange(stop) / arange(start, stop[, step])",
+    "linspace": "linspace(start, stop, steps)",
+    "eye": "eye(n[, m]): identity matrix",
+    "rand": "rand(d1, ...): uniform on [0, 1), seeded by --seed",
+    "randn": "randn(d1, ...): standard normal, seeded by --seed",
+}
+
+
+@dataclass(frozen=True)
+class ValueSpec:
+    """A parsed value: literal numbers with a shape, a generator call, or 'ones' (for v)."""
+
+    text: str
+    shape: tuple[int, ...]
+    data: tuple[float, ...] | None = None  # row-major, for literals
+    generator: str | None = None
+    args: tuple[float, ...] = ()
+
+    @property
+    def numel(self) -> int:
+        """How many elements the value has."""
+        return math.prod(self.shape)
+
+
+def parse_value(
+    text: str, label: str = "value", limits: Limits = DEFAULT_LIMITS, allow_ones: bool = False
+) -> ValueSpec:
+    """Parse one value's text; raise ValueSyntaxError (with a marker) or LimitError."""
+    return _ValueParser(text, label, limits, allow_ones).parse()
+
+
+def from_nested(obj: object, label: str, limits: Limits = DEFAULT_LIMITS) -> ValueSpec:
+    """A ValueSpec from an already-parsed number or nested list (an expression file's TOML array)."""
+    if isinstance(obj, bool) or not isinstance(obj, int | float | list):
+        raise ValueSyntaxError(f"{label}: expected a number, a (nested) list of numbers or a string.")
+    if not isinstance(obj, list):
+        v = float(obj)
+        _finite(v, label)
+        return ValueSpec(repr(obj), (), (v,))
+    flat: list[float] = []
+    shape: list[int] | None = None
+    # iterative walk, level by level: every list at one depth must have the same length
+    level: list[object] = [obj]
+    dims: list[int] = []
+    while level and isinstance(level[0], list):
+        if len(dims) >= limits.value_depth:
+            raise LimitError(f"{label}: lists are nested more than {limits.value_depth} deep.")
+        n = len(level[0])  # type: ignore[arg-type]
+        nxt: list[object] = []
+        for item in level:
+            if not isinstance(item, list) or len(item) != n:
+                raise ValueSyntaxError(f"{label}: the nested lists are ragged (not all rows have {n} items).")
+            nxt.extend(item)
+        dims.append(n)
+        if math.prod(dims) > limits.elements:
+            raise LimitError(f"{label}: more than {limits.elements:,} elements.")
+        level = nxt
+    shape = dims
+    for item in level:
+        if isinstance(item, bool) or not isinstance(item, int | float):
+            raise ValueSyntaxError(f"{label}: {item!r} is not a number (or the nested lists are ragged).")
+        v = float(item)
+        _finite(v, label)
+        flat.append(v)
+    if 0 in shape:
+        raise ValueSyntaxError(f"{label}: an empty list has nothing to differentiate.")
+    return ValueSpec(repr(obj)[:80], tuple(shape), tuple(flat))
+
+
+def _finite(v: float, label: str) -> None:
+    if not math.isfinite(v):
+        raise ValueSyntaxError(f"{label}: {v} is not a finite number; inputs must be finite.")
+
+
+class _ValueParser:
+    def __init__(self, text: str, label: str, limits: Limits, allow_ones: bool) -> None:
+        self.text = text
+        self.label = label
+        self.limits = limits
+        self.allow_ones = allow_ones
+
+    def err(self, message: str, start: int, end: int | None = None, hint: str | None = None) -> ValueSyntaxError:
+        return ValueSyntaxError(f"{self.label}: {message}", self.text, start, end, hint, label=self.label)
+
+    def parse(self) -> ValueSpec:
+        text = self.text
+        if len(text) > self.limits.value_chars:
+            raise LimitError(
+                f"{self.label}: the value is {len(text):,} characters long; the limit is "
+                f"{self.limits.value_chars:,} (--limit value_chars=N)."
+            )
+        bad = first_bad_char(text, allow_newlines=True)
+        if bad is not None:
+            pos, what = bad
+            raise self.err(f"the value contains {what}", pos)
+        stripped = text.strip()
+        if not stripped:
+            raise self.err("the value is empty.", 0, max(1, len(text)), "Give a number, a list such as 1,2,3, or ones(3).")
+        m = _WORD.match(stripped)
+        if m and not _NUMBER.match(stripped):
+            return self._word(m.group(0), text.index(stripped))
+        return self._literal()
+
+    # ------------------------------------------------------------------ words
+    def _word(self, word: str, at: int) -> ValueSpec:
+        text = self.text
+        name = word.removeprefix("torch.")
+        end = at + len(word)
+        if name == "ones" and not text[end:].strip():
+            if not self.allow_ones:
+                raise self.err("'ones' alone means v = ones like the output; give a shape here: ones(3).", at, end)
+            return ValueSpec(text, (), generator="ones_like")
+        if name.lower() in ("nan", "inf", "infinity"):
+            raise self.err(f"{word} is not allowed: inputs must be finite numbers.", at, end)
+        if name not in GENERATORS:
+            import difflib
+
+            near = difflib.get_close_matches(name, list(GENERATORS), n=2)
+            hint = "Value forms: a number, 1,2,3, [[1,2],[3,4]], or " + ", ".join(GENERATORS) + "."
+            if near:
+                hint = f"Did you mean {near[0]}? " + hint
+            raise self.err(f"unknown generator {word!r}.", at, end, hint)
+        rest = text[end:]
+        lead = len(rest) - len(rest.lstrip())
+        p = end + lead
+        if p >= len(text) or text[p] != "(":
+            raise self.err(f"{name} needs arguments: {GENERATORS[name]}.", at, end)
+        close = text.find(")", p)
+        if close == -1:
+            raise self.err("'(' is never closed.", p)
+        if text[close + 1 :].strip():
+            raise self.err("unexpected text after the generator.", close + 1, len(text))
+        inner = text[p + 1 : close]
+        args: list[float] = []
+        pos = p + 1
+        if inner.strip():
+            for piece in inner.split(","):
+                s = piece.strip()
+                off = pos + (len(piece) - len(piece.lstrip()))
+                if not s:
+                    raise self.err("an argument is missing.", off)
+                mm = _NUMBER.fullmatch(s)
+                if not mm:
+                    raise self.err(f"{s!r} is not a number.", off, off + len(s))
+                v = float(s)
+                if not math.isfinite(v):
+                    raise self.err(f"{s} overflows.", off, off + len(s))
+                args.append(v)
+                pos += len(piece) + 1
+        return self._generator(name, tuple(args), at, close + 1)
+
+    def _generator(self, name: str, args: tuple[float, ...], start: int, end: int) -> ValueSpec:
+        def ints(vals: tuple[float, ...]) -> tuple[int, ...]:
+            for v in vals:
+                if not v.is_integer() or v < 1:
+                    raise self.err(f"{name}(): sizes must be positive integers, got {v:g}.", start, end)
+            return tuple(int(v) for v in vals)
+
+        if name in ("ones", "zeros", "rand", "randn"):
+            if not args:
+                raise self.err(f"{name}() needs a shape: {GENERATORS[name]}.", start, end)
+            shape = ints(args)
+        elif name == "full":
+            if len(args) < 2:
+                raise self.err("full() needs sizes and a fill value: full(2, 3, 0.5).", start, end)
+            shape = ints(args[:-1])
+        elif name == "eye":
+            if len(args) not in (1, 2):
+                raise self.err("eye() takes n or n, m.", start, end)
+            shape = ints(args) if len(args) == 2 else ints(args) * 2
+        elif name == "arange":
+            if not 1 <= len(args) <= 3:
+                raise self.err("arange() takes stop, or start, stop[, step].", start, end)
+            a, b, s = (0.0, args[0], 1.0) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1.0)
+            if s == 0:
+                raise self.err("arange(): step must not be zero.", start, end)
+            n = math.ceil((b - a) / s)
+            if n < 1:
+                raise self.err("arange(): the range is empty.", start, end)
+            if n > self.limits.elements:
+                raise self._too_big(n)
+            shape = (n,)
+        else:  # linspace
+            if len(args) != 3:
+                raise self.err("linspace() takes start, stop, steps.", start, end)
+            shape = ints(args[2:])
+        n = math.prod(shape)
+        if n > self.limits.elements:
+            raise self._too_big(n)
+        if len(shape) > self.limits.value_depth:
+            raise self.err(f"{name}(): more than {self.limits.value_depth} dimensions.", start, end)
+        return ValueSpec(self.text, shape, generator=name, args=args)
+
+    def _too_big(self, n: int) -> LimitError:
+        return LimitError(
+            f"{self.label}: the value would have {n:,} elements; the limit is "
+            f"{self.limits.elements:,} (--limit elements=N).",
+            self.text,
+            0,
+            len(self.text),
+            label=self.label,
+        )
+
+    # ------------------------------------------------------------------ literals
+    def _literal(self) -> ValueSpec:
+        text = self.text
+        i = 0
+        n = len(text)
+        flat: list[float] = []
+        # stack of open lists: [start position, item count, shape of the first item]
+        stack: list[list[object]] = [[-1, 0, None]]
+        expect_item = True  # after '[' or ',' an item must follow
+        last_shape: tuple[int, ...] | None = None
+        top_items = 0
+        depth = 0
+        while i < n:
+            ch = text[i]
+            if ch in " \t\r\n":
+                i += 1
+                continue
+            if ch == "[":
+                if not expect_item:
+                    raise self.err("a ',' is missing before '['.", i)
+                depth += 1
+                if depth > self.limits.value_depth:
+                    raise LimitError(
+                        f"{self.label}: lists are nested more than {self.limits.value_depth} deep "
+                        f"(--limit value_depth=N).",
+                        text, i, i + 1, label=self.label,
+                    )
+                stack.append([i, 0, None])
+                expect_item = True
+                i += 1
+                continue
+            if ch == "]":
+                if len(stack) == 1:
+                    raise self.err("unmatched ']'.", i)
+                start, count, first = stack.pop()
+                depth -= 1
+                if expect_item:
+                    if count == 0:
+                        raise self.err("an empty list has nothing to differentiate.", start, i + 1)  # type: ignore[arg-type]
+                    raise self.err("a trailing ',' before ']'.", i)
+                last_shape = (count, *first) if first is not None else (count,)  # type: ignore[misc]
+                self._add_item(stack[-1], last_shape, start, i + 1)  # type: ignore[arg-type]
+                expect_item = False
+                i += 1
+                continue
+            if ch == ",":
+                if expect_item:
+                    raise self.err("an item is missing before ','." if i else "the value starts with ','.", i)
+                expect_item = True
+                i += 1
+                continue
+            m = _NUMBER.match(text, i)
+            if m is None:
+                w = _WORD.match(text, i)
+                if w is not None:
+                    word = w.group(0)
+                    if word.lower() in ("nan", "inf", "infinity"):
+                        raise self.err(f"{word} is not allowed: inputs must be finite numbers.", i, w.end())
+                    raise self.err(f"{word!r} is not a number (generators such as ones(3) stand alone).", i, w.end())
+                raise self.err(f"unexpected character {ch!r}.", i, i + 1,
+                               "Value forms: 0.1, 1,2,3, [[1,2],[3,4]], ones(2,2), randn(3).")
+            if not expect_item:
+                raise self.err("a ',' is missing between numbers.", i, m.end())
+            v = float(m.group(0))
+            if not math.isfinite(v):
+                raise self.err(f"{m.group(0)} overflows to infinity; inputs must be finite.", i, m.end())
+            flat.append(v)
+            if len(flat) > self.limits.elements:
+                raise self._too_big(len(flat))
+            self._add_item(stack[-1], (), i, m.end())
+            expect_item = False
+            i = m.end()
+        if len(stack) > 1:
+            raise self.err("'[' is never closed.", stack[-1][0])  # type: ignore[arg-type]
+        if expect_item:
+            raise self.err("a trailing ','." if flat else "the value has no numbers.", max(0, n - 1))
+        top_start, top_items, top_first = stack[0]
+        del top_start
+        first_shape: tuple[int, ...] = top_first  # type: ignore[assignment]
+        if top_items == 1:
+            shape = first_shape
+        else:
+            shape = (int(top_items), *first_shape)  # type: ignore[call-overload]
+        return ValueSpec(text, tuple(shape), tuple(flat))
+
+    def _add_item(self, frame: list[object], shape: tuple[int, ...], start: int, end: int) -> None:
+        frame[1] = int(frame[1]) + 1  # type: ignore[call-overload]
+        if frame[2] is None:
+            frame[2] = shape
+        elif frame[2] != shape:
+            want = frame[2]
+            raise self.err(
+                f"ragged lists: this item has shape {list(shape)} but the first one has {list(want)}.",  # type: ignore[call-overload]
+                start,
+                end,
+            )

@@ -1,0 +1,50 @@
+"""Resource limits, checked before work is done. Defaults are documented in the README."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Every bound the tool enforces; change one with `--limit NAME=VALUE`."""
+
+    program_chars: int = 20_000  # length of the program text, checked before ast.parse
+    nodes: int = 5_000  # syntax nodes in the program
+    depth: int = 60  # nesting depth of expressions
+    statements: int = 500  # statements in the program text
+    iterations: int = 10_000  # loop iterations, all loops together
+    steps: int = 50_000  # executed assignments, all together
+    literal: float = 1e15  # largest magnitude of a number literal
+    elements: int = 50_000_000  # elements of any one value or intermediate tensor
+    value_chars: int = 2_000_000  # length of one value's text
+    value_depth: int = 32  # nesting depth of a nested-list value
+    file_bytes: int = 1_048_576  # size of an expression file
+    file_depth: int = 16  # nesting of tables/arrays in an expression file
+    jacobian_entries: int = 25_000_000  # entries of one materialised Jacobian
+    jacobian_bytes: int = 400_000_000  # bytes of all materialised Jacobians together
+    symbolic_entries: int = 20_000  # out x in entries the per-element sympy check handles
+    symbolic_seconds: float = 10.0  # wall-clock budget of the sympy check
+
+    def with_overrides(self, items: dict[str, str]) -> Limits:
+        """A copy with `name=value` overrides; raises ValueError naming a bad one."""
+        known = {f.name: f for f in fields(self)}
+        changes: dict[str, float | int] = {}
+        for key, text in items.items():
+            norm = key.replace("-", "_")
+            if norm not in known:
+                raise KeyError(key)
+            kind = type(getattr(self, norm))
+            value = kind(float(text)) if kind is int else float(text)
+            if not value > 0:
+                raise ValueError(f"{key} must be positive")
+            changes[norm] = value
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def limit_names() -> list[str]:
+    """The names of all limits, for help and error messages."""
+    return [f.name for f in fields(Limits)]

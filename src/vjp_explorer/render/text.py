@@ -1,0 +1,210 @@
+"""Result -> Rich renderables. The only module (with the CLI's console) that touches rich.
+
+Renderers return renderables; the caller prints them. User text (the program,
+value sources, names) is always wrapped in Text, never parsed as markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from ..result import Check, Result, TensorData
+from .numbers import DEFAULT_DIGITS, fmt, fmt_shape, label
+
+
+@dataclass(frozen=True)
+class View:
+    """How much to show: digits, and the screenful caps (lifted by --full)."""
+
+    digits: int = 6
+    full: bool = False
+    max_rows: int = 24
+    max_cols: int = 10
+    verbose: bool = False
+
+    @classmethod
+    def for_result(cls, r: Result, digits: int | None, full: bool, verbose: bool = False) -> View:
+        return cls(digits or DEFAULT_DIGITS.get(r.dtype, 6), full, verbose=verbose)
+
+    def rows(self, n: int) -> list[int | None]:
+        """Which element indices to show: all, or head ... tail with None as the gap."""
+        if self.full or n <= self.max_rows:
+            return list(range(n))
+        head = self.max_rows - 6
+        return [*range(head), None, *range(n - 5, n)]
+
+
+STATUS_STYLE = {"agree": "bold green", "disagree": "bold red", "skipped": "yellow"}
+
+
+def inline(t: TensorData, view: View, limit: int = 12) -> Text:
+    """A short one-line form: the values if few, else head ... tail plus stats."""
+    n = t.numel
+    if n == 0:
+        return Text("(empty)")
+    if not t.shape:
+        return Text(fmt(t.flat[0], view.digits))
+    if n <= limit or view.full and n <= 10_000:
+        return Text(_nested(t, view))
+    head = ", ".join(fmt(t.flat[i], view.digits) for i in range(4))
+    tail = ", ".join(fmt(t.flat[i], view.digits) for i in range(n - 2, n))
+    s = t.stats
+    extra = f"  (min {fmt(s.min, 4)}, max {fmt(s.max, 4)}, norm {fmt(s.norm, 4)}"
+    extra += f", {s.nan} nan" if s.nan else ""
+    extra += f", {s.inf} inf" if s.inf else ""
+    return Text(f"[{head}, ..., {tail}]{extra})")
+
+
+def _nested(t: TensorData, view: View) -> str:
+    flat = [fmt(t.flat[i], view.digits) for i in range(t.numel)]
+    for n in reversed(t.shape[1:]):
+        flat = ["[" + ", ".join(flat[i : i + n]) + "]" for i in range(0, len(flat), n)]
+    return "[" + ", ".join(flat) + "]"
+
+
+def header(r: Result, view: View) -> RenderableType:
+    """The program, the inputs, the output and v."""
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_column(style="dim")
+    t.add_row("program", Text(r.program), Text(f"dtype {r.dtype}" + (f", seed {r.meta['seed']}" if r.meta.get("uses_random") else "")))
+    for n, i in r.inputs.items():
+        kind = "leaf, requires_grad=True" if i.requires_grad else "constant, requires_grad=False"
+        t.add_row(Text(n), inline(i.value, view), Text(f"shape {fmt_shape(i.value.shape)}, {kind}"))
+    t.add_row(Text(r.output_name), inline(r.output, view), Text(f"shape {fmt_shape(r.output.shape)}, the output y"))
+    src = {"given": "given with --grad", "ones": "ones (--grad ones)"}.get(r.grad_source, r.grad_source)
+    t.add_row(
+        "v",
+        inline(r.grad, view),
+        Text(f"shape {fmt_shape(r.grad.shape)}, {src}; lives in output space: v[i] = dL/d{r.output_name}[i]"),
+    )
+    calls = f"{r.output_name}.backward(v)" + (f" x {r.backward_calls}" if r.backward_calls > 1 else "")
+    lead = Text.assemble(
+        (calls, "bold"),
+        " leaves Jᵀv in each leaf's .grad: one weighted sum per input element, ",
+        ("x[j].grad = Σᵢ v[i]·∂y[i]/∂x[j]", "italic"),
+        "; J itself is never built.",
+    )
+    return Group(t, Text(""), lead)
+
+
+def leaf_table(r: Result, leaf: str, view: View) -> RenderableType:
+    """One row per leaf element: value, .grad from backward, Jᵀv from J, symbolic."""
+    inp = r.inputs[leaf]
+    g = r.grads[leaf]
+    jtv = r.jtv.get(leaf)
+    sym = r.symbolic.get(leaf) if r.symbolic else None
+    jac = r.jacobians[leaf]
+    mult = f"{r.backward_calls}·" if r.backward_calls > 1 else ""
+    title = Text.assemble(("leaf ", "bold"), (leaf, "bold cyan"), f"  shape {fmt_shape(inp.value.shape)}  ·  J: {jac.structure} ({jac.method})")
+    t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
+    t.add_column("element")
+    t.add_column("value", justify="right")
+    t.add_column(".grad (backward)", justify="right")
+    t.add_column(f"{mult}Jᵀv (from J)", justify="right")
+    t.add_column(f"{mult}Jᵀv (sympy)", justify="right")
+    for k in view.rows(g.numel):
+        if k is None:
+            t.add_row("...", "", "", "", "")
+            continue
+        idx = g.index(k)
+        jv = "-" if jtv is None else fmt(jtv.flat[k] * r.backward_calls, view.digits)
+        sv = "-" if sym is None else fmt(sym.flat[k], view.digits)
+        t.add_row(Text(label(leaf, idx)), fmt(inp.value.flat[k], view.digits), fmt(g.flat[k], view.digits), jv, sv)
+    return t
+
+
+def jacobian_view(r: Result, leaf: str, view: View) -> RenderableType:
+    """The Jacobian as a labelled matrix (rows y[i], columns x[j]), or why it is not shown."""
+    jac = r.jacobians[leaf]
+    out = r.output_name
+    title = Text.assemble("Jacobian ", (f"∂{out}/∂{leaf}", "bold"), f"  shape {fmt_shape(jac.shape)}, {jac.structure}, via {jac.method}")
+    m = r.output.numel
+    n = r.inputs[leaf].value.numel
+    if jac.value is None:
+        lines = [title, Text(f"  not materialised: {jac.reason}")]
+        if jac.diagonal is not None:
+            lines.append(Text.assemble("  diagonal ∂y[k]/∂x[k]: ", inline(jac.diagonal, view)))
+        return Group(*lines)
+    if not view.full and (m > view.max_cols * 2 or n > view.max_cols):
+        d = jac.value
+        return Group(
+            title,
+            Text(f"  {m} x {n} entries (more than a screen; --full shows them): "
+                 f"min {fmt(d.stats.min, 4)}, max {fmt(d.stats.max, 4)}, norm {fmt(d.stats.norm, 4)}"),
+        )
+    t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
+    t.add_column("")
+    out_shape = r.output.shape
+    leaf_data = r.inputs[leaf].value
+    for j in range(n):
+        t.add_column(Text(label(leaf, leaf_data.index(j))), justify="right")
+    probe = TensorData(out_shape, [0.0] * m, r.output.stats)
+    for i in range(m):
+        cells = [fmt(jac.value.flat[i * n + j], view.digits) for j in range(n)]
+        t.add_row(Text(label(out, probe.index(i))), *cells)
+    return t
+
+
+def check_line(c: Check) -> Text:
+    """One check: status, what it compares, the measured difference and the tolerance."""
+    t = Text()
+    t.append(f"{c.name:<9}", "bold")
+    t.append(f"{c.status:<9}", STATUS_STYLE.get(c.status, ""))
+    if c.status == "skipped":
+        t.append(f"{c.compares}: {c.reason}")
+        return t
+    t.append(c.compares)
+    if c.max_abs_diff is not None:
+        t.append(f"\n{'':18}max |Δ| = {fmt(c.max_abs_diff, 3)}, max rel = {fmt(c.max_rel_diff or 0.0, 3)}")
+    if c.tolerance is not None:
+        t.append(f"  (tolerance: |Δ| <= {fmt(c.tolerance.atol, 3)} + {fmt(c.tolerance.rtol, 3)}·|exact|)")
+    if c.status == "disagree" and c.worst:
+        t.append(f"\n{'':18}largest difference at {c.worst}", "red")
+    if c.undefined:
+        shown = ", ".join(c.undefined[:6]) + (" ..." if len(c.undefined) > 6 else "")
+        t.append(f"\n{'':18}undefined/infinite at this point in both routes: {shown}", "yellow")
+    return t
+
+
+def checks(r: Result) -> RenderableType:
+    return Group(Text("checks", style="bold underline"), *[check_line(c) for c in r.checks.values()])
+
+
+def notes(r: Result) -> list[RenderableType]:
+    if not r.notes:
+        return []
+    items: list[RenderableType] = [Text("notes", style="bold underline")]
+    for n in r.notes:
+        items.append(Padding(Text("• " + n.text), (0, 0, 0, 0)))
+    return items
+
+
+def timings(r: Result) -> RenderableType:
+    parts = ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in r.timings.items())
+    return Text("timings: " + parts, style="dim")
+
+
+def render_run(r: Result, view: View) -> RenderableType:
+    """The whole `vjp run` screen."""
+    parts: list[RenderableType] = [header(r, view), Text("")]
+    for leaf in r.leaves:
+        parts += [leaf_table(r, leaf, view), Text(""), jacobian_view(r, leaf, view), Text("")]
+    parts.append(checks(r))
+    note_items = notes(r)
+    if note_items:
+        parts += [Text(""), *note_items]
+    if view.verbose:
+        parts += [Text(""), timings(r)]
+    return Group(*parts)
+
+
+def join(items: Iterable[RenderableType]) -> RenderableType:
+    return Group(*items)

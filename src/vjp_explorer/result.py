@@ -1,0 +1,178 @@
+"""The result of one exploration: plain Python data, fed to every renderer.
+
+Nothing here imports torch or sympy. Tensors arrive as TensorData: a shape, a
+flat sequence of Python floats (a memoryview over the tensor's buffer, so big
+tensors cost no copy) and precomputed summary statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ExitCode
+
+JSON_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of a tensor: for big ones, instead of every element."""
+
+    min: float
+    max: float
+    norm: float
+    nan: int
+    inf: int
+
+
+@dataclass(frozen=True)
+class TensorData:
+    """A tensor's values as plain Python numbers (row-major) with its shape."""
+
+    shape: tuple[int, ...]
+    flat: Sequence[float]
+    stats: Stats
+
+    @property
+    def numel(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    def tolist(self) -> Any:
+        """The values as a nested list (a bare number for a 0-d tensor)."""
+        if not self.shape:
+            return float(self.flat[0])
+        if isinstance(self.flat, memoryview):
+            return self.flat.cast("B").cast(self.flat.format, list(self.shape)).tolist()
+        out: Any = list(self.flat)
+        for n in reversed(self.shape[1:]):
+            out = [out[i : i + n] for i in range(0, len(out), n)]
+        return out
+
+    def index(self, k: int) -> tuple[int, ...]:
+        """The multi-index of flat position k."""
+        idx = []
+        for n in reversed(self.shape):
+            idx.append(k % n)
+            k //= n
+        return tuple(reversed(idx))
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """|a - b| <= atol + rtol * |b|, per dtype."""
+
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class Check:
+    """One agreement check between two routes to the same numbers."""
+
+    name: str
+    status: str  # agree | disagree | skipped
+    compares: str
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    tolerance: Tolerance | None = None
+    reason: str | None = None
+    undefined: tuple[str, ...] = ()  # elements where the derivative is infinite/undefined in both routes
+    worst: str | None = None  # element with the largest difference
+
+
+@dataclass(frozen=True)
+class Jacobian:
+    """The explicit Jacobian of the output with respect to one leaf."""
+
+    leaf: str
+    shape: tuple[int, ...]  # out_shape + leaf_shape
+    method: str
+    structure: str  # diagonal | dense | zero
+    value: TensorData | None  # None where not materialised
+    diagonal: TensorData | None = None  # for structure == diagonal: dy[k]/dx[k]
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Input:
+    """A free variable of the program: a leaf (requires_grad) or a constant."""
+
+    name: str
+    value: TensorData
+    requires_grad: bool
+    source: str  # the value text it came from
+
+
+@dataclass(frozen=True)
+class Intermediate:
+    """An assigned variable: its final value and the upstream gradient reaching it."""
+
+    name: str
+    value: TensorData
+    grad: TensorData | None
+
+
+@dataclass(frozen=True)
+class Note:
+    """An explanation shown only when it applies (code is stable, text is for people)."""
+
+    code: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Control:
+    """What control flow did at these inputs: the path the graph recorded."""
+
+    kind: str  # while | for | if
+    line: int
+    count: int  # iterations run, or 1/0 for the branch taken
+    text: str
+
+
+@dataclass
+class Result:
+    """Everything one run computed: inputs, output, v, grads, Jacobians, Jᵀv, checks."""
+
+    program: str
+    output_name: str
+    dtype: str
+    device: str
+    inputs: dict[str, Input]
+    output: TensorData
+    grad: TensorData  # the v of backward(v)
+    grad_source: str  # "given", "default (scalar output)", "ones"
+    backward_calls: int
+    grads: dict[str, TensorData]
+    jacobians: dict[str, Jacobian]
+    jtv: dict[str, TensorData | None]
+    symbolic: dict[str, TensorData] | None
+    checks: dict[str, Check]
+    notes: list[Note] = field(default_factory=list)
+    control: list[Control] = field(default_factory=list)
+    intermediates: dict[str, Intermediate] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    explanation: Any = None  # filled by `vjp explain` (see explain.py)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def leaves(self) -> list[str]:
+        """The names of the inputs that require grad, in program order."""
+        return [n for n, i in self.inputs.items() if i.requires_grad]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """0 if every check agrees (or was skipped), 3 if one disagrees."""
+        if any(c.status == "disagree" for c in self.checks.values()):
+            return ExitCode.DISAGREE
+        return ExitCode.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form (see the README's schema); non-finite numbers become strings."""
+        from .render.json_out import result_to_dict
+
+        return result_to_dict(self)

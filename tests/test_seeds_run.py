@@ -92,7 +92,9 @@ def test_seed_pow_weighted_rows(vjp):
 def test_seed_pow_sum(vjp):
     d = run_json(vjp, "y = x.pow(2).sum()", "--x", SEED_X)
     close(d["output"]["value"], 15.4006, rel=0, abs_=2e-4)
-    close(d["grads"]["x"], [[1.3468, -4.9807, 4.0187], [-0.5203, -0.7469, -3.1202], [1.8243, 0.7804, 2.0808]], 0, 1.5e-4)
+    close(
+        d["grads"]["x"], [[1.3468, -4.9807, 4.0187], [-0.5203, -0.7469, -3.1202], [1.8243, 0.7804, 2.0808]], 0, 1.5e-4
+    )
 
 
 def test_seed_mean_4_5(vjp):

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import ProgramError, ShapeError, UsageError, ValueSyntaxError
+from .errors import ProgramError, ShapeError, UsageError
 from .language import program as P
 from .language.parser import parse_program
 from .language.values import ValueSpec, from_nested, parse_value
@@ -42,6 +42,8 @@ class Request:
     explain: bool = False
     title: str | None = None
     source: str | None = None  # where the request came from (a file path), for messages
+    description: str | None = None
+    expected: Any = None  # language.files.Expected: numbers a source printed, checked as "expected"
 
 
 def explore(program: str | Request, values: Mapping[str, ValueLike] | None = None, **options: Any) -> Result:
@@ -59,7 +61,7 @@ def _spec(value: ValueLike, label: str, limits: Limits, allow_ones: bool = False
 
 
 def _label(name: str, kind: str = "value") -> str:
-    return f"--grad" if kind == "grad" else f"the value of {name!r}"
+    return "--grad" if kind == "grad" else f"the value of {name!r}"
 
 
 class _Run:
@@ -174,9 +176,13 @@ class _Run:
             pairs += [(_elem(n, grads[n].shape, k), a, b) for k, (a, b) in enumerate(zip(g, w, strict=True))]
         scale = _scale(v, jacs)
         if pairs:
-            checks["jtv"] = compare("jtv", ".grad from backward(v) vs Jᵀv from the explicit Jacobian", pairs, tol, scale)
+            checks["jtv"] = compare(
+                "jtv", ".grad from backward(v) vs Jᵀv from the explicit Jacobian", pairs, tol, scale
+            )
         if missing:
-            a, b = random_vjp_check(fwd, leaves, consts, missing, {n: grads[n] / calls for n in missing}, v, prog.output)
+            a, b = random_vjp_check(
+                fwd, leaves, consts, missing, {n: grads[n] / calls for n in missing}, v, prog.output
+            )
             checks["jvp"] = compare(
                 "jvp",
                 "<u, Jᵀv> from backward(v) vs <Ju, v> from a forward-mode JVP, random u "
@@ -215,17 +221,25 @@ class _Run:
                         flat = jt.detach().reshape(-1).tolist()
                         nn = leaves[n].numel()
                         jpairs += [
-                            (f"d{_elem(prog.output, tuple(out.shape), i)}/d{_elem(n, shape, k)}", flat[i * nn + k], rows[i][k])
+                            (
+                                f"d{_elem(prog.output, tuple(out.shape), i)}/d{_elem(n, shape, k)}",
+                                flat[i * nn + k],
+                                rows[i][k],
+                            )
                             for i in range(len(rows))
                             for k in range(nn)
                         ]
                 checks["symbolic"] = compare("symbolic", _SYM, spairs, tol, scale)
                 if jpairs:
                     checks["jacobian"] = compare(
-                        "jacobian", "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry",
-                        jpairs, tol,
+                        "jacobian",
+                        "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry",
+                        jpairs,
+                        tol,
                     )
         t = self.lap("symbolic", t)
+        if req.expected is not None:
+            checks["expected"] = _expected_check(req.expected, prog, out, grads, fwd)
 
         # ------------------------------------------------------------------ notes
         self._notes(prog, fwd, leaves, grads, jacs, v, grad_source, none_grads, calls, torch)
@@ -354,7 +368,9 @@ class _Run:
         g = torch.Generator().manual_seed((self.req.seed or 0) + 7919)
         return make_tensor(spec, "--grad", out.dtype, g, self.req.device), "given"
 
-    def _symbolic(self, fwd: Any, leaves: dict[str, Any], consts: dict[str, Any], out: Any, output: str) -> tuple[Any, str | None]:
+    def _symbolic(
+        self, fwd: Any, leaves: dict[str, Any], consts: dict[str, Any], out: Any, output: str
+    ) -> tuple[Any, str | None]:
         m = out.numel()
         n = sum(x.numel() for x in leaves.values())
         entries = m * n
@@ -380,43 +396,137 @@ class _Run:
         except RecursionError:
             return None, "the expression is too deep for sympy"
 
-    def _notes(self, prog: P.Program, fwd: Any, leaves: dict[str, Any], grads: dict[str, Any], jacs: dict[str, Any],
-               v: Any, grad_source: str, none_grads: list[str], calls: int, torch: Any) -> None:
+    def _notes(
+        self,
+        prog: P.Program,
+        fwd: Any,
+        leaves: dict[str, Any],
+        grads: dict[str, Any],
+        jacs: dict[str, Any],
+        v: Any,
+        grad_source: str,
+        none_grads: list[str],
+        calls: int,
+        torch: Any,
+    ) -> None:
         add = self.notes.append
         out = prog.output
         if grad_source.startswith("default"):
-            add(Note("default_v", f"{out!r} is a single number, so backward() uses v = 1: the grads are the plain "
-                     f"derivatives d{out}/dx."))
+            add(
+                Note(
+                    "default_v",
+                    f"{out!r} is a single number, so backward() uses v = 1: the grads are the plain "
+                    f"derivatives d{out}/dx.",
+                )
+            )
         for n in none_grads:
-            add(Note("unused_leaf", f"{n!r} does not influence {out!r}: its Jacobian block is zero and its grad is "
-                     f"zeros here (torch itself leaves {n}.grad as None)."))
+            add(
+                Note(
+                    "unused_leaf",
+                    f"{n!r} does not influence {out!r}: its Jacobian block is zero and its grad is "
+                    f"zeros here (torch itself leaves {n}.grad as None).",
+                )
+            )
         all_ones = bool((v == 1).all())
         dense = [n for n, j in jacs.items() if j.structure == "dense"]
         if all_ones and dense and v.numel() > 1:
-            add(Note("ones_not_derivative", f"v = ones with a non-diagonal Jacobian ({', '.join(dense)}): each grad "
-                     f"element is a column sum of J, sum_i d{out}[i]/dx[j], not 'the derivative of each output'."))
+            add(
+                Note(
+                    "ones_not_derivative",
+                    f"v = ones with a non-diagonal Jacobian ({', '.join(dense)}): each grad "
+                    f"element is a column sum of J, sum_i d{out}[i]/dx[j], not 'the derivative of each output'.",
+                )
+            )
         elif all_ones and v.numel() > 1 and jacs and all(j.structure in ("diagonal", "zero") for j in jacs.values()):
-            add(Note("ones_diagonal", "v = ones and every Jacobian block is diagonal: here (and only then) each grad "
-                     f"element is the derivative of the matching output element, d{out}[k]/dx[k]."))
+            add(
+                Note(
+                    "ones_diagonal",
+                    "v = ones and every Jacobian block is diagonal: here (and only then) each grad "
+                    f"element is the derivative of the matching output element, d{out}[k]/dx[k].",
+                )
+            )
         if calls > 1:
-            add(Note("accumulated", f"backward ran {calls} times without zeroing: .grad accumulates, so each grad is "
-                     f"{calls} x Jᵀv. Zero .grad (x.grad = None) between calls to get Jᵀv alone."))
+            add(
+                Note(
+                    "accumulated",
+                    f"backward ran {calls} times without zeroing: .grad accumulates, so each grad is "
+                    f"{calls} x Jᵀv. Zero .grad (x.grad = None) between calls to get Jᵀv alone.",
+                )
+            )
         for n, g in grads.items():
             bad = ~torch.isfinite(g)
             if bool(bad.any()):
                 k = int(bad.reshape(-1).nonzero()[0])
                 val = float(g.reshape(-1)[k])
-                add(Note("nonfinite_grad", f"{_elem(n, tuple(g.shape), k)}.grad is {val} "
-                         f"({int(bad.sum())} non-finite element(s) in {n}.grad): the derivative is infinite or "
-                         "undefined at this point (e.g. log or 1/x at 0, sqrt at 0), or 0 x inf = nan arose in "
-                         "the chain rule."))
+                add(
+                    Note(
+                        "nonfinite_grad",
+                        f"{_elem(n, tuple(g.shape), k)}.grad is {val} "
+                        f"({int(bad.sum())} non-finite element(s) in {n}.grad): the derivative is infinite or "
+                        "undefined at this point (e.g. log or 1/x at 0, sqrt at 0), or 0 x inf = nan arose in "
+                        "the chain rule.",
+                    )
+                )
         for c in fwd.control:
             line = prog.source.count("\n", 0, c.span[0]) + 1
-            add(Note("control_flow", f"line {line}: {_control_text(c.kind, c.count)}; the graph (and so J) records only "
-                     "the path taken at these inputs."))
+            add(
+                Note(
+                    "control_flow",
+                    f"line {line}: {_control_text(c.kind, c.count)}; the graph (and so J) records only "
+                    "the path taken at these inputs.",
+                )
+            )
 
 
 _SYM = ".grad from backward(v) vs Jᵀv from sympy's exact derivatives"
+
+
+def _flatten(x: Any) -> list[float]:
+    out: list[float] = []
+    stack = [x]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+        else:
+            out.append(float(item))
+    return out
+
+
+def _expected_check(exp: Any, prog: P.Program, out: Any, grads: dict[str, Any], fwd: Any) -> Check:
+    """The run against the numbers the source document printed (an expression file's [expect])."""
+    from .engine.compare import compare
+    from .result import Tolerance
+
+    pairs: list[tuple[str, float, float]] = []
+    wanted: list[tuple[str, Any, Any]] = []
+    if exp.output is not None:
+        wanted.append((prog.output, out, exp.output))
+    for name, numbers in (exp.grads or {}).items():
+        if name not in grads:
+            raise ProgramError(f"expect.grads.{name}: {name!r} is not a leaf of the program ({', '.join(grads)}).")
+        wanted.append((f"{name}.grad", grads[name], numbers))
+    for label, tensor, numbers in wanted:
+        got = tensor.detach().reshape(-1).tolist()
+        want = _flatten(numbers)
+        if len(got) != len(want):
+            raise ProgramError(f"expect: {label} has {len(got)} element(s) but the file lists {len(want)} number(s).")
+        shape = tuple(tensor.shape)
+        pairs += [(_elem(label, shape, k), a, b) for k, (a, b) in enumerate(zip(got, want, strict=True))]
+    if exp.loops is not None:
+        counts = [c.count for c in fwd.control if c.kind != "if"]
+        pairs += [
+            (f"loop {k + 1} iterations", float(a), float(b))
+            for k, (a, b) in enumerate(zip(counts, exp.loops, strict=False))
+        ]
+        if len(counts) != len(exp.loops):
+            pairs.append(("number of loops", float(len(counts)), float(len(exp.loops))))
+    return compare(
+        "expected",
+        "the run vs the numbers the source printed ([expect] of the file)",
+        pairs,
+        Tolerance(exp.rtol, exp.atol),
+    )
 
 
 def _control_text(kind: str, count: int) -> str:

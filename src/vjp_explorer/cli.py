@@ -93,7 +93,9 @@ GradOpt = Annotated[
     str | None,
     typer.Option("--grad", help="v of y.backward(v): same forms as values, or 'ones'. Default 1 for a scalar output."),
 ]
-OutputOpt = Annotated[str | None, typer.Option("--output", help="The variable to differentiate (default: the last one).")]
+OutputOpt = Annotated[
+    str | None, typer.Option("--output", help="The variable to differentiate (default: the last one).")
+]
 DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="float32 (torch's default) or float64.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for rand(...)/randn(...) values.")]
 CallsOpt = Annotated[
@@ -102,7 +104,9 @@ CallsOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout (schema in the README).")]
 FullOpt = Annotated[bool, typer.Option("--full", help="Show every element and every Jacobian entry.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also show methods and timings.")]
-DigitsOpt = Annotated[int | None, typer.Option("--digits", help="Significant digits shown (default 6; 10 for float64).")]
+DigitsOpt = Annotated[
+    int | None, typer.Option("--digits", help="Significant digits shown (default 6; 10 for float64).")
+]
 SymOpt = Annotated[bool, typer.Option("--symbolic/--no-symbolic", help="Run the sympy cross-check.")]
 MaxJacOpt = Annotated[int | None, typer.Option("--max-jacobian", help="Most entries of one materialised Jacobian.")]
 LimitOpt = Annotated[list[str] | None, typer.Option("--limit", help="NAME=VALUE to change a limit (see README).")]
@@ -184,7 +188,9 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
         try:
             limits = limits.with_overrides(overrides)
         except KeyError as e:
-            raise UsageError(f"--limit: unknown limit {e.args[0]!r}; the limits are: {', '.join(limit_names())}.") from None
+            raise UsageError(
+                f"--limit: unknown limit {e.args[0]!r}; the limits are: {', '.join(limit_names())}."
+            ) from None
         except ValueError as e:
             raise UsageError(f"--limit: {e}.") from None
     req.limits = limits
@@ -352,7 +358,9 @@ def examples(
     if json_:
         import json
 
-        sys.stdout.write(json.dumps([{"name": i.name, "path": str(i.path), "title": i.title} for i in items], indent=2) + "\n")
+        sys.stdout.write(
+            json.dumps([{"name": i.name, "path": str(i.path), "title": i.title} for i in items], indent=2) + "\n"
+        )
         return
     from rich.table import Table
     from rich.text import Text

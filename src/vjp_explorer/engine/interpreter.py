@@ -94,8 +94,7 @@ class Interpreter:
                 if len(self.steps) >= self.limits.steps:
                     raise self.err(
                         LimitError,
-                        f"The program ran more than {self.limits.steps:,} assignments "
-                        f"(--limit steps=N to raise it).",
+                        f"The program ran more than {self.limits.steps:,} assignments (--limit steps=N to raise it).",
                         s.span,
                     )
                 expr = _bind(s.value, self.loop_values) if self.loop_values else s.value
@@ -242,7 +241,9 @@ class Interpreter:
     def _matmul(self, span: P.Span, a: Val, b: Val) -> Val:
         x, y = a.v, b.v
         if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.dim() == 0 or y.dim() == 0:
-            raise self.err(ShapeError, "'@' (matmul) needs two tensors of at least 1 dimension; use '*' for scalars.", span)
+            raise self.err(
+                ShapeError, "'@' (matmul) needs two tensors of at least 1 dimension; use '*' for scalars.", span
+            )
         shape = _matmul_shape(tuple(x.shape), tuple(y.shape))
         if shape is None:
             raise self.err(

@@ -119,11 +119,11 @@ def _dense_blocks(
     inputs = [leaves[n] for n in names]
     if m <= SMALL_ROWS:
         rows: list[list[torch.Tensor]] = [[] for _ in names]
-        flat_v = torch.zeros(m, dtype=out.dtype)
         for i in range(m):
-            flat_v.zero_()
-            flat_v[i] = 1
-            gs = torch.autograd.grad(out, inputs, flat_v.reshape(out.shape), retain_graph=True, allow_unused=True)
+            # a fresh one-hot each time: autograd may return views of grad_outputs (sum's backward expands it)
+            onehot = torch.zeros(m, dtype=out.dtype)
+            onehot[i] = 1
+            gs = torch.autograd.grad(out, inputs, onehot.reshape(out.shape), retain_graph=True, allow_unused=True)
             for k, g in enumerate(gs):
                 rows[k].append(torch.zeros_like(inputs[k]) if g is None else g)
         return [torch.stack(r).reshape((*out.shape, *leaves[n].shape)) for r, n in zip(rows, names, strict=True)], (

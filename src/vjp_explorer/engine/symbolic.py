@@ -319,7 +319,17 @@ def symbolic_jacobian(
     def numeric(a: Any) -> Any:
         return a.xreplace(subs).evalf(DPS)
 
-    out = SymbolicProgram(env, numeric).run(steps, output)
+    prog = SymbolicProgram(env, numeric)
+    out = prog.run(steps, output)
+    names: dict[Any, Any] = {}
+    if keep_formulas:
+        # write derivatives with the program's own names where a subexpression is one of its values:
+        # d tanh(u)/du reads 1 - y[0]**2 rather than 1 - tanh(W[0,0]*x[0] + ...)**2
+        for target in dict.fromkeys(s.target for s in steps):
+            val = prog.env[target]
+            for idx, item in zip(_indices(val.shape), val.items, strict=True):
+                if not item.is_Atom and item.free_symbols and item not in names:
+                    names[item] = sp.Symbol(element_label(target, idx), real=True)
     formulas: dict[str, list[list[Any]]] = {}
     values: dict[str, list[list[float]]] = {}
     const_subs = {s: v for s, v in subs.items() if str(s).split("[")[0] in consts}
@@ -337,7 +347,8 @@ def symbolic_jacobian(
                 else:
                     d = sp.diff(y, s)
                 if keep_formulas:
-                    f_row.append(d.xreplace(const_subs) if const_subs else d)
+                    f = d.xreplace(names) if names else d
+                    f_row.append(f.xreplace(const_subs) if const_subs else f)
                 v_row.append(to_float(d.xreplace(subs).evalf(DPS)) if d != 0 else 0.0)
             f_rows.append(f_row)
             v_rows.append(v_row)

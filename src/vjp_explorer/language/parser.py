@@ -8,15 +8,18 @@ Anything not explicitly allowed is an error that points at its span.
 from __future__ import annotations
 
 import ast
+import io
+import keyword
 import math
 import re
+import tokenize
 from collections.abc import Iterator
 
 from ..errors import LimitError, ProgramSyntaxError, VjpError
 from ..limits import DEFAULT_LIMITS, Limits
 from . import program as P
 from .functions import ATTRIBUTES, FUNCTIONS, FunctionSpec, Param, function_list
-from .unicode import first_bad_char
+from .unicode import first_bad_char, visible
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 _BINOPS = {
@@ -45,7 +48,7 @@ _NODE_WORDS = {
     ast.DictComp: "comprehensions are not part of the language",
     ast.GeneratorExp: "generator expressions are not part of the language",
     ast.NamedExpr: "':=' (walrus) is not part of the language; use a separate assignment",
-    ast.JoinedStr: "strings are not part of the language",
+    ast.JoinedStr: "strings are not part of the language; programs hold numbers, names and calls",
     ast.Subscript: "indexing (x[...]) is not part of the language",
     ast.Starred: "'*' unpacking is not part of the language",
     ast.Import: "imports are not part of the language",
@@ -58,7 +61,31 @@ _NODE_WORDS = {
     ast.List: "list literals are not part of programs; give values with --NAME VALUE",
     ast.Dict: "dict literals are not part of the language",
     ast.Set: "set literals are not part of the language",
+    ast.Slice: "slices are not part of the language",
+    ast.AsyncFunctionDef: "defining functions is not part of the language",
+    ast.Return: "'return' is not part of the language: the last statement is the output",
+    ast.Delete: "'del' is not part of the language",
+    ast.Global: "'global' is not part of the language",
+    ast.Nonlocal: "'nonlocal' is not part of the language",
+    ast.With: "'with' is not part of the language",
+    ast.AsyncWith: "'with' is not part of the language",
+    ast.AsyncFor: "'async for' is not part of the language",
+    ast.Try: "'try' is not part of the language",
+    ast.Raise: "'raise' is not part of the language",
+    ast.Assert: "'assert' is not part of the language",
+    ast.Break: "'break' is not part of the language; loops end by their condition or range",
+    ast.Continue: "'continue' is not part of the language",
+    ast.Match: "'match' is not part of the language; use if statements",
+    ast.YieldFrom: "yield is not part of the language",
 }
+if hasattr(ast, "TryStar"):  # Python 3.11+
+    _NODE_WORDS[ast.TryStar] = "'try' is not part of the language"
+# the names a bare final expression is assigned to, in order of preference
+_OUTPUT_NAMES = ("y", "out", "output", "result")
+# CPython refuses decimal int literals over 4,300 digits, and any over 309 digits is
+# beyond float range (so beyond every literal limit): refuse them before ast.parse
+_MAX_DIGITS = 309
+_MAX_DIM = 64  # a dim= value, or the length of a dim=(...) tuple: no tensor here has more dims
 
 
 def parse_program(
@@ -70,6 +97,9 @@ def parse_program(
 
 class _Parser:
     def __init__(self, source: str, limits: Limits) -> None:
+        # Python reads a lone '\r' as a line break too; with every break made '\n' the
+        # line numbers of ast and of our markers agree
+        source = source.replace("\r\n", "\n").replace("\r", "\n")
         self.src = source
         self.limits = limits
         starts = [0]
@@ -111,83 +141,204 @@ class _Parser:
         bad = first_bad_char(src)
         if bad is not None:
             pos, what = bad
-            raise ProgramSyntaxError(f"The program contains {what}", src, pos, pos + 1)
+            # the marker is drawn on a copy with control characters made visible, so an
+            # escape sequence or a bidi override in the program cannot act on the terminal
+            raise ProgramSyntaxError(f"The program contains {what}.", visible(src), pos, pos + 1)
         self._check_brackets()
+        self._check_tokens()
         try:
             tree = ast.parse(src, mode="exec")
         except SyntaxError as e:
             raise self._syntax_error(e) from None
         except (RecursionError, MemoryError):
+            # CPython's parser ran out of stack; _check_tokens catches the usual causes
+            # first, so this is reached only with a raised --limit depth
             raise LimitError(
-                "The program is nested too deeply to parse; simplify it or split it into assignments."
+                f"The program is nested too deeply to parse (the depth limit is {self.limits.depth}); "
+                "split it into assignments."
             ) from None
-        except ValueError as e:  # e.g. an integer literal with thousands of digits
-            m = re.search(r"\d{50,}", src)
-            if m and "digits" in str(e):
-                raise LimitError(
-                    "This number literal has too many digits.", src, m.start(), m.end()
-                ) from None
+        except ValueError as e:
             raise ProgramSyntaxError(f"The program cannot be parsed: {e}.", src, 0, len(src)) from None
         self._check_size(tree)
-        return self._program(tree, output)
+        try:
+            return self._program(tree, output)
+        except RecursionError:
+            # only with --limit depth raised far beyond the default: our own walk is recursive
+            raise LimitError(
+                f"The program is nested too deeply for this tool (depth limit {self.limits.depth}); "
+                "split it into assignments."
+            ) from None
 
     def _check_brackets(self) -> None:
-        depth = 0
+        # before ast.parse: a clearer message than CPython's for unbalanced brackets, and
+        # the depth limit on brackets (CPython gives up at 200 with "too many nested parentheses")
+        src = self.src
         stack: list[int] = []
         pairs = {")": "(", "]": "[", "}": "{"}
-        for i, ch in enumerate(self.src):
+        i, n = 0, len(src)
+        while i < n:
+            ch = src[i]
             if ch in "([{":
                 stack.append(i)
-                depth = max(depth, len(stack))
                 if len(stack) > self.limits.depth:
                     raise self.err(
-                        f"Brackets are nested more than {self.limits.depth} deep; "
-                        f"the limit is {self.limits.depth} (--limit depth=N).",
+                        f"Brackets are nested more than {self.limits.depth} deep "
+                        f"(--limit depth=N to raise it); split the expression into assignments.",
                         (i, i + 1),
                         cls=LimitError,
                     )
             elif ch in pairs:
-                if not stack or self.src[stack[-1]] != pairs[ch]:
-                    raise ProgramSyntaxError(f"Unmatched {ch!r}.", self.src, i, i + 1)
+                if not stack or src[stack[-1]] != pairs[ch]:
+                    opened = f" (it closes the {src[stack[-1]]!r} here)" if stack else ""
+                    raise ProgramSyntaxError(f"Unmatched {ch!r}{opened}.", src, i, i + 1)
                 stack.pop()
             elif ch == "#":
                 # a comment runs to the end of the line; brackets inside it do not count
-                nl = self.src.find("\n", i)
-                if nl == -1:
-                    break
+                nl = src.find("\n", i)
+                i = n if nl == -1 else nl
+                continue
+            elif ch in "'\"":
+                # brackets inside a string do not count either (strings are refused later, with
+                # their own message); an unterminated one is left to ast.parse to report
+                close = src.find(ch, i + 1)
+                nl = src.find("\n", i + 1)
+                if close == -1 or (nl != -1 and nl < close):
+                    return
+                i = close + 1
+                continue
+            i += 1
         if stack:
             i = stack[-1]
-            raise ProgramSyntaxError(f"{self.src[i]!r} is never closed.", self.src, i, i + 1)
+            raise ProgramSyntaxError(f"{src[i]!r} is never closed.", src, i, i + 1)
+
+    def _check_tokens(self) -> None:
+        """Before ast.parse: refuse what would make CPython's parser fail or recurse deeply.
+
+        That is an int literal with thousands of digits (CPython raises on int('9'*5000))
+        and a chain of operators longer than the depth limit (`-`*3000 + 'x' or `x**x**...`
+        overflows its stack). Every count below is a lower bound of the nesting depth the
+        syntax tree will have, so nothing the exact check after parsing accepts is refused.
+        """
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(self.src).readline))
+        except (tokenize.TokenError, SyntaxError):
+            return  # malformed: ast.parse will say where
+        limit = self.limits.depth
+        # per bracket level: [additive ops, multiplicative ops, '**' ops, '.' accesses, unary ops]
+        counts = [[0, 0, 0, 0, 0]]
+        what = ("'+'/'-'", "'*'/'/'/'@'", "'**'", "'.' (attribute or method)", "unary '-'/'+'/'~'/'not'")
+        expect_operand = True  # at the start, after an operator or an opening bracket
+        after_dot = False
+        for tok in tokens:
+            kind, text = tok.type, tok.string
+            top = counts[-1]
+            bumped: int | None = None
+            if kind in (tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
+                continue
+            if kind == tokenize.NUMBER:
+                digits = text.replace("_", "")
+                if digits.isdigit() and len(digits) > _MAX_DIGITS:
+                    start = self._offset(tok.start)
+                    raise self.err(
+                        f"This number literal has {len(digits):,} digits; number literals are limited "
+                        f"to {self.limits.literal:g} in magnitude (--limit literal=X).",
+                        (start, start + len(text)),
+                        cls=LimitError,
+                    )
+            if kind in (tokenize.NUMBER, tokenize.STRING) or (
+                kind == tokenize.NAME and (not keyword.iskeyword(text) or text in ("True", "False", "None"))
+            ):
+                # an operand ends a run of unary operators and (unless it is an attribute) a '.' chain
+                top[4] = 0
+                if not after_dot:
+                    top[3] = 0
+                expect_operand = after_dot = False
+                continue
+            after_dot = False
+            if kind == tokenize.NAME and text == "not":
+                top[0] = top[1] = top[2] = 0
+                top[4] += 1
+                bumped = 4
+            elif kind != tokenize.OP:  # NEWLINE, keywords, stray characters: a fresh start
+                top[:] = [0, 0, 0, 0, 0]
+            elif text in ("(", "[", "{"):
+                counts.append([0, 0, 0, 0, 0])
+            elif text in (")", "]", "}"):
+                if len(counts) > 1:
+                    counts.pop()
+                expect_operand = False  # a closed bracket is an operand (a call, a group)
+                continue
+            elif text == "." and not expect_operand:
+                top[3] += 1
+                bumped, after_dot = 3, True
+            elif text in ("+", "-", "~") and expect_operand:
+                top[4] += 1
+                bumped = 4
+            elif text in ("+", "-"):
+                top[0] += 1
+                top[1] = top[2] = top[3] = 0
+                bumped = 0
+            elif text in ("*", "/", "//", "%", "@") and not expect_operand:
+                top[1] += 1
+                top[2] = top[3] = 0
+                bumped = 1
+            elif text == "**" and not expect_operand:
+                top[2] += 1
+                top[3] = 0
+                bumped = 2
+            elif not expect_operand or text not in ("*", "**", "@"):
+                top[:] = [0, 0, 0, 0, 0]  # ',', '=', ':', comparisons, ...: a new (sub)expression
+            expect_operand = not after_dot
+            if bumped is not None and top[bumped] > limit:
+                start = self._offset(tok.start)
+                raise self.err(
+                    f"This expression nests more than {limit} levels deep: a chain of {top[bumped]} "
+                    f"{what[bumped]} (--limit depth=N to raise it).",
+                    (start, start + len(text)),
+                    "Split it into assignments: t = ...; y = t ...",
+                    cls=LimitError,
+                )
+
+    def _offset(self, pos: tuple[int, int]) -> int:
+        """A tokenize (row, col) position as an offset into the source."""
+        row, col = pos
+        return self.line_starts[min(row, len(self.line_starts)) - 1] + col
 
     def _syntax_error(self, e: SyntaxError) -> ProgramSyntaxError:
         line = e.lineno or 1
         col = (e.offset or 1) - 1
-        start = self.line_starts[min(line, len(self.line_starts)) - 1] + max(col, 0)
-        msg = e.msg or "invalid syntax"
+        start = self.line_starts[min(max(line, 1), len(self.line_starts)) - 1] + max(col, 0)
+        msg = (e.msg or "invalid syntax").rstrip(".")
         hint = None
         if "^" in self.src:
             hint = "Powers are written '**' (x**2), not '^'."
-        return ProgramSyntaxError(f"The program is not valid: {msg}.", self.src, start, start + 1, hint)
+        elif "unexpected indent" in msg or "unindent" in msg or "expected an indented block" in msg:
+            hint = "Indent the body of if/while/for consistently (spaces, not a mix with tabs)."
+        return ProgramSyntaxError(f"The program is not valid Python syntax: {msg}.", self.src, start, start + 1, hint)
 
     def _check_size(self, tree: ast.AST) -> None:
-        # iterative walk: count nodes and measure depth without recursion
-        stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+        # iterative walk: count nodes and measure depth without recursion; each entry
+        # carries the nearest node with a position, for the marker (Load, Add... have none)
+        stack: list[tuple[ast.AST, int, ast.AST]] = [(tree, 0, tree)]
         count = 0
         while stack:
-            node, depth = stack.pop()
+            node, depth, located = stack.pop()
             count += 1
             if count > self.limits.nodes:
                 raise LimitError(
                     f"The program has more than {self.limits.nodes:,} syntax nodes "
-                    f"(--limit nodes=N to raise it)."
+                    f"(--limit nodes=N to raise it); shorten it."
                 )
             if depth > self.limits.depth:
-                raise LimitError(
-                    f"The program is nested more than {self.limits.depth} levels deep "
-                    f"(--limit depth=N to raise it); split it into assignments.",
+                raise self.err(
+                    f"The program is nested more than {self.limits.depth} levels deep here "
+                    f"(--limit depth=N to raise it).",
+                    located if located is not tree else None,
+                    "Split it into assignments: t = ...; y = t ...",
+                    cls=LimitError,
                 )
             for child in ast.iter_child_nodes(node):
-                stack.append((child, depth + 1))
+                stack.append((child, depth + 1, child if hasattr(child, "lineno") else located))
 
     # ------------------------------------------------------------------ statements
     def _program(self, tree: ast.Module, output: str | None) -> P.Program:
@@ -211,7 +362,8 @@ class _Parser:
         synthetic = None
         last = body[-1]
         if isinstance(last, P.ExprStmt):
-            synthetic = next(n for n in ("y", "out", "output", "result") if n not in free and n not in assigned)
+            taken = set(free) | set(assigned)
+            synthetic = next(n for n in _output_names() if n not in taken)
             body = body[:-1] + (P.Assign(synthetic, last.value, last.span),)
             assigned = assigned + (synthetic,)
         if output is not None:
@@ -276,7 +428,17 @@ class _Parser:
         if isinstance(s, ast.While):
             if s.orelse:
                 raise self.err("'while ... else' is not supported.", s)
-            return P.While(self._expr(s.test), self._block(s.body), sp)
+            test = self._expr(s.test)
+            if _const_truth(test):
+                # there is no 'break': a loop whose condition cannot change runs until the limit stops it
+                raise self.err(
+                    f"This loop's condition is always true, so the loop would run until the iteration "
+                    f"limit ({self.limits.iterations:,}) stopped it.",
+                    s.test,
+                    "Use a condition the body changes, e.g. 'while y.norm() < 1000:', or 'for i in range(N):'.",
+                    cls=LimitError,
+                )
+            return P.While(test, self._block(s.body), sp)
         if isinstance(s, ast.For):
             return self._for(s, sp)
         if isinstance(s, ast.Pass):
@@ -305,6 +467,14 @@ class _Parser:
         start, stop, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) == 3 else 1)
         if step == 0:
             raise self.err("range() step must not be zero.", it)
+        count = len(range(start, stop, step))
+        if count > self.limits.iterations:
+            raise self.err(
+                f"This loop would run {count:,} times; the limit is {self.limits.iterations:,} "
+                f"iterations in all (--limit iterations=N to raise it).",
+                it,
+                cls=LimitError,
+            )
         return P.For(var, start, stop, step, self._block(s.body), sp)
 
     def _target(self, node: ast.Name) -> str:
@@ -328,10 +498,14 @@ class _Parser:
             neg, node = True, node.operand
         if isinstance(node, ast.Constant) and type(node.value) is int:
             v = -node.value if neg else node.value
-            if abs(v) > self.limits.iterations * 1000:
-                raise self.err(f"{where} bound {v} is larger than allowed.", node, cls=LimitError)
+            if abs(v) > self.limits.literal:
+                raise self.err(
+                    f"This {where} bound is larger than {self.limits.literal:g} (--limit literal=X).",
+                    node,
+                    cls=LimitError,
+                )
             return v
-        raise self.err(f"{where} takes integer literals here.", node)
+        raise self.err(f"{where} takes integer literals here, such as range(10) or range(0, 10, 2).", node)
 
     # ------------------------------------------------------------------ expressions
     def _expr(self, node: ast.expr) -> P.Expr:
@@ -339,7 +513,13 @@ class _Parser:
         if isinstance(node, ast.Constant):
             v = node.value
             if isinstance(v, bool) or v is None:
-                raise self.err(f"{v!r} is only allowed as a keyword value such as keepdim=True.", node)
+                raise self.err(
+                    f"{v!r} is only allowed as a keyword value such as keepdim=True; "
+                    "conditions compare numbers, as in 'if y.sum() > 0:'.",
+                    node,
+                )
+            if v is Ellipsis:
+                raise self.err("'...' is not part of the language.", node)
             if isinstance(v, int | float):
                 fv = float(v) if not isinstance(v, int) or abs(v) < 10**300 else math.inf
                 if not math.isfinite(fv) or abs(fv) > self.limits.literal:
@@ -352,7 +532,7 @@ class _Parser:
                 return P.Num(fv, sp, integral=float(fv).is_integer() and isinstance(v, int))
             if isinstance(v, complex):
                 raise self.err("Complex numbers are not supported.", node)
-            raise self.err("Strings are not part of the language.", node)
+            raise self.err(_NODE_WORDS[ast.JoinedStr], node)
         if isinstance(node, ast.Name):
             self._check_name(node)
             if node.id in FUNCTIONS:
@@ -381,7 +561,8 @@ class _Parser:
                 ops.append(_CMPOPS[type(o)])
             return P.Compare(tuple(ops), tuple(self._expr(e) for e in [node.left, *node.comparators]), sp)
         if isinstance(node, ast.BoolOp):
-            return P.BoolOp("and" if isinstance(node.op, ast.And) else "or", tuple(self._expr(v) for v in node.values), sp)
+            op = "and" if isinstance(node.op, ast.And) else "or"
+            return P.BoolOp(op, tuple(self._expr(v) for v in node.values), sp)
         if isinstance(node, ast.Call):
             return self._call(node, sp)
         if isinstance(node, ast.Attribute):
@@ -391,11 +572,17 @@ class _Parser:
         raise self.err(_NODE_WORDS.get(type(node), f"'{type(node).__name__}' is not part of the language."), node)
 
     def _check_constant(self, node: P.BinOp) -> None:
-        # constant subexpressions that overflow (a*9**9**9) are refused before any work
-        value = _const_value(node)
-        if value is not None and (not math.isfinite(value) or abs(value) > self.limits.literal * 1e10):
+        # constant subexpressions that overflow (a*9**9**9) or have no value (a*(1/0)) are
+        # refused before any work; the bound leaves room for products of legal literals
+        bound = self.limits.literal * 1e10
+        try:
+            value = _fold(node)
+        except _Undefined as e:
+            raise self.err(f"This constant expression {e}.", node.span, "Write the number you mean instead.") from None
+        if value is not None and not abs(value) <= bound:
             raise self.err(
-                f"This constant expression overflows (it is larger than {self.limits.literal * 1e10:g}).",
+                f"This constant expression overflows: its value is beyond {bound:g} "
+                f"(the literal limit x 1e10; --limit literal=X).",
                 node.span,
                 cls=LimitError,
             )
@@ -448,6 +635,9 @@ class _Parser:
         for a in node.args:
             if isinstance(a, ast.Starred):
                 raise self.err("'*' unpacking is not part of the language.", a)
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.err("'**' unpacking is not part of the language.", kw.value)
         positional = ([receiver] if receiver is not None else []) + list(node.args)
         if len(positional) < spec.tensors:
             raise self.err(f"{name}() takes {spec.tensors} tensor argument(s).", node)
@@ -491,6 +681,8 @@ class _Parser:
                 raise self.err(f"{fname}(): {p.name} must be a number literal.", node)
             return v
         if p.kind == "dims" and isinstance(node, ast.Tuple):
+            if len(node.elts) > _MAX_DIM:
+                raise self.err(f"{fname}(): {p.name}= lists more than {_MAX_DIM} dimensions.", node)
             dims = tuple(self._dim(e, fname, p.name) for e in node.elts)
             if not dims:
                 raise self.err(f"{fname}(): {p.name}=() is empty.", node)
@@ -501,9 +693,18 @@ class _Parser:
         v = _literal_number(node)
         if v is None or not float(v).is_integer() or isinstance(node, ast.Constant) and isinstance(node.value, float):
             raise self.err(f"{fname}(): {pname} must be an integer literal.", node)
-        if abs(v) > 64:
-            raise self.err(f"{fname}(): {pname}={int(v)} is out of range.", node)
+        if abs(v) > _MAX_DIM:
+            raise self.err(f"{fname}(): {pname}={int(v)} is out of range (at most {_MAX_DIM}).", node)
         return int(v)
+
+
+def _output_names() -> Iterator[str]:
+    """y, out, output, result, then y1, y2, ...: a program may already use the first four."""
+    yield from _OUTPUT_NAMES
+    k = 1
+    while True:
+        yield f"y{k}"
+        k += 1
 
 
 def _literal_number(node: ast.expr) -> float | None:
@@ -519,34 +720,86 @@ def _literal_number(node: ast.expr) -> float | None:
     return None
 
 
-def _const_value(node: P.Expr) -> float | None:
-    """The value of a constant subexpression, computed safely; None if it is not constant."""
+class _Undefined(Exception):
+    """A constant subexpression has no finite real value; the text says why."""
+
+
+def _fold(node: P.Expr) -> float | None:
+    """The value of a constant subexpression, computed safely; None if it is not constant.
+
+    Raises _Undefined for 1/0 and (-8)**0.5; returns inf when the value overflows. The
+    operands' sizes are estimated before a power is computed, so 9**9**9 costs nothing.
+    """
     if isinstance(node, P.Num):
         return node.value
     if isinstance(node, P.UnaryOp) and node.op == "-":
-        v = _const_value(node.operand)
+        v = _fold(node.operand)
         return None if v is None else -v
-    if isinstance(node, P.BinOp) and node.op != "@":
-        a, b = _const_value(node.left), _const_value(node.right)
-        if a is None or b is None:
-            return None
-        try:
-            if node.op == "+":
-                return a + b
-            if node.op == "-":
-                return a - b
-            if node.op == "*":
-                return a * b
-            if node.op == "/":
-                return a / b if b else (math.nan if a == 0 else math.inf)
-            # pow: estimate the size first, so 9**9**9 costs nothing
-            if a not in (0.0, 1.0, -1.0) and abs(b) * math.log10(abs(a)) > 308:
-                return math.inf
-            r = a**b
-            return r if isinstance(r, float) else math.nan
-        except (OverflowError, ZeroDivisionError, ValueError):
+    if not isinstance(node, P.BinOp) or node.op == "@":
+        return None
+    a, b = _fold(node.left), _fold(node.right)
+    if a is None or b is None:
+        return None
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return math.inf
+    if node.op == "+":
+        return a + b
+    if node.op == "-":
+        return a - b
+    if node.op == "*":
+        return a * b
+    if node.op == "/":
+        if b == 0:
+            raise _Undefined("divides by zero")
+        return a / b
+    # node.op == "**"
+    if a == 0 and b < 0:
+        raise _Undefined("divides by zero (0 to a negative power)")
+    if a < 0 and not b.is_integer():
+        raise _Undefined("has no real value (a negative number to a fractional power)")
+    if abs(a) not in (0.0, 1.0):
+        size = b * math.log10(abs(a))  # log10 of the result's magnitude
+        if size > 308:
             return math.inf
-    return None
+        if size < -308:
+            return 0.0  # underflows to zero, harmlessly
+    try:
+        return float(a**b)
+    except OverflowError:
+        return math.inf
+
+
+def _const_truth(node: P.Expr) -> bool | None:
+    """Whether a condition made only of constants is true; None if it depends on a variable."""
+    if isinstance(node, P.UnaryOp) and node.op == "not":
+        inner = _const_truth(node.operand)
+        return None if inner is None else not inner
+    if isinstance(node, P.BoolOp):
+        truths = [_const_truth(v) for v in node.values]
+        if node.op == "and":
+            return False if False in truths else None if None in truths else True
+        return True if True in truths else None if None in truths else False
+    try:
+        if isinstance(node, P.Compare):
+            vals = [_fold(o) for o in node.operands]
+            if any(v is None for v in vals):
+                return None
+            pairs = zip(node.ops, vals, vals[1:], strict=False)
+            return all(_COMPARE[op](a, b) for op, a, b in pairs)  # type: ignore[arg-type]
+        v = _fold(node)
+    except _Undefined:
+        return None  # the expression check reports it
+    return None if v is None else v != 0
+
+
+_COMPARE = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
 
 
 def _iter_stmts(body: tuple[P.Stmt, ...]) -> Iterator[P.Stmt]:

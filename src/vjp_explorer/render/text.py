@@ -74,7 +74,11 @@ def header(r: Result, view: View) -> RenderableType:
     t.add_column(style="bold")
     t.add_column()
     t.add_column(style="dim")
-    t.add_row("program", Text(r.program), Text(f"dtype {r.dtype}" + (f", seed {r.meta['seed']}" if r.meta.get("uses_random") else "")))
+    t.add_row(
+        "program",
+        Text(r.program),
+        Text(f"dtype {r.dtype}" + (f", seed {r.meta['seed']}" if r.meta.get("uses_random") else "")),
+    )
     for n, i in r.inputs.items():
         kind = "leaf, requires_grad=True" if i.requires_grad else "constant, requires_grad=False"
         t.add_row(Text(n), inline(i.value, view), Text(f"shape {fmt_shape(i.value.shape)}, {kind}"))
@@ -103,7 +107,11 @@ def leaf_table(r: Result, leaf: str, view: View) -> RenderableType:
     sym = r.symbolic.get(leaf) if r.symbolic else None
     jac = r.jacobians[leaf]
     mult = f"{r.backward_calls}·" if r.backward_calls > 1 else ""
-    title = Text.assemble(("leaf ", "bold"), (leaf, "bold cyan"), f"  shape {fmt_shape(inp.value.shape)}  ·  J: {jac.structure} ({jac.method})")
+    title = Text.assemble(
+        ("leaf ", "bold"),
+        (leaf, "bold cyan"),
+        f"  shape {fmt_shape(inp.value.shape)}  ·  J: {jac.structure} ({jac.method})",
+    )
     t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
     t.add_column("element")
     t.add_column("value", justify="right")
@@ -125,7 +133,9 @@ def jacobian_view(r: Result, leaf: str, view: View) -> RenderableType:
     """The Jacobian as a labelled matrix (rows y[i], columns x[j]), or why it is not shown."""
     jac = r.jacobians[leaf]
     out = r.output_name
-    title = Text.assemble("Jacobian ", (f"∂{out}/∂{leaf}", "bold"), f"  shape {fmt_shape(jac.shape)}, {jac.structure}, via {jac.method}")
+    title = Text.assemble(
+        "Jacobian ", (f"∂{out}/∂{leaf}", "bold"), f"  shape {fmt_shape(jac.shape)}, {jac.structure}, via {jac.method}"
+    )
     m = r.output.numel
     n = r.inputs[leaf].value.numel
     if jac.value is None:
@@ -137,8 +147,10 @@ def jacobian_view(r: Result, leaf: str, view: View) -> RenderableType:
         d = jac.value
         return Group(
             title,
-            Text(f"  {m} x {n} entries (more than a screen; --full shows them): "
-                 f"min {fmt(d.stats.min, 4)}, max {fmt(d.stats.max, 4)}, norm {fmt(d.stats.norm, 4)}"),
+            Text(
+                f"  {m} x {n} entries (more than a screen; --full shows them): "
+                f"min {fmt(d.stats.min, 4)}, max {fmt(d.stats.max, 4)}, norm {fmt(d.stats.norm, 4)}"
+            ),
         )
     t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
     t.add_column("")

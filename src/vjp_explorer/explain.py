@@ -1,0 +1,288 @@
+"""`vjp explain`: the answer a learner came for, as plain data.
+
+From a Result and the exact sympy Jacobian it builds: the cast (leaves,
+intermediates, output, v), the symbolic Jacobian of each leaf with its
+structure, and the per-term ledger x[j].grad = Σᵢ v[i]·∂y[i]/∂x[j].
+Strings only leave here; the renderers never see sympy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .result import Result
+
+MAX_FORMULA_ENTRIES = 400  # formulas kept per leaf (the ledger keeps every term)
+
+
+@dataclass
+class Term:
+    """One term v[i]·∂y[i]/∂x[j] of a grad element."""
+
+    i: int
+    y: str  # label of the output element, e.g. y[1]
+    v_i: float
+    dy_dx: float
+    formula: str | None
+    value: float
+    share: float  # |term| / Σ|terms|
+
+
+@dataclass
+class LedgerEntry:
+    """x[j].grad as a sum of terms; zero terms are counted, not listed."""
+
+    leaf: str
+    element: str
+    j: int
+    grad: float  # from backward(v)
+    sum: float  # Σ of the terms (exact derivatives, in float64)
+    terms: list[Term]
+    zero_terms: int
+    dominant: int | None  # i of the largest term
+
+
+@dataclass
+class LeafJacobianFormula:
+    """The symbolic Jacobian block of one leaf."""
+
+    leaf: str
+    structure: str  # diagonal | dense | sparse | zero
+    description: str
+    generic: str | None  # one formula for all k, when the block is diagonal and uniform
+    entries: list[dict[str, Any]] = field(default_factory=list)  # {i, j, y, x, formula}
+
+
+@dataclass
+class Explanation:
+    """Everything `vjp explain` shows."""
+
+    cast: list[dict[str, Any]]
+    summary: str
+    formulas: dict[str, LeafJacobianFormula]
+    ledger: dict[str, list[LedgerEntry]]
+    ledger_source: str  # "sympy" (exact derivatives) or "autodiff" (numeric J) or "unavailable: ..."
+    latex: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (non-finite numbers are cleaned by the JSON renderer's caller)."""
+        from .render.json_out import _clean
+
+        def clean(obj: Any) -> Any:
+            if isinstance(obj, dict):
+                return {k: clean(v) for k, v in obj.items()}
+            if isinstance(obj, list):
+                return [clean(v) for v in obj]
+            return _clean(obj) if isinstance(obj, float) else obj
+
+        return clean(
+            {
+                "cast": self.cast,
+                "summary": self.summary,
+                "jacobian_formulas": {k: asdict(v) for k, v in self.formulas.items()},
+                "ledger": {k: [asdict(e) for e in v] for k, v in self.ledger.items()},
+                "ledger_source": self.ledger_source,
+            }
+        )
+
+
+def _label(name: str, shape: tuple[int, ...], k: int) -> str:
+    if not shape:
+        return name
+    idx = []
+    for n in reversed(shape):
+        idx.append(k % n)
+        k //= n
+    return f"{name}[{','.join(map(str, reversed(idx)))}]"
+
+
+def build_explanation(res: Result, prog: Any, fwd: Any, sym: Any, limits: Any) -> Explanation:
+    """Assemble the explanation; `sym` is the SymbolicJacobian (with formulas) or None."""
+    import os
+
+    latex = bool(os.environ.get("VJP_LATEX"))
+    out = res.output_name
+    out_shape = res.output.shape
+    m = res.output.numel
+    cast: list[dict[str, Any]] = []
+    for n, i in res.inputs.items():
+        role = "leaf (requires_grad=True): gets a .grad" if i.requires_grad else "constant: no grad, no Jacobian"
+        cast.append({"name": n, "role": role, "shape": list(i.value.shape)})
+    for n, it in res.intermediates.items():
+        if n == out:
+            continue
+        cast.append(
+            {
+                "name": n,
+                "role": "intermediate (grad_fn set, not a leaf: .grad is not kept)",
+                "shape": list(it.value.shape),
+            }
+        )
+    cast.append({"name": out, "role": "output y", "shape": list(out_shape)})
+    cast.append(
+        {
+            "name": "v",
+            "role": f"the gradient argument: dL/d{out}, how much a downstream loss cares about "
+            "each output (lives in output space)",
+            "shape": list(res.grad.shape),
+        }
+    )
+    leaves = res.leaves
+    summary = (
+        f"{out}.backward(v) computes, for every leaf element x[j], x[j].grad = Σᵢ v[i]·∂{out}[i]/∂x[j] "
+        f"(that is Jᵀv): {m} output weight(s) v[i] combine the {m} row(s) of each Jacobian block into one number "
+        "per input element. J itself is never built by backward; it is built here only to show it."
+    )
+    formulas: dict[str, LeafJacobianFormula] = {}
+    ledger: dict[str, list[LedgerEntry]] = {}
+    vflat = [float(x) for x in res.grad.flat]
+    if sym is not None:
+        source = "sympy"
+    elif all(res.jacobians[n].value is not None for n in leaves):
+        source = "autodiff"
+    else:
+        source = "unavailable: the Jacobian is too large to list term by term"
+    for n in leaves:
+        shape = res.inputs[n].value.shape
+        nn = res.inputs[n].value.numel
+        grads = res.grads[n]
+        if sym is not None:
+            values = sym.values[n]
+            f_rows = sym.formulas.get(n)
+        elif res.jacobians[n].value is not None:
+            jv = res.jacobians[n].value
+            values = [[float(jv.flat[i * nn + j]) for j in range(nn)] for i in range(m)]
+            f_rows = None
+        else:
+            continue
+        formulas[n] = _formula_block(n, out, out_shape, shape, values, f_rows, latex, res.jacobians[n].structure)
+        entries = []
+        calls = res.backward_calls
+        for j in range(nn):
+            terms = []
+            zero = 0
+            for i in range(m):
+                d = values[i][j]
+                if vflat[i] == 0 or d == 0:
+                    zero += 1
+                    continue
+                f = _fmt_expr(f_rows[i][j], latex) if f_rows is not None else None
+                terms.append(Term(i, _label(out, out_shape, i), vflat[i], d, f, vflat[i] * d * calls, 0.0))
+            total_abs = math.fsum(abs(t.value) for t in terms if math.isfinite(t.value))
+            for t in terms:
+                t.share = (
+                    abs(t.value) / total_abs
+                    if total_abs and math.isfinite(t.value)
+                    else (1.0 if not math.isfinite(t.value) else 0.0)
+                )
+            s = (
+                math.fsum(t.value for t in terms)
+                if all(math.isfinite(t.value) for t in terms)
+                else sum(t.value for t in terms)
+            )
+            dominant = (
+                max(terms, key=lambda t: abs(t.value) if math.isfinite(t.value) else math.inf).i if terms else None
+            )
+            entries.append(LedgerEntry(n, _label(n, shape, j), j, float(grads.flat[j]), s, terms, zero, dominant))
+        ledger[n] = entries
+    return Explanation(cast, summary, formulas, ledger, source, latex)
+
+
+def _fmt_expr(e: Any, latex: bool) -> str:
+    import sympy as sp
+
+    return sp.latex(e) if latex else sp.sstr(e)
+
+
+def _formula_block(
+    leaf: str,
+    out: str,
+    out_shape: tuple[int, ...],
+    shape: tuple[int, ...],
+    values: list[list[float]],
+    f_rows: list[list[Any]] | None,
+    latex: bool,
+    structure: str,
+) -> LeafJacobianFormula:
+    m = len(values)
+    n = len(values[0]) if values else 0
+    nonzero = [
+        (i, j) for i in range(m) for j in range(n) if values[i][j] != 0 or (f_rows is not None and f_rows[i][j] != 0)
+    ]
+    if f_rows is not None:
+        nonzero = [(i, j) for i in range(m) for j in range(n) if f_rows[i][j] != 0]
+    if not nonzero:
+        return LeafJacobianFormula(
+            leaf, "zero", f"{leaf} does not influence {out}: every ∂{out}[i]/∂{leaf}[j] is 0.", None
+        )
+    diagonal = m == n and all(i == j for i, j in nonzero)
+    if diagonal:
+        kind = "diagonal"
+        desc = (
+            f"diagonal: each {out}[k] depends only on {leaf}[k], so backward(v) gives "
+            f"{leaf}[k].grad = v[k]·∂{out}[k]/∂{leaf}[k]"
+        )
+    elif len(nonzero) == m * n:
+        kind = "dense"
+        desc = f"dense: every {out}[i] depends on every {leaf}[j], so each grad element mixes all of v"
+    else:
+        kind = "sparse"
+        desc = f"sparse: {m * n - len(nonzero)} of {m * n} entries are structurally zero"
+    generic = None
+    entries: list[dict[str, Any]] = []
+    if f_rows is not None:
+        if diagonal and m > 0:
+            generic = _generic(leaf, out, out_shape, shape, f_rows, latex)
+        for i, j in nonzero[:MAX_FORMULA_ENTRIES]:
+            entries.append(
+                {
+                    "i": i,
+                    "j": j,
+                    "y": _label(out, out_shape, i),
+                    "x": _label(leaf, shape, j),
+                    "formula": _fmt_expr(f_rows[i][j], latex),
+                    "value": values[i][j],
+                }
+            )
+    else:
+        for i, j in nonzero[:MAX_FORMULA_ENTRIES]:
+            entries.append(
+                {
+                    "i": i,
+                    "j": j,
+                    "y": _label(out, out_shape, i),
+                    "x": _label(leaf, shape, j),
+                    "formula": None,
+                    "value": values[i][j],
+                }
+            )
+    return LeafJacobianFormula(leaf, kind, desc, generic, entries)
+
+
+def _generic(
+    leaf: str, out: str, out_shape: tuple[int, ...], shape: tuple[int, ...], f_rows: list[list[Any]], latex: bool
+) -> str | None:
+    """One formula in k for a uniform diagonal block (checked on every element), else None."""
+    import sympy as sp
+
+    m = len(f_rows)
+    first = f_rows[0][0]
+    idx0 = _label("", shape, 0)
+    k_syms: dict[Any, Any] = {}
+    for s in first.free_symbols:
+        name = str(s)
+        if name.endswith(idx0) and idx0:
+            k_syms[s] = sp.Symbol(name[: -len(idx0)] + "[k]", real=True)
+    if idx0 and not k_syms and first.free_symbols:
+        return None
+    template = first.xreplace(k_syms)
+    for k in range(1, m):
+        idx = _label("", shape, k)
+        back = {v: sp.Symbol(str(v).replace("[k]", idx), real=True) for v in k_syms.values()}
+        if template.xreplace(back) != f_rows[k][k]:
+            return None
+    lhs = f"∂{out}[k]/∂{leaf}[k]" if shape else f"∂{out}/∂{leaf}"
+    body = _fmt_expr(template if shape else first, latex)
+    return f"{lhs} = {body}"

@@ -343,6 +343,79 @@ CASES: list[Case] = [
     Case("gen_eye3", "sum(E * E * 3, dim=0)", {"E": ("eye(3)", np.eye(3))}, lambda e: np.sum(3 * e["E"] ** 2, axis=0)),
 ]
 
+# bigger blocks: past the 64-row loop, the Jacobian comes from torch.func (jacrev / jacfwd over a replay)
+X8_10 = lit(np.round(np.sin(np.arange(80.0)).reshape(8, 10), 4))
+W10_9 = lit(np.round(np.cos(np.arange(90.0) * 0.7).reshape(10, 9), 4))
+R1_10 = lit(np.round(np.linspace(-1, 1, 10).reshape(1, 10) + 0.01, 4))
+C10_1 = lit(np.round(np.linspace(0.5, -2, 10).reshape(10, 1), 4))
+
+
+def _nested_for(e: Env) -> np.ndarray:
+    y = e["x"] * 1
+    for i in range(2):
+        for j in range(3):
+            y = y * e["x"] + i - j
+    return y
+
+
+def _countdown(e: Env) -> np.ndarray:
+    y = e["x"] * 0
+    for i in range(3, 0, -1):
+        y = y * i + e["x"] ** i
+    return y
+
+
+def _if_in_for(e: Env) -> np.ndarray:
+    y = e["x"] * 1
+    for i in range(4):
+        if i > 1:
+            y = y * e["x"]
+        else:
+            y = y + e["x"] * i
+    return y
+
+
+def _while_and(e: Env, z: Env) -> np.ndarray:
+    y, yz, n = e["x"] * 1, z["x"] * 1, 0
+    while np.sum(yz) < 50 and n < 10:
+        y, yz, n = y * 1.5 + e["x"], yz * 1.5 + z["x"], n + 1
+    return y
+
+
+MORE_CASES: list[Case] = [
+    Case("jacrev_big_output", "X @ W", {"X": X8_10, "W": W10_9}, lambda e: e["X"] @ e["W"]),
+    Case("jacfwd_outer_product", "tanh(r * col)", {"r": R1_10, "col": C10_1}, lambda e: np.tanh(e["r"] * e["col"])),
+    Case("nested_for", "y = x * 1\nfor i in range(2):\n    for j in range(3):\n        y = y * x + i - j",
+         {"x": lit([0.9, -0.6])}, _nested_for),
+    Case("for_negative_step_index_exponent", "y = x * 0\nfor i in range(3, 0, -1):\n    y = y * i + x ** i",
+         {"x": A3}, _countdown),
+    Case("if_inside_for", "y = x * 1\nfor i in range(4):\n    if i > 1:\n        y = y * x\n    else:\n        y = y + x * i",
+         {"x": A3}, _if_in_for),
+    Case("while_and_condition", "y = x * 1\nn = 0\nwhile y.sum() < 50 and n < 10:\n    y = y * 1.5 + x\n    n = n + 1",
+         {"x": POS3}, _while_and, frozen=True, output="y"),  # the last assignment is n: name the output
+    Case("chained_comparison_not", "if not 0 < x.sum() < 1:\n    y = x * 3\nelse:\n    y = x * x", {"x": POS3},
+         lambda e: e["x"] * 3 if not 0 < np.sum(e["x"]) < 1 else e["x"] ** 2),
+    Case("precedence_neg_pow", "-x ** 2 + 2 ** -x + x / 0.5 ** 2 + 1e-3 * x", {"x": A3},
+         lambda e: -(e["x"] ** 2) + 2.0 ** (-e["x"]) + e["x"] / 0.25 + 1e-3 * e["x"]),
+    Case("function_of_number", "exp(2) * x + sqrt(x * x) - torch.sin(1.5) / x", {"x": A3},
+         lambda e: np.exp(2.0) * e["x"] + np.abs(e["x"]) - np.sin(1.5) / e["x"]),
+    Case("dot_broadcast", "(a @ b) * a - b.T", {"a": A3, "b": B3}, lambda e: (e["a"] @ e["b"]) * e["a"] - e["b"]),
+    Case("mean_tuple_dims", "mean(X, dim=(0, 1)) * X.mean(dim=(0, 2), keepdim=True).sum()", {"X": T234},
+         lambda e: np.mean(e["X"], axis=(0, 1)) * np.sum(np.mean(e["X"], axis=(0, 2), keepdims=True))),
+    Case("norm_tuple_dims_keepdim", "c.norm(dim=(0, 1)) + X.norm(p=2, dim=1, keepdim=True)", {"c": M23, "X": T223},
+         lambda e: pnorm(e["c"], 2.0, axis=(0, 1)) + pnorm(e["X"], 2.0, axis=1, keepdims=True)),
+    Case("prod_keepdim_last", "prod(c, dim=-1, keepdim=True) * c", {"c": M23},
+         lambda e: np.prod(e["c"], axis=-1, keepdims=True) * e["c"]),
+    Case("softmax_3d", "softmax(X, dim=1) + log_softmax(X, dim=-2) * X", {"X": T234},
+         lambda e: softmax(e["X"], 1) + log_softmax(e["X"], 1) * e["X"]),
+    Case("abs_sum_scalar", "abs(x).sum() * relu(x)", {"x": A3}, lambda e: np.sum(np.abs(e["x"])) * np.maximum(e["x"], 0)),
+    Case("loop_var_exponent", "y = x * 0\nfor i in range(3):\n    y = y + x ** i + i", {"x": A3},
+         lambda e: sum(e["x"] ** i + i for i in range(3))),
+    Case("scalar_leaf_with_vector", "s * x + s ** 2", {"s": lit(0.7), "x": A3}, lambda e: e["s"] * e["x"] + e["s"] ** 2),
+    Case("keepdim_leaf_shape_1", "r * 2 + r.sum()", {"r": lit([[0.4, -0.3, 1.2]])}, lambda e: e["r"] * 2 + np.sum(e["r"])),
+]
+CASES += MORE_CASES
+
 # cases also run at float32 (against a float64 oracle, float32 tolerance)
 FLOAT32_IDS = [
     "seed_formula",
@@ -353,4 +426,6 @@ FLOAT32_IDS = [
     "matmul_batched_3d_2d",
     "for_loop_power",
     "while_loop_randn",
+    "jacrev_big_output",
+    "jacfwd_outer_product",
 ]

@@ -10,6 +10,7 @@ and no expected number comes from an earlier run of the tool.
 from __future__ import annotations
 
 import math
+import warnings
 import zlib
 from collections.abc import Callable
 
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from oracle_programs import CASES, FLOAT32_IDS, Case, Env, fmt, log_softmax, pnorm, sigmoid, softmax
 
 from vjp_explorer import explore
+from vjp_explorer.limits import DEFAULT_LIMITS, Limits
 
 H = 1e-6  # finite-difference step (relative to max(1, |x|))
 RTOL64 = 1e-6
@@ -97,7 +99,7 @@ def choose_v(case_id: str, shape: tuple[int, ...]) -> np.ndarray | None:
     return v
 
 
-def run_case(case: Case, dtype: str):
+def run_case(case: Case, dtype: str, **options):
     env = {n: a for n, (_, a) in case.values.items()}
     consts = {n: a for n, (_, a) in case.consts.items()}
     out0 = case_fn(case, {**env, **consts})({**env, **consts})
@@ -110,6 +112,7 @@ def run_case(case: Case, dtype: str):
         output=case.output,
         dtype=dtype,
         seed=case.seed,
+        **options,
     )
     return r, env, consts, out0, v
 
@@ -192,6 +195,110 @@ def test_program_against_oracle_float64(case: Case):
         assert leaf in env, f"closed-form Jacobian for a non-leaf {leaf}"
         assert r.jacobians[leaf].value is not None, f"{case.id}: Jacobian of {leaf} not materialised"
     assert set(r.jacobians) == set(env)  # --const inputs get no Jacobian
+
+
+# ----------------------------------------------------------------------------- forward-mode routes
+# torch's first forward-mode AD use in a process (torch.func.jacfwd, forward_ad.make_dual) imports
+# decompositions that call the deprecated torch.jit.script: a DeprecationWarning, which this project's
+# pytest config (filterwarnings=error) turns into an error. The strict table test above keeps that
+# visible; the tests below check the numbers of those routes with only that one warning silenced.
+JIT_WARNING = r".*torch\.jit\.script.* is deprecated"
+
+
+def quiet_jit():
+    cm = warnings.catch_warnings()
+    cm.__enter__()
+    warnings.filterwarnings("ignore", message=JIT_WARNING, category=DeprecationWarning)
+    return cm
+
+
+def check_against_fd(case: Case, r, env: Env, consts: Env, out0: np.ndarray, v: np.ndarray | None) -> None:
+    full = {**env, **consts}
+    f = case_fn(case, full)
+    vv = np.ones(np.shape(out0)) if v is None else v
+    check_statuses(r)
+    mag = 1e-9 * magnitude(f, full, vv)
+    for leaf in env:
+        want = fd_vjp(lambda e: f({**full, **e}), env, leaf, vv)
+        assert_close(arr(r.grads[leaf]), want, RTOL64, f"{case.id}: grad[{leaf}]", mag)
+        assert_close(arr(r.symbolic[leaf]), want, RTOL64, f"{case.id}: symbolic[{leaf}]", mag)
+        if r.jtv[leaf] is not None:
+            assert_close(arr(r.jtv[leaf]), want, RTOL64, f"{case.id}: jtv[{leaf}]", mag)
+        if r.jacobians[leaf].value is not None:
+            Jfd = fd_jacobian(lambda e: f({**full, **e}), env, leaf)
+            assert_close(arr(r.jacobians[leaf].value), Jfd, RTOL64, f"{case.id}: Jacobian d/d{leaf}",
+                         1e-9 * max(1.0, float(np.max(np.abs(out0)))))
+
+
+@pytest.mark.parametrize("case_id", ["jacfwd_outer_product", "jacrev_big_output"])
+def test_torch_func_jacobian_numbers(case_id: str):
+    case = CASE_BY_ID[case_id]
+    cm = quiet_jit()
+    try:
+        r, env, consts, out0, v = run_case(case, "float64")
+    finally:
+        cm.__exit__(None, None, None)
+    assert r.jacobians[next(iter(env))].method == ("jacfwd" if "jacfwd" in case_id else "jacrev")
+    check_against_fd(case, r, env, consts, out0, v)
+
+
+@pytest.mark.parametrize("case_id", ["tanh_layer_W_leaf", "softmax_rows", "seed_formula", "multi_statement",
+                                     "detach_other_leaf", "while_loop_randn"])
+def test_not_materialised_jacobian_uses_jvp_check(case_id: str):
+    """With a tiny Jacobian budget, dense blocks are not built: Jᵀv is checked by <u, Jᵀv> = <Ju, v>."""
+    case = CASE_BY_ID[case_id]
+    limits = Limits(**{**DEFAULT_LIMITS.__dict__, "jacobian_entries": 2})
+    cm = quiet_jit()
+    try:
+        r, env, consts, out0, v = run_case(case, "float64", limits=limits)
+    finally:
+        cm.__exit__(None, None, None)
+    dense = [n for n, j in r.jacobians.items() if j.structure == "dense"]
+    for n in env:
+        if r.jacobians[n].structure != "zero":
+            assert r.jacobians[n].value is None
+    if dense:
+        assert "jvp" in r.checks and all(r.jtv[n] is None for n in dense)
+    check_against_fd(case, r, env, consts, out0, v)
+
+
+_FRESH_SCRIPT = r"""
+import json, warnings
+warnings.simplefilter("error")  # as this project's pytest config does (filterwarnings = error)
+from vjp_explorer import explore
+from vjp_explorer.limits import DEFAULT_LIMITS, Limits
+route = %r
+try:
+    if route == "jvp":
+        tiny = Limits(**{**DEFAULT_LIMITS.__dict__, "jacobian_entries": 2})
+        r = explore("tanh(W @ x + b)", {"W": "[[0.2,-0.5],[0.7,0.1]]", "x": "0.5,-1", "b": "0.1,-0.2"},
+                    grad="1,-2", dtype="float64", limits=tiny)
+        print(json.dumps({"ok": True, "status": r.checks["jvp"].status}))
+    else:
+        r = explore("tanh(r * col)", {"r": "linspace(-1,1,10)", "col": "[[0.5],[1],[2],[3],[4],[5],[6],[7],[8],[9]]"},
+                    grad="ones", dtype="float64")
+        print(json.dumps({"ok": True, "status": r.checks["jtv"].status, "method": r.jacobians["r"].method}))
+except Exception as e:
+    print(json.dumps({"ok": False, "error": type(e).__name__ + ": " + str(e)}))
+"""
+
+
+@pytest.mark.parametrize("route", ["jvp", "jacfwd"])
+def test_forward_mode_routes_raise_no_warning_in_a_fresh_process(route: str):
+    """The first forward-mode use in a process must not surface torch's internal DeprecationWarning.
+
+    Run in a fresh interpreter: inside this test session an earlier test may already have loaded
+    torch's jvp decompositions, which hides the problem.
+    """
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _FRESH_SCRIPT % route], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["ok"], f"route {route}: explore raised {got['error']}"
+    assert got["status"] == "agree"
 
 
 # ----------------------------------------------------------------------------- the oracle checks itself

@@ -84,6 +84,8 @@ class _Run:
             raise UsageError(f"--dtype must be float32 or float64, not {req.dtype!r}.")
         if not 1 <= req.backward_calls <= 100:
             raise UsageError("--backward-calls must be between 1 and 100.")
+        if req.seed is not None and not 0 <= req.seed < 2**63:
+            raise UsageError(f"--seed must be between 0 and 2**63 - 1, not {req.seed}.")
         prog = parse_program(req.program, req.output, self.limits)
         t = self.lap("parse", self.t0)
         specs, const_specs = self._check_names(prog)
@@ -130,7 +132,7 @@ class _Run:
                 + (" (it is a constant)" if not isinstance(out, torch.Tensor) else "")
                 + ", so there is nothing to differentiate. torch would say: 'element 0 of tensors "
                 "does not require grad and does not have a grad_fn'.",
-                hint="Use the leaves in the output, or pass them with --NAME/--var instead of --const.",
+                hint=_output_hint(prog, env, torch),
             )
         if out.dtype != dtype:
             out = out.to(dtype)
@@ -314,10 +316,12 @@ class _Run:
             import difflib
 
             near = difflib.get_close_matches(n, free, n=1)
-            raise UsageError(
+            err = UsageError(
                 f"A value was given for {n!r}, but {why}. The program's inputs are: {have}.",
                 hint=f"Did you mean {near[0]!r}?" if near else None,
             )
+            err.unknown_name = n  # type: ignore[attr-defined]  # the CLI adds "did you mean --option?"
+            raise err
         missing = [n for n in free if n not in given]
         if missing:
             n = missing[0]
@@ -527,6 +531,20 @@ def _expected_check(exp: Any, prog: P.Program, out: Any, grads: dict[str, Any], 
         pairs,
         Tolerance(exp.rtol, exp.atol),
     )
+
+
+def _output_hint(prog: P.Program, env: dict[str, Any], torch: Any) -> str:
+    others = [
+        n
+        for n in prog.assigned
+        if n != prog.output and n in env and isinstance(env[n].v, torch.Tensor) and env[n].v.requires_grad
+    ]
+    if others:
+        return (
+            f"The output is the last variable assigned ({prog.output!r}); to differentiate another one, "
+            f"name it: --output {others[-1]}."
+        )
+    return "Use the leaves in the output, or pass them with --NAME/--var instead of --const."
 
 
 def _control_text(kind: str, count: int) -> str:

@@ -250,6 +250,8 @@ def _emit(result: Any, json_: bool, full: bool, verbose: bool, digits: int | Non
 def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool, **o: Any) -> None:
     debug = o["debug"]
     try:
+        if o["digits"] is not None and not 1 <= o["digits"] <= 17:
+            raise UsageError(f"--digits must be between 1 and 17, not {o['digits']}.")
         req = _build_request(ctx, expression, file, **o)
         req.explain = explain
         from .api import explore
@@ -259,6 +261,13 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
     except typer.Exit:
         raise
     except (Exception, KeyboardInterrupt) as e:
+        name = getattr(e, "unknown_name", None)
+        if isinstance(e, VjpError) and name is not None:
+            import difflib
+
+            near = difflib.get_close_matches("--" + name, ctx.meta.get("vjp_options", []), n=1)
+            if near:
+                e.hint = f"--{name} is not an option either; did you mean {near[0]}?"
         raise _fail(e, debug) from None
     code = int(result.exit_code)
     if code:
@@ -336,9 +345,20 @@ def explain_cmd(
     o = _opts(locals())
     o.pop("latex")
     os.environ["VJP_LATEX"] = "1" if latex else ""
-    if file is None and expression is not None and expression.endswith(".toml") and "\n" not in expression:
+    if file is None and expression is not None and _looks_like_file(expression):
         file, expression = Path(expression), None
     _command(ctx, expression, file, True, **o)
+
+
+def _looks_like_file(text: str) -> bool:
+    """`vjp explain x.toml` or `vjp explain seed_3vector` (a bundled name) rather than a program."""
+    if "\n" in text or ";" in text:
+        return False
+    if text.endswith(".toml"):
+        return True
+    from .language.files import resolve_example
+
+    return resolve_example(text) is not None
 
 
 @app.command()
@@ -366,12 +386,14 @@ def examples(
     from rich.text import Text
 
     t = Table(show_edge=False, header_style="bold")
-    t.add_column("name")
+    t.add_column("name", no_wrap=True)
     t.add_column("title")
-    t.add_column("path", style="dim")
     for i in items:
-        t.add_row(Text(i.name), Text(i.title), Text(str(i.path)))
-    _stdout().print(t)
+        t.add_row(Text(i.name), Text(i.title))
+    console = _stdout()
+    console.print(t)
+    if items:
+        console.print(Text(f"\nfiles in {items[0].path.parent}; run one with: vjp explain NAME, vjp run --file NAME"))
 
 
 def main() -> None:

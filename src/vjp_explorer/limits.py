@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 
 
@@ -35,9 +36,15 @@ class Limits:
             if norm not in known:
                 raise KeyError(key)
             kind = type(getattr(self, norm))
-            value = kind(float(text)) if kind is int else float(text)
-            if not value > 0:
-                raise ValueError(f"{key} must be positive")
+            try:
+                number = float(text)
+            except ValueError:
+                raise ValueError(f"{key}={text!r} is not a number") from None
+            if not math.isfinite(number) or not number > 0:
+                raise ValueError(f"{key} must be positive and finite, not {text!r}")
+            if kind is int and (not number.is_integer() or number > 2**62):
+                raise ValueError(f"{key} must be a whole number below 2**62, not {text!r}")
+            value = int(number) if kind is int else number
             changes[norm] = value
         return replace(self, **changes)  # type: ignore[arg-type]
 

@@ -15,6 +15,7 @@ Strategy, per leaf (reported as `method`):
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,12 +143,15 @@ def _dense_blocks(
     n_total = sum(leaves[n].numel() for n in names)
     argnums = tuple(range(len(names)))
     detached = [t.detach() for t in inputs]
-    if m <= n_total:
-        blocks = tf.jacrev(f, argnums=argnums)(*detached)
-        method = "jacrev"
-    else:
-        blocks = tf.jacfwd(f, argnums=argnums)(*detached)
-        method = "jacfwd"
+    with warnings.catch_warnings():
+        # torch.func's first use may warn about torch internals (torch.jit.script deprecation): not the user's business
+        warnings.simplefilter("ignore", DeprecationWarning)
+        if m <= n_total:
+            blocks = tf.jacrev(f, argnums=argnums)(*detached)
+            method = "jacrev"
+        else:
+            blocks = tf.jacfwd(f, argnums=argnums)(*detached)
+            method = "jacfwd"
     return list(blocks), method
 
 

@@ -332,7 +332,6 @@ def symbolic_jacobian(
                     names[item] = sp.Symbol(element_label(target, idx), real=True)
     formulas: dict[str, list[list[Any]]] = {}
     values: dict[str, list[list[float]]] = {}
-    const_subs = {s: v for s, v in subs.items() if str(s).split("[")[0] in consts}
     for name in leaves:
         syms = env[name].items
         f_rows: list[list[Any]] = []
@@ -347,8 +346,8 @@ def symbolic_jacobian(
                 else:
                     d = sp.diff(y, s)
                 if keep_formulas:
-                    f = d.xreplace(names) if names else d
-                    f_row.append(f.xreplace(const_subs) if const_subs else f)
+                    # constants stay symbols (A[0,1]) in formulas: the value is in the ledger
+                    f_row.append(d.xreplace(names) if names else d)
                 v_row.append(to_float(d.xreplace(subs).evalf(DPS)) if d != 0 else 0.0)
             f_rows.append(f_row)
             v_rows.append(v_row)

@@ -91,6 +91,9 @@ def read_toml(path: Path, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
         raise _err(path, f"is not valid TOML: {e}.") from None
     except RecursionError:
         raise _err(path, "is nested too deeply.") from None
+    except ValueError as e:  # e.g. an integer with more than 4300 digits
+        raise _err(path, f"holds a number that cannot be read ({e}); numbers must be finite and of a "
+                   "reasonable size.") from None
     return data
 
 
@@ -175,6 +178,8 @@ def load_request(path: Path | str, limits: Limits = DEFAULT_LIMITS) -> Any:
     from ..api import Request
 
     path = Path(path)
+    if not path.exists() and path.parent == Path(".") and (bundled := resolve_example(path.name)):
+        path = bundled  # `vjp explain seed_3vector`: a bundled example by name
     data = read_toml(path, limits)
     for key in data:
         if key not in KEYS:

@@ -19,7 +19,7 @@ from ..errors import LimitError, ProgramSyntaxError, VjpError
 from ..limits import DEFAULT_LIMITS, Limits
 from . import program as P
 from .functions import ATTRIBUTES, FUNCTIONS, FunctionSpec, Param, function_list
-from .unicode import first_bad_char, visible
+from .unicode import first_bad_char, sentence, visible
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 _BINOPS = {
@@ -38,31 +38,31 @@ _WHY_NOT = {
     ast.Mod: "'%' (modulo) is not supported",
     ast.BitAnd: "'&' is not supported; use 'and' in conditions",
     ast.BitOr: "'|' is not supported; use 'or' in conditions",
-    ast.LShift: "shifts are not supported",
-    ast.RShift: "shifts are not supported",
+    ast.LShift: "Shifts are not supported",
+    ast.RShift: "Shifts are not supported",
 }
 _NODE_WORDS = {
-    ast.Lambda: "lambdas are not part of the language",
-    ast.ListComp: "comprehensions are not part of the language",
-    ast.SetComp: "comprehensions are not part of the language",
-    ast.DictComp: "comprehensions are not part of the language",
-    ast.GeneratorExp: "generator expressions are not part of the language",
+    ast.Lambda: "Lambdas are not part of the language",
+    ast.ListComp: "Comprehensions are not part of the language",
+    ast.SetComp: "Comprehensions are not part of the language",
+    ast.DictComp: "Comprehensions are not part of the language",
+    ast.GeneratorExp: "Generator expressions are not part of the language",
     ast.NamedExpr: "':=' (walrus) is not part of the language; use a separate assignment",
-    ast.JoinedStr: "strings are not part of the language; programs hold numbers, names and calls",
-    ast.Subscript: "indexing (x[...]) is not part of the language",
+    ast.JoinedStr: "Strings are not part of the language; programs hold numbers, names and calls",
+    ast.Subscript: "Indexing (x[...]) is not part of the language",
     ast.Starred: "'*' unpacking is not part of the language",
-    ast.Import: "imports are not part of the language",
-    ast.ImportFrom: "imports are not part of the language",
-    ast.FunctionDef: "defining functions is not part of the language",
-    ast.ClassDef: "classes are not part of the language",
-    ast.Await: "await is not part of the language",
-    ast.Yield: "yield is not part of the language",
+    ast.Import: "Imports are not part of the language",
+    ast.ImportFrom: "Imports are not part of the language",
+    ast.FunctionDef: "Defining functions is not part of the language",
+    ast.ClassDef: "Classes are not part of the language",
+    ast.Await: "'await' is not part of the language",
+    ast.Yield: "'yield' is not part of the language",
     ast.IfExp: "'a if c else b' is not supported; use an if statement",
-    ast.List: "list literals are not part of programs; give values with --NAME VALUE",
-    ast.Dict: "dict literals are not part of the language",
-    ast.Set: "set literals are not part of the language",
-    ast.Slice: "slices are not part of the language",
-    ast.AsyncFunctionDef: "defining functions is not part of the language",
+    ast.List: "List literals are not part of programs; give values with --NAME VALUE",
+    ast.Dict: "Dict literals are not part of the language",
+    ast.Set: "Set literals are not part of the language",
+    ast.Slice: "Slices are not part of the language",
+    ast.AsyncFunctionDef: "Defining functions is not part of the language",
     ast.Return: "'return' is not part of the language: the last statement is the output",
     ast.Delete: "'del' is not part of the language",
     ast.Global: "'global' is not part of the language",
@@ -76,7 +76,7 @@ _NODE_WORDS = {
     ast.Break: "'break' is not part of the language; loops end by their condition or range",
     ast.Continue: "'continue' is not part of the language",
     ast.Match: "'match' is not part of the language; use if statements",
-    ast.YieldFrom: "yield is not part of the language",
+    ast.YieldFrom: "'yield' is not part of the language",
 }
 if hasattr(ast, "TryStar"):  # Python 3.11+
     _NODE_WORDS[ast.TryStar] = "'try' is not part of the language"
@@ -117,7 +117,7 @@ class _Parser:
         cls: type[VjpError] = ProgramSyntaxError,
     ) -> VjpError:
         start, end = self.span(node) if isinstance(node, ast.AST) else (node or (0, len(self.src)))
-        return cls(message, self.src, start, end, hint)
+        return cls(sentence(message), self.src, start, end, hint)
 
     def span(self, node: ast.AST) -> P.Span:
         lineno = getattr(node, "lineno", 1)
@@ -143,7 +143,7 @@ class _Parser:
             pos, what = bad
             # the marker is drawn on a copy with control characters made visible, so an
             # escape sequence or a bidi override in the program cannot act on the terminal
-            raise ProgramSyntaxError(f"The program contains {what}.", visible(src), pos, pos + 1)
+            raise ProgramSyntaxError(sentence(f"The program contains {what}"), visible(src), pos, pos + 1)
         self._check_brackets()
         self._check_tokens()
         try:
@@ -224,9 +224,15 @@ class _Parser:
         except (tokenize.TokenError, SyntaxError):
             return  # malformed: ast.parse will say where
         limit = self.limits.depth
-        # per bracket level: [additive ops, multiplicative ops, '**' ops, '.' accesses, unary ops]
+        # per bracket level: [additive ops, multiplicative ops, '**' ops, postfix x.a x(...) x[...], unary ops]
         counts = [[0, 0, 0, 0, 0]]
-        what = ("'+'/'-'", "'*'/'/'/'@'", "'**'", "'.' (attribute or method)", "unary '-'/'+'/'~'/'not'")
+        what = (
+            "'+'/'-' operators",
+            "'*'/'/'/'@' operators",
+            "'**' operators",
+            "attribute accesses, calls or indexes",
+            "unary operators ('-', '+', '~', 'not')",
+        )
         expect_operand = True  # at the start, after an operator or an opening bracket
         after_dot = False
         for tok in tokens:
@@ -262,6 +268,9 @@ class _Parser:
             elif kind != tokenize.OP:  # NEWLINE, keywords, stray characters: a fresh start
                 top[:] = [0, 0, 0, 0, 0]
             elif text in ("(", "[", "{"):
+                if not expect_operand and text != "{":  # a call or an index of what came before
+                    top[3] += 1
+                    bumped = 3
                 counts.append([0, 0, 0, 0, 0])
             elif text in (")", "]", "}"):
                 if len(counts) > 1:
@@ -595,6 +604,8 @@ class _Parser:
             if attr in FUNCTIONS:
                 raise self.err(f"torch.{attr} is a function; call it: torch.{attr}(x).", node)
             raise self.unknown_function(f"torch.{attr}", node)
+        if _dotted(node.value).startswith("torch."):
+            raise self._torch_submodule(node)
         if attr in ATTRIBUTES:
             return P.Call(ATTRIBUTES[attr], (self._expr(node.value),), (), sp)
         if attr in FUNCTIONS:
@@ -602,6 +613,13 @@ class _Parser:
         raise self.err(
             f"Unknown attribute {attr!r}. Attributes are .T and .data; methods are: {function_list()}.", node
         )
+
+    def _torch_submodule(self, node: ast.Attribute) -> VjpError:
+        # torch.nn.functional.relu, torch.linalg.norm, torch.os...: only torch.<function> exists here
+        name = _dotted(node)
+        base = node.attr if node.attr in FUNCTIONS else None
+        hint = f"Write {base}(x) or torch.{base}(x)." if base else f"The functions are: {function_list()}."
+        return self.err(f"{name} is not available: only torch.<function> is, for the functions listed.", node, hint)
 
     def unknown_function(self, name: str, node: ast.AST) -> ProgramSyntaxError:
         import difflib
@@ -624,8 +642,12 @@ class _Parser:
             if isinstance(func.value, ast.Name) and func.value.id == "torch":
                 if func.attr not in FUNCTIONS:
                     raise self.unknown_function(f"torch.{func.attr}", func)
+            elif _dotted(func.value).startswith("torch."):
+                raise self._torch_submodule(func)
             else:
                 if func.attr not in FUNCTIONS:
+                    # report the leftmost problem first: in __import__('os').system() that is __import__
+                    self._expr(func.value)
                     raise self.unknown_function(f".{func.attr}", func)
                 receiver = func.value
             name = func.attr
@@ -696,6 +718,17 @@ class _Parser:
         if abs(v) > _MAX_DIM:
             raise self.err(f"{fname}(): {pname}={int(v)} is out of range (at most {_MAX_DIM}).", node)
         return int(v)
+
+
+def _dotted(node: ast.expr) -> str:
+    """`torch.nn.functional` for a chain of plain attribute accesses on a name, else ''."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    return ".".join([node.id, *reversed(parts)])
 
 
 def _output_names() -> Iterator[str]:

@@ -121,6 +121,11 @@ def _suggest(ch: str, name: str, cat: str) -> str | None:
     return None
 
 
+def sentence(text: str) -> str:
+    """`text` ending in one full stop (or the ? of a suggestion)."""
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
 def visible(text: str) -> str:
     """`text` with every character that could mislead a terminal replaced, one for one.
 

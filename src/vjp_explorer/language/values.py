@@ -13,10 +13,16 @@ from dataclasses import dataclass
 
 from ..errors import LimitError, ValueSyntaxError
 from ..limits import DEFAULT_LIMITS, Limits
-from .unicode import first_bad_char
+from .unicode import first_bad_char, sentence, visible
 
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+# what a user may have meant as one number: 1e, 1e+, 0x10, 1_000, 1.2.3, 2x
+_NUMBERISH = re.compile(r"[+-]?[0-9.][0-9A-Za-z_.]*(?:(?<=[eE])[+-][0-9A-Za-z_.]*)?")
+_NOT_FINITE = ("nan", "inf", "infinity")
+# torch tensors have at most 64 dimensions, whatever --limit value_depth says; this also
+# keeps the shape bookkeeping below (tuples as long as the nesting) small
+_MAX_DIMS = 64
 
 GENERATORS = {
     "ones": "ones(d1, d2, ...): all ones",
@@ -58,9 +64,8 @@ def from_nested(obj: object, label: str, limits: Limits = DEFAULT_LIMITS) -> Val
     if isinstance(obj, bool) or not isinstance(obj, int | float | list):
         raise ValueSyntaxError(f"{label}: expected a number, a (nested) list of numbers or a string.")
     if not isinstance(obj, list):
-        v = float(obj)
-        _finite(v, label)
-        return ValueSpec(repr(obj), (), (v,))
+        v = _to_float(obj, label)
+        return ValueSpec(_clip(repr(obj), 80), (), (v,))
     flat: list[float] = []
     shape: list[int] | None = None
     # iterative walk, level by level: every list at one depth must have the same length
@@ -82,18 +87,46 @@ def from_nested(obj: object, label: str, limits: Limits = DEFAULT_LIMITS) -> Val
     shape = dims
     for item in level:
         if isinstance(item, bool) or not isinstance(item, int | float):
-            raise ValueSyntaxError(f"{label}: {item!r} is not a number (or the nested lists are ragged).")
-        v = float(item)
-        _finite(v, label)
-        flat.append(v)
+            shown = _clip(repr(item))
+            raise ValueSyntaxError(f"{label}: {shown} is not a number (or the nested lists are ragged).")
+        flat.append(_to_float(item, label))
     if 0 in shape:
         raise ValueSyntaxError(f"{label}: an empty list has nothing to differentiate.")
     return ValueSpec(repr(obj)[:80], tuple(shape), tuple(flat))
 
 
-def _finite(v: float, label: str) -> None:
+def _clip(text: str, width: int = 40) -> str:
+    """Long user text shortened for a message (the marker shows where it is)."""
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _not_a_number(token: str) -> str:
+    """Why `token` (which looks like a number) is not one, as a phrase."""
+    shown = repr(_clip(token))
+    body = token.lstrip("+-")
+    if "_" in body:
+        return f"{shown} is not a number: write it without '_' separators"
+    if body[:2].lower() in ("0x", "0o", "0b"):
+        return f"{shown} is not a number: write it in decimal"
+    if body[-1:] in "eE" or body[-2:-1] in ("e", "E") and body[-1] in "+-":
+        return f"{shown} is not a number: the exponent is missing (write e.g. 1e5)"
+    if body.count(".") > 1:
+        return f"{shown} is not a number: it has more than one '.'"
+    return f"{shown} is not a number"
+
+
+def _to_float(item: int | float, label: str) -> float:
+    """A TOML number as a finite float; an int too large for a float is refused, not an OverflowError."""
+    try:
+        v = float(item)
+    except OverflowError:
+        v = math.inf
     if not math.isfinite(v):
-        raise ValueSyntaxError(f"{label}: {v} is not a finite number; inputs must be finite.")
+        # str() of an int with thousands of digits raises; such an int is shown by its size
+        big = isinstance(item, int) and item.bit_length() > 2000
+        shown = f"an integer of {item.bit_length():,} bits" if big else _clip(str(item))
+        raise ValueSyntaxError(f"{label}: {shown} is not a finite number; inputs must be finite.")
+    return v
 
 
 class _ValueParser:
@@ -106,6 +139,10 @@ class _ValueParser:
     def err(self, message: str, start: int, end: int | None = None, hint: str | None = None) -> ValueSyntaxError:
         return ValueSyntaxError(f"{self.label}: {message}", self.text, start, end, hint, label=self.label)
 
+    @property
+    def max_depth(self) -> int:
+        return min(self.limits.value_depth, _MAX_DIMS)
+
     def parse(self) -> ValueSpec:
         text = self.text
         if len(text) > self.limits.value_chars:
@@ -116,10 +153,15 @@ class _ValueParser:
         bad = first_bad_char(text, allow_newlines=True)
         if bad is not None:
             pos, what = bad
-            raise self.err(f"the value contains {what}", pos)
+            # the marker is drawn on a copy with control characters made visible, so an
+            # escape sequence or a bidi override in the value cannot act on the terminal
+            raise ValueSyntaxError(
+                sentence(f"{self.label}: the value contains {what}"), visible(text), pos, pos + 1, label=self.label
+            )
         stripped = text.strip()
         if not stripped:
-            raise self.err("the value is empty.", 0, max(1, len(text)), "Give a number, a list such as 1,2,3, or ones(3).")
+            hint = "Give a number, a list such as 1,2,3, or ones(3)."
+            raise self.err("the value is empty.", 0, max(1, len(text)), hint)
         m = _WORD.match(stripped)
         if m and not _NUMBER.match(stripped):
             return self._word(m.group(0), text.index(stripped))
@@ -134,16 +176,16 @@ class _ValueParser:
             if not self.allow_ones:
                 raise self.err("'ones' alone means v = ones like the output; give a shape here: ones(3).", at, end)
             return ValueSpec(text, (), generator="ones_like")
-        if name.lower() in ("nan", "inf", "infinity"):
+        if name.lower() in _NOT_FINITE:
             raise self.err(f"{word} is not allowed: inputs must be finite numbers.", at, end)
         if name not in GENERATORS:
             import difflib
 
-            near = difflib.get_close_matches(name, list(GENERATORS), n=2)
+            near = difflib.get_close_matches(name[:40], list(GENERATORS), n=2)
             hint = "Value forms: a number, 1,2,3, [[1,2],[3,4]], or " + ", ".join(GENERATORS) + "."
             if near:
                 hint = f"Did you mean {near[0]}? " + hint
-            raise self.err(f"unknown generator {word!r}.", at, end, hint)
+            raise self.err(f"unknown generator {_clip(word)!r}.", at, end, hint)
         rest = text[end:]
         lead = len(rest) - len(rest.lstrip())
         p = end + lead
@@ -165,10 +207,12 @@ class _ValueParser:
                     raise self.err("an argument is missing.", off)
                 mm = _NUMBER.fullmatch(s)
                 if not mm:
-                    raise self.err(f"{s!r} is not a number.", off, off + len(s))
+                    if s.lower().lstrip("+-") in _NOT_FINITE:
+                        raise self.err(f"{s} is not allowed: arguments must be finite numbers.", off, off + len(s))
+                    raise self.err(f"{_not_a_number(s)}.", off, off + len(s), f"{name} takes: {GENERATORS[name]}.")
                 v = float(s)
                 if not math.isfinite(v):
-                    raise self.err(f"{s} overflows.", off, off + len(s))
+                    raise self.err(f"{_clip(s)} overflows to infinity.", off, off + len(s))
                 args.append(v)
                 pos += len(piece) + 1
         return self._generator(name, tuple(args), at, close + 1)
@@ -198,26 +242,28 @@ class _ValueParser:
             a, b, s = (0.0, args[0], 1.0) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1.0)
             if s == 0:
                 raise self.err("arange(): step must not be zero.", start, end)
-            n = math.ceil((b - a) / s)
-            if n < 1:
+            count = (b - a) / s  # a float: may be inf (arange(-1e308, 1e308, 1e-300))
+            if not count > 0:
                 raise self.err("arange(): the range is empty.", start, end)
-            if n > self.limits.elements:
-                raise self._too_big(n)
-            shape = (n,)
+            if count > self.limits.elements:
+                raise self._too_big(count)
+            shape = (math.ceil(count),)
         else:  # linspace
             if len(args) != 3:
                 raise self.err("linspace() takes start, stop, steps.", start, end)
             shape = ints(args[2:])
+        if len(shape) > self.max_depth:
+            raise self.err(f"{name}(): more than {self.max_depth} dimensions.", start, end)
         n = math.prod(shape)
         if n > self.limits.elements:
             raise self._too_big(n)
-        if len(shape) > self.limits.value_depth:
-            raise self.err(f"{name}(): more than {self.limits.value_depth} dimensions.", start, end)
         return ValueSpec(self.text, shape, generator=name, args=args)
 
-    def _too_big(self, n: int) -> LimitError:
+    def _too_big(self, n: float) -> LimitError:
+        # 1e300 elements is shown as such, not as a 300-digit number
+        count = f"{int(n):,}" if n < 1e15 else f"about {float(n):.3g}" if n < 1e308 else "more than 1e+308"
         return LimitError(
-            f"{self.label}: the value would have {n:,} elements; the limit is "
+            f"{self.label}: the value would have {count} elements; the limit is "
             f"{self.limits.elements:,} (--limit elements=N).",
             self.text,
             0,
@@ -246,11 +292,14 @@ class _ValueParser:
                 if not expect_item:
                     raise self.err("a ',' is missing before '['.", i)
                 depth += 1
-                if depth > self.limits.value_depth:
+                if depth > self.max_depth:
+                    why = "(--limit value_depth=N)" if self.max_depth < _MAX_DIMS else "(torch's most dimensions)"
                     raise LimitError(
-                        f"{self.label}: lists are nested more than {self.limits.value_depth} deep "
-                        f"(--limit value_depth=N).",
-                        text, i, i + 1, label=self.label,
+                        f"{self.label}: lists are nested more than {self.max_depth} deep {why}.",
+                        text,
+                        i,
+                        i + 1,
+                        label=self.label,
                     )
                 stack.append([i, 0, None])
                 expect_item = True
@@ -278,19 +327,17 @@ class _ValueParser:
                 continue
             m = _NUMBER.match(text, i)
             if m is None:
-                w = _WORD.match(text, i)
-                if w is not None:
-                    word = w.group(0)
-                    if word.lower() in ("nan", "inf", "infinity"):
-                        raise self.err(f"{word} is not allowed: inputs must be finite numbers.", i, w.end())
-                    raise self.err(f"{word!r} is not a number (generators such as ones(3) stand alone).", i, w.end())
-                raise self.err(f"unexpected character {ch!r}.", i, i + 1,
-                               "Value forms: 0.1, 1,2,3, [[1,2],[3,4]], ones(2,2), randn(3).")
+                self._not_a_number_at(i)
+            assert m is not None
             if not expect_item:
                 raise self.err("a ',' is missing between numbers.", i, m.end())
+            whole = _NUMBERISH.match(text, i)
+            if whole is not None and whole.end() > m.end():
+                # 1e+, 0x10, 1_000, 1.2.3: tell what is wrong with the whole token
+                raise self.err(f"{_not_a_number(whole.group(0))}.", i, whole.end())
             v = float(m.group(0))
             if not math.isfinite(v):
-                raise self.err(f"{m.group(0)} overflows to infinity; inputs must be finite.", i, m.end())
+                raise self.err(f"{_clip(m.group(0))} overflows to infinity; inputs must be finite.", i, m.end())
             flat.append(v)
             if len(flat) > self.limits.elements:
                 raise self._too_big(len(flat))
@@ -309,6 +356,23 @@ class _ValueParser:
         else:
             shape = (int(top_items), *first_shape)  # type: ignore[call-overload]
         return ValueSpec(text, tuple(shape), tuple(flat))
+
+    def _not_a_number_at(self, i: int) -> None:
+        """Raise the error for text at i that does not start a number."""
+        text, ch = self.text, self.text[i]
+        w = _WORD.match(text, i + 1 if ch in "+-" else i)
+        if w is not None:
+            word = text[i : w.end()]
+            if w.group(0).lower() in _NOT_FINITE:
+                raise self.err(f"{word} is not allowed: inputs must be finite numbers.", i, w.end())
+            raise self.err(
+                f"{_clip(word)!r} is not a number (generators such as ones(3) stand alone).", i, w.end()
+            )
+        if ch in "+-":
+            raise self.err(f"a number must follow {ch!r}.", i, i + 1)
+        raise self.err(
+            f"unexpected character {ch!r}.", i, i + 1, "Value forms: 0.1, 1,2,3, [[1,2],[3,4]], ones(2,2), randn(3)."
+        )
 
     def _add_item(self, frame: list[object], shape: tuple[int, ...], start: int, end: int) -> None:
         frame[1] = int(frame[1]) + 1  # type: ignore[call-overload]

@@ -55,7 +55,7 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
     parts.append(Text(""))
 
     parts.append(_section("4. three routes, one answer"))
-    parts += [T.check_line(c) for c in r.checks.values()]
+    parts.append(T.check_rows(r.checks.values()))
     note_items = T.notes(r)
     if note_items:
         parts += [Text(""), _section("5. notes"), *note_items[1:]]
@@ -72,37 +72,41 @@ def _clip(s: str | None, view: T.View, width: int = 90) -> str:
     return s if view.full or len(s) <= width else s[: width - 3] + "..."
 
 
+def _term_text(r: Result, e, term, view: T.View) -> str:
+    d = view.digits
+    mult = f"{r.backward_calls} × " if r.backward_calls > 1 else ""
+    v_i = fmt(term.v_i, d)
+    step = ""
+    if term.formula and term.formula != fmt(term.dy_dx, d):
+        step = f" = {mult}{v_i} × {_clip(term.formula, view, 60)}"
+    return f"{mult}v[{term.i}]·∂{term.y}/∂{e.element}{step} = {mult}{v_i} × {fmt(term.dy_dx, d)} = {fmt(term.value, d)}"
+
+
 def _ledger_table(r: Result, leaf: str, entries: list, view: T.View) -> RenderableType:
+    """x[j].grad = its terms, one per line; one-term sums on one line; zero terms counted."""
     out = r.output_name
     d = view.digits
-    t = Table(show_edge=False, header_style="bold", pad_edge=False)
-    t.add_column(Text(f"{leaf}[j].grad"))
-    t.add_column(Text(f"= Σᵢ v[i] · ∂{out}[i]/∂{leaf}[j]   (the terms; ★ marks the largest)"))
-    t.add_column(Text("Σ terms (exact)"), justify="right")
-    t.add_column(Text(".grad (backward)"), justify="right")
-    idx = view.rows(len(entries))
-    mult = f"{r.backward_calls} × " if r.backward_calls > 1 else ""
-    for k in idx:
+    lines: list[Text] = []
+    for k in view.rows(len(entries)):
         if k is None:
-            t.add_row("...", "", "", "")
+            lines.append(Text("  ..."))
             continue
         e = entries[k]
-        lines = []
-        for term in e.terms[: (None if view.full else MAX_TERMS)]:
-            star = " ★" if e.dominant == term.i and len(e.terms) > 1 else ""
-            v_i = fmt(term.v_i, d)
-            step = ""
-            if term.formula and term.formula != fmt(term.dy_dx, d):
-                step = f" = {mult}{v_i} × {_clip(term.formula, view, 40)}"
-            lines.append(
-                f"{mult}v[{term.i}]·∂{term.y}/∂{e.element}{step} = {mult}{v_i} × {fmt(term.dy_dx, d)}"
-                f" = {fmt(term.value, d)}" + (f"  ({term.share:.0%})" if len(e.terms) > 1 else "") + star
-            )
-        if len(e.terms) > MAX_TERMS and not view.full:
-            lines.append(f"... {len(e.terms) - MAX_TERMS} more terms (--full)")
+        pad = " " * (len(e.element) + 10)
+        tail = f"backward gave {fmt(e.grad, d)}"
         if e.zero_terms:
-            lines.append(f"+ {e.zero_terms} zero term(s) (v[i] = 0 or ∂{out}[i]/∂{e.element} = 0)")
+            tail += f"; {e.zero_terms} zero term(s) (v[i] or ∂{out}[i]/∂{e.element} is 0) left out"
         if not e.terms:
-            lines.insert(0, "0")
-        t.add_row(Text(e.element), Text("\n".join(lines)), fmt(e.sum, d), fmt(e.grad, d))
-    return t
+            lines.append(Text(f"  {e.element}.grad = 0"))
+        elif len(e.terms) == 1:
+            lines.append(Text(f"  {e.element}.grad = {_term_text(r, e, e.terms[0], view)}"))
+        else:
+            lines.append(Text(f"  {e.element}.grad = Σ of {len(e.terms)} terms = {fmt(e.sum, d)}"))
+            shown = e.terms if view.full else e.terms[:MAX_TERMS]
+            for term in shown:
+                star = "★" if e.dominant == term.i else " "
+                lines.append(Text(f"{pad[:-2]}{star} {_term_text(r, e, term, view)}   ({term.share:.0%})"))
+            if len(shown) < len(e.terms):
+                lines.append(Text(f"{pad}... {len(e.terms) - len(shown)} more terms (--full)"))
+        lines.append(Text(pad + tail, style="dim"))
+    return Group(*lines)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rich.columns import Columns
 from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
@@ -99,25 +100,31 @@ def header(r: Result, view: View) -> RenderableType:
     return Group(t, Text(""), lead)
 
 
-def leaf_table(r: Result, leaf: str, view: View) -> RenderableType:
+def leaf_heading(r: Result, leaf: str) -> Text:
+    """`leaf b  shape [3]  ·  Jacobian: diagonal (method: diagonal)`."""
+    inp = r.inputs[leaf]
+    jac = r.jacobians[leaf]
+    return Text.assemble(
+        ("leaf ", "bold"),
+        (leaf, "bold cyan"),
+        f"  shape {fmt_shape(inp.value.shape)}  ·  Jacobian ∂{r.output_name}/∂{leaf}: {jac.structure}, "
+        f"shape {fmt_shape(jac.shape)}, computed by {jac.method}",
+    )
+
+
+def leaf_table(r: Result, leaf: str, view: View) -> Table:
     """One row per leaf element: value, .grad from backward, Jᵀv from J, symbolic."""
     inp = r.inputs[leaf]
     g = r.grads[leaf]
     jtv = r.jtv.get(leaf)
     sym = r.symbolic.get(leaf) if r.symbolic else None
-    jac = r.jacobians[leaf]
     mult = f"{r.backward_calls}·" if r.backward_calls > 1 else ""
-    title = Text.assemble(
-        ("leaf ", "bold"),
-        (leaf, "bold cyan"),
-        f"  shape {fmt_shape(inp.value.shape)}  ·  J: {jac.structure} ({jac.method})",
-    )
-    t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
-    t.add_column("element")
-    t.add_column("value", justify="right")
-    t.add_column(".grad (backward)", justify="right")
-    t.add_column(f"{mult}Jᵀv (from J)", justify="right")
-    t.add_column(f"{mult}Jᵀv (sympy)", justify="right")
+    t = Table(show_edge=False, header_style="bold", pad_edge=False)
+    t.add_column(Text("element"), no_wrap=True)
+    t.add_column(Text("value"), justify="right", no_wrap=True)
+    t.add_column(Text(".grad (backward)"), justify="right", no_wrap=True)
+    t.add_column(Text(f"{mult}Jᵀv (from J)"), justify="right", no_wrap=True)
+    t.add_column(Text(f"{mult}Jᵀv (sympy)"), justify="right", no_wrap=True)
     for k in view.rows(g.numel):
         if k is None:
             t.add_row("...", "", "", "", "")
@@ -133,27 +140,21 @@ def jacobian_view(r: Result, leaf: str, view: View) -> RenderableType:
     """The Jacobian as a labelled matrix (rows y[i], columns x[j]), or why it is not shown."""
     jac = r.jacobians[leaf]
     out = r.output_name
-    title = Text.assemble(
-        "Jacobian ", (f"∂{out}/∂{leaf}", "bold"), f"  shape {fmt_shape(jac.shape)}, {jac.structure}, via {jac.method}"
-    )
     m = r.output.numel
     n = r.inputs[leaf].value.numel
     if jac.value is None:
-        lines = [title, Text(f"  not materialised: {jac.reason}")]
+        lines = [Text(f"J not materialised: {jac.reason}")]
         if jac.diagonal is not None:
-            lines.append(Text.assemble("  diagonal ∂y[k]/∂x[k]: ", inline(jac.diagonal, view)))
+            lines.append(Text.assemble(f"diagonal ∂{out}[k]/∂{leaf}[k]: ", inline(jac.diagonal, view)))
         return Group(*lines)
-    if not view.full and (m > view.max_cols * 2 or n > view.max_cols):
+    if not view.full and (m > view.max_rows or n > view.max_cols):
         d = jac.value
-        return Group(
-            title,
-            Text(
-                f"  {m} x {n} entries (more than a screen; --full shows them): "
-                f"min {fmt(d.stats.min, 4)}, max {fmt(d.stats.max, 4)}, norm {fmt(d.stats.norm, 4)}"
-            ),
+        return Text(
+            f"J has {m} x {n} entries, more than a screen (--full shows them): "
+            f"min {fmt(d.stats.min, 4)}, max {fmt(d.stats.max, 4)}, norm {fmt(d.stats.norm, 4)}"
         )
-    t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
-    t.add_column("")
+    t = Table(show_edge=False, header_style="bold", pad_edge=False)
+    t.add_column(Text(f"J = ∂{out}/∂{leaf}"))
     out_shape = r.output.shape
     leaf_data = r.inputs[leaf].value
     for j in range(n):
@@ -165,29 +166,44 @@ def jacobian_view(r: Result, leaf: str, view: View) -> RenderableType:
     return t
 
 
-def check_line(c: Check) -> Text:
-    """One check: status, what it compares, the measured difference and the tolerance."""
-    t = Text()
-    t.append(f"{c.name:<9}", "bold")
-    t.append(f"{c.status:<9}", STATUS_STYLE.get(c.status, ""))
+def leaf_section(r: Result, leaf: str, view: View) -> RenderableType:
+    """Heading, then the per-element table and the Jacobian side by side (stacked if J is wide)."""
+    table = leaf_table(r, leaf, view)
+    jac = jacobian_view(r, leaf, view)
+    # side by side when both fit the terminal, else the Jacobian goes below
+    return Group(leaf_heading(r, leaf), Columns([table, jac], padding=(1, 4)))
+
+
+def check_rows(checks: Iterable[Check]) -> Table:
+    """The checks as a grid: name, status, what is compared and how closely."""
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(no_wrap=True)
+    t.add_column()
+    for c in checks:
+        t.add_row(c.name, Text(c.status, style=STATUS_STYLE.get(c.status, "")), check_detail(c))
+    return t
+
+
+def check_detail(c: Check) -> Text:
+    """What a check compares, the measured difference and the tolerance (or why it was skipped)."""
     if c.status == "skipped":
-        t.append(f"{c.compares}: {c.reason}")
-        return t
-    t.append(c.compares)
+        return Text(f"{c.compares}: skipped, {c.reason}")
+    t = Text(c.compares)
     if c.max_abs_diff is not None:
-        t.append(f"\n{'':18}max |Δ| = {fmt(c.max_abs_diff, 3)}, max rel = {fmt(c.max_rel_diff or 0.0, 3)}")
+        t.append(f"\nmax |Δ| = {fmt(c.max_abs_diff, 3)}, max rel = {fmt(c.max_rel_diff or 0.0, 3)}")
     if c.tolerance is not None:
-        t.append(f"  (tolerance: |Δ| <= {fmt(c.tolerance.atol, 3)} + {fmt(c.tolerance.rtol, 3)}·|exact|)")
+        t.append(f"; tolerance |Δ| <= {fmt(c.tolerance.atol, 3)} + {fmt(c.tolerance.rtol, 3)}·|reference|")
     if c.status == "disagree" and c.worst:
-        t.append(f"\n{'':18}largest difference at {c.worst}", "red")
+        t.append(f"\nlargest difference at {c.worst}", "red")
     if c.undefined:
         shown = ", ".join(c.undefined[:6]) + (" ..." if len(c.undefined) > 6 else "")
-        t.append(f"\n{'':18}undefined/infinite at this point in both routes: {shown}", "yellow")
+        t.append(f"\nundefined or infinite at this point in both routes: {shown}", "yellow")
     return t
 
 
 def checks(r: Result) -> RenderableType:
-    return Group(Text("checks", style="bold underline"), *[check_line(c) for c in r.checks.values()])
+    return Group(Text("checks", style="bold underline"), check_rows(r.checks.values()))
 
 
 def notes(r: Result) -> list[RenderableType]:
@@ -208,7 +224,7 @@ def render_run(r: Result, view: View) -> RenderableType:
     """The whole `vjp run` screen."""
     parts: list[RenderableType] = [header(r, view), Text("")]
     for leaf in r.leaves:
-        parts += [leaf_table(r, leaf, view), Text(""), jacobian_view(r, leaf, view), Text("")]
+        parts += [leaf_section(r, leaf, view), Text("")]
     parts.append(checks(r))
     note_items = notes(r)
     if note_items:

@@ -1,0 +1,69 @@
+"""Run the vjp benchmark suite and write bench/results/latest.md (also printed).
+
+    .venv/bin/python bench/run.py            # full: about 10 minutes on 2 cores
+    .venv/bin/python bench/run.py --quick    # about a minute, smaller sizes, fewer repeats
+    .venv/bin/python bench/run.py --only c,d # some sections: a (+e) whole process, b start-up, c Jacobian, d symbolic
+
+Targets are reported PASS/FAIL; the exit code is 0 unless the benchmark itself breaks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from vjpbench import process, report  # noqa: E402
+from vjpbench.plans import PLANS  # noqa: E402
+
+SECTIONS = "abcd"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="the ~1 minute plan")
+    parser.add_argument("--only", default=SECTIONS, help="sections to run, e.g. a,b (default: all)")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "latest.md", help="where to write the table")
+    args = parser.parse_args()
+    plan = PLANS["quick" if args.quick else "full"]
+    chosen = [s for s in SECTIONS if s in args.only.lower()]
+    if not process.Path(process.VJP).exists():
+        parser.error(f"no vjp next to this python ({process.VJP}); run with the project's .venv/bin/python")
+
+    start = time.perf_counter()
+    sections = []
+    # whole-process measurements first, before this process imports torch and fills its memory
+    if "a" in chosen:
+        log("(a)+(e) whole process")
+        sections.append(process.run_whole_process(plan, log))
+    if "b" in chosen:
+        log("(b)+(e) start-up")
+        sections.append(process.run_help(plan, log))
+    if "c" in chosen or "d" in chosen:
+        from vjpbench import inprocess
+
+        if "c" in chosen:
+            log("(c) Jacobian")
+            sections.append(inprocess.run_jacobian(plan, log))
+        if "d" in chosen:
+            log("(d) symbolic")
+            sections.append(inprocess.run_symbolic(plan, log))
+
+    text = report.render(plan.name, sections, time.perf_counter() - start)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+    log(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The vjp benchmark suite: whole-process cost, Jacobian and symbolic-check timings (see bench/README.md)."""

@@ -1,0 +1,249 @@
+"""(c) the explicit Jacobian, our engine vs torch.func, and (d) the sympy cross-check as n grows.
+
+In-process and warm: each measurement runs once untimed, then `repeats` times. Our engine is
+timed by the library itself: Result.timings["jacobian"] / ["symbolic"] (seconds).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sympy
+import torch
+import torch.func
+
+from vjp_explorer import Result, explore
+
+from .common import Section, Series, Target, fmt_ratio, fmt_s, fmt_series_s, md_table, ratio
+from .plans import Plan
+from .process import SEED_PROGRAM, Log
+
+SEED = 0  # --seed for randn(...): W is then torch.randn((n, n), generator=Generator().manual_seed(0))
+TARGET_N = 3000  # the n of the Jacobian targets
+SYMBOLIC_TARGET_N = 1_000_000
+
+
+def time_warm(fn: Callable[[], object], repeats: int) -> Series:
+    """Wall time of fn(), after one untimed call."""
+    fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return Series(tuple(samples))
+
+
+def _error(e: Exception) -> str:
+    return f"error: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+
+
+# ---------------------------------------------------------------------------- (c) Jacobian
+@dataclass(frozen=True)
+class JacProgram:
+    kind: str
+    program: str
+    uses_w: bool  # W is a constant randn(n, n)
+    torch_fn: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]  # the same program in plain torch
+
+    def request(self, n: int) -> tuple[dict[str, str], dict[str, str]]:
+        return {"x": f"linspace(-1,1,{n})"}, ({"W": f"randn({n},{n})"} if self.uses_w else {})
+
+
+JAC_PROGRAMS = (
+    JacProgram("elementwise", "tanh(x)*x", False, lambda x, W: torch.tanh(x) * x),
+    JacProgram("dense", "tanh(W@x)", True, lambda x, W: torch.tanh(W @ x)),
+    JacProgram("mixed (reduction)", "x*x.sum()", False, lambda x, W: x * x.sum()),
+    JacProgram("mixed (softmax)", "softmax(W@x, dim=0)", True, lambda x, W: torch.softmax(W @ x, dim=0)),
+)
+
+
+@dataclass
+class JacRow:
+    prog: JacProgram
+    n: int
+    method: str = "—"
+    ours: Series | None = None
+    explore_total: Series | None = None
+    jacrev: Series | None = None
+    jacfwd: Series | None = None
+    error: str | None = None
+
+    def versus(self, other: Series | None) -> float | None:
+        return ratio(self.ours and self.ours.median, other and other.median)
+
+    @property
+    def best(self) -> Series | None:
+        found = [s for s in (self.jacrev, self.jacfwd) if s is not None]
+        return min(found, key=lambda s: s.median) if found else None
+
+
+def measure_ours(row: JacRow, repeats: int) -> None:
+    values, consts = row.prog.request(row.n)
+    runs: list[Result] = []
+    for _ in range(repeats + 1):
+        runs.append(explore(row.prog.program, values, consts=consts, grad="ones", symbolic=False, seed=SEED))
+    runs = runs[1:]  # the first one was the warm-up
+    row.method = runs[0].jacobians["x"].method
+    row.ours = Series(tuple(r.timings["jacobian"] for r in runs))
+    row.explore_total = Series(tuple(r.timings["total"] for r in runs))
+
+
+def measure_torch_func(prog: JacProgram, n: int, transform: Callable, repeats: int) -> Series:
+    x = torch.linspace(-1, 1, n)
+    W = torch.randn((n, n), generator=torch.Generator().manual_seed(SEED)) if prog.uses_w else None
+    jac = transform(lambda x: prog.torch_fn(x, W))
+    return time_warm(lambda: jac(x), repeats)
+
+
+def jacobian_row(prog: JacProgram, n: int, repeats: int) -> JacRow:
+    row = JacRow(prog, n)
+    try:
+        measure_ours(row, repeats)
+    except Exception as e:  # a crash in vjp itself: report it and carry on
+        row.error = _error(e)
+    row.jacrev = measure_torch_func(prog, n, torch.func.jacrev, repeats)
+    row.jacfwd = measure_torch_func(prog, n, torch.func.jacfwd, repeats)
+    return row
+
+
+def _jacobian_target(name: str, limit: str, row: JacRow | None, value: Callable[[JacRow], float | None],
+                     ok: Callable[[float], bool]) -> Target:
+    if row is None:
+        return Target(name, limit, "not run in this mode", None)
+    if row.error:
+        return Target(name, limit, row.error, False)
+    r = value(row)
+    return Target(name, limit, f"{fmt_ratio(r)} (method: {row.method})", None if r is None else ok(r))
+
+
+def _jacobian_targets(rows: list[JacRow]) -> list[Target]:
+    def at(kind: str) -> JacRow | None:
+        return next((r for r in rows if r.prog.kind == kind and r.n == TARGET_N), None)
+
+    return [
+        _jacobian_target(
+            f"dense Jacobian `tanh(W@x)`, n={TARGET_N}: ours / faster of jacrev, jacfwd", "≤ 1.10×", at("dense"),
+            lambda r: r.versus(r.best), lambda x: x <= 1.10,
+        ),
+        _jacobian_target(
+            f"elementwise Jacobian `tanh(x)*x`, n={TARGET_N}: speed-up over jacrev (jacrev / ours)", "≥ 5×",
+            at("elementwise"), lambda r: ratio(r.jacrev and r.jacrev.median, r.ours and r.ours.median),
+            lambda x: x >= 5,
+        ),
+    ]
+
+
+def run_jacobian(plan: Plan, log: Log) -> Section:
+    rows = []
+    for prog in JAC_PROGRAMS:
+        for n in plan.jacobian_sizes:
+            row = jacobian_row(prog, n, plan.jacobian_repeats)
+            rows.append(row)
+            log(f"  jacobian {prog.program} n={n}: ours {fmt_s(row.ours and row.ours.median)} ({row.method}), "
+                f"jacrev {fmt_s(row.jacrev.median)}, jacfwd {fmt_s(row.jacfwd.median)}{' ' + row.error if row.error else ''}")
+    headers = ["kind", "program", "n", "our method", "ours: median (min–max)", "jacrev", "jacfwd", "ours / jacrev",
+               "ours / jacfwd", "ours / best", "whole explore() (context)"]
+    table = md_table(headers, [
+        [r.prog.kind, f"`{r.prog.program}`", f"{r.n:,}", r.method, r.error or fmt_series_s(r.ours),
+         fmt_series_s(r.jacrev), fmt_series_s(r.jacfwd), fmt_ratio(r.versus(r.jacrev)), fmt_ratio(r.versus(r.jacfwd)),
+         fmt_ratio(r.versus(r.best)), fmt_series_s(r.explore_total)]
+        for r in rows
+    ])
+    body = (
+        f"x = `linspace(-1,1,n)`, W = `randn(n,n)` given with `--const` (seed {SEED}), v = ones, float32. "
+        f"Ours = `Result.timings['jacobian']` of `explore(..., symbolic=False)`; jacrev/jacfwd = "
+        f"`torch.func.jacrev/jacfwd` of the same function in plain torch. Warm: one untimed run, then "
+        f"{plan.jacobian_repeats}. Ratios are of medians; below 1 means ours is faster.\n\n" + table
+    )
+    return Section("(c) Jacobian in-process: our engine vs torch.func", body, _jacobian_targets(rows))
+
+
+# ---------------------------------------------------------------------------- (d) symbolic
+@dataclass
+class SymRow:
+    label: str
+    program: str
+    n: int
+    entries: int  # outputs x inputs: the per-element derivatives the check would compute
+    time: Series | None = None
+    explore_total: Series | None = None
+    status: str = "—"
+    reason: str = ""
+    jacobian_check: str = "—"
+
+
+def symbolic_row(label: str, program: str, n: int, leaves: int, uses_w: bool, repeats: int) -> SymRow:
+    if uses_w:
+        values, consts = {"x": f"linspace(-1,1,{n})"}, {"W": f"randn({n},{n})"}
+    else:
+        values, consts = {k: f"linspace(1,2,{n})" for k in "abc"}, {}
+    row = SymRow(label, program, n, n * n * leaves)
+    runs = []
+    try:
+        for _ in range(repeats):
+            sympy.core.cache.clear_cache()  # every `vjp run` starts with a cold sympy cache
+            runs.append(explore(program, values, consts=consts, grad="ones", seed=SEED))
+    except Exception as e:  # a crash in vjp itself: report it and carry on
+        row.status = _error(e)
+        return row
+    check = runs[0].checks["symbolic"]
+    row.status, row.reason = check.status, check.reason or ""
+    row.jacobian_check = runs[0].checks["jacobian"].status if "jacobian" in runs[0].checks else "—"
+    row.time = Series(tuple(r.timings["symbolic"] for r in runs))
+    row.explore_total = Series(tuple(r.timings["total"] for r in runs))
+    return row
+
+
+def torch_forward_backward(n: int, repeats: int) -> Series:
+    """Plain torch: forward and y.backward(ones) of the seed formula at n elements (leaf creation not timed)."""
+    samples = []
+    for _ in range(repeats + 1):
+        a, b, c = (torch.linspace(1, 2, n).requires_grad_(True) for _ in range(3))
+        start = time.perf_counter()
+        y = 3 * a + 2 * b * b + torch.log(c)
+        y.backward(torch.ones_like(y))
+        samples.append(time.perf_counter() - start)
+    return Series(tuple(samples[1:]))
+
+
+def _symbolic_target(big: SymRow, torch_time: Series) -> Target:
+    name = "symbolic check, elementwise program at n=10^6, vs torch forward+backward"
+    if big.n != SYMBOLIC_TARGET_N:
+        return Target(name, "≤ 2×", f"not run in this mode (n={big.n:,} here)", None)
+    if big.time is None:
+        return Target(name, "≤ 2×", big.status, False)
+    r = ratio(big.time.median, torch_time.median)
+    if big.status == "skipped":
+        return Target(name, "≤ 2×", f"skipped ({big.reason}); {fmt_s(big.time.median)} spent", False)
+    return Target(name, "≤ 2×", f"{fmt_ratio(r)} ({big.status})", r is not None and r <= 2)
+
+
+def run_symbolic(plan: Plan, log: Log) -> Section:
+    explore(SEED_PROGRAM, {k: "1,2" for k in "abc"}, grad="ones")  # import sympy before timing anything
+    specs = [("elementwise", SEED_PROGRAM, n, 3, False, plan.symbolic_repeats) for n in plan.symbolic_elementwise]
+    specs += [("dense", "tanh(W@x)", n, 1, True, plan.symbolic_repeats) for n in plan.symbolic_dense]
+    specs.append(("elementwise (target)", SEED_PROGRAM, plan.symbolic_big, 3, False, 1))
+    rows = []
+    for spec in specs:
+        rows.append(symbolic_row(*spec))
+        r = rows[-1]
+        log(f"  symbolic {r.program} n={r.n:,}: {fmt_s(r.time and r.time.median)} {r.status} {r.reason[:60]}")
+    torch_time = torch_forward_backward(plan.symbolic_big, 5)
+    headers = ["kind", "program", "n", "outputs × inputs", "runs", "symbolic: median (min–max)", "status", "reason",
+               "jacobian check", "whole explore() (context)"]
+    table = md_table(headers, [
+        [r.label, f"`{r.program}`", f"{r.n:,}", f"{r.entries:,}", str(r.time.n if r.time else 0), fmt_series_s(r.time),
+         r.status, r.reason, r.jacobian_check, fmt_series_s(r.explore_total)]
+        for r in rows
+    ])
+    body = (
+        "`explore(...)` with the default limits (symbolic on), v = ones; elementwise: a=b=c=`linspace(1,2,n)`; "
+        f"dense: x=`linspace(-1,1,n)`, W=`randn(n,n)` constant. Time = `Result.timings['symbolic']`, sympy's cache "
+        f"cleared before each run (sympy itself already imported). For the target: plain torch forward + "
+        f"backward of the same program at n={plan.symbolic_big:,} takes {fmt_series_s(torch_time)} "
+        f"(median of {torch_time.n}).\n\n" + table
+    )
+    return Section("(d) Symbolic check as n grows", body, [_symbolic_target(rows[-1], torch_time)])

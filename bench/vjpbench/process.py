@@ -1,0 +1,223 @@
+"""(a), (b), (e): whole-process wall time and peak RSS of `vjp` against bare torch / bare imports.
+
+Every run goes through child.py, a fresh helper process, so ru_maxrss is per run. The commands
+of one case run interleaved (bare, vjp, vjp --json, bare, ...) so that drift hits them alike.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .common import Section, Series, Target, fmt_ratio, fmt_series_mb, fmt_series_s, md_table, ratio
+from .plans import Elementwise, Plan
+
+HERE = Path(__file__).resolve().parent
+PYTHON = sys.executable
+VJP = str(Path(sys.executable).with_name("vjp"))
+HELPER = str(HERE / "child.py")
+BARE = str(HERE / "bare_torch.py")
+SEED_PROGRAM = "3*a+2*b*b+log(c)"
+BIG_N = 10_000_000  # the n of the "10^7-element elementwise" target
+SHORT_NAMES = {PYTHON: "python", VJP: "vjp", BARE: "bench/vjpbench/bare_torch.py"}
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Command:
+    label: str
+    argv: tuple[str, ...]
+    repeats: int
+    timeout_s: float
+
+    @property
+    def display(self) -> str:
+        return shlex.join(SHORT_NAMES.get(a, a) for a in self.argv)
+
+
+@dataclass
+class Measured:
+    """The runs of one command."""
+
+    command: Command
+    runs: list[dict] = field(default_factory=list)
+
+    @property
+    def failure(self) -> str | None:
+        for r in self.runs:
+            if r["killed"]:
+                return f"{r['killed']} (peak RSS {r['max_rss_kb'] / 1024:,.0f} MB)"
+            if r["returncode"] != 0:
+                last = (r["stderr_tail"].strip().splitlines() or ["(no stderr)"])[-1]
+                return f"exit code {r['returncode']}: {last}"
+        return None
+
+    @property
+    def wall(self) -> Series | None:
+        ok = [r["wall_s"] for r in self.runs if r["returncode"] == 0 and not r["killed"]]
+        return Series(tuple(ok)) if ok else None
+
+    @property
+    def rss_mb(self) -> Series | None:
+        ok = [r["max_rss_kb"] / 1024 for r in self.runs if r["returncode"] == 0 and not r["killed"]]
+        return Series(tuple(ok)) if ok else None
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    baseline: Command
+    variants: tuple[Command, ...]
+    n: int | None = None  # elements per input, for the elementwise cases
+
+
+def rss_cap_kb() -> int:
+    """A safety cap for one child: 60% of RAM, at most 12 GiB."""
+    with open("/proc/meminfo") as f:
+        total = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:"))
+    return min(12 * 2**20, int(total * 0.6))
+
+
+def run_once(cmd: Command) -> dict:
+    out = subprocess.run(
+        [PYTHON, HELPER, str(cmd.timeout_s), str(rss_cap_kb()), *cmd.argv],
+        capture_output=True, text=True, check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def measure(case: Case, log: Log) -> list[Measured]:
+    """Run the case's commands interleaved; a command that fails is not repeated."""
+    results = [Measured(c) for c in (case.baseline, *case.variants)]
+    for rnd in range(max(c.repeats for c in (case.baseline, *case.variants))):
+        for m in results:
+            if len(m.runs) > rnd or len(m.runs) >= m.command.repeats or m.failure:
+                continue
+            m.runs.append(run_once(m.command))
+            r = m.runs[-1]
+            status = m.failure or f"{r['wall_s']:.2f} s, {r['max_rss_kb'] / 1024:,.0f} MB"
+            log(f"  {case.name} · {m.command.label} ({len(m.runs)}/{m.command.repeats}): {status}")
+    return results
+
+
+def warm_caches() -> None:
+    """One untimed import of everything, so the first measured run does not pay for a cold disk cache."""
+    run_once(Command("warm-up", (PYTHON, "-c", "import torch, sympy, typer, rich"), 1, 120))
+
+
+# ---------------------------------------------------------------------------- the cases
+def _vjp_variants(run_args: list[str], repeats: int, timeout_s: float, diagnostic: bool = False) -> tuple[Command, ...]:
+    base = (VJP, "run", SEED_PROGRAM, *run_args)
+    variants = [
+        Command("vjp run", base, repeats, timeout_s),
+        Command("vjp run --json", (*base, "--json"), repeats, timeout_s),
+    ]
+    if diagnostic:
+        variants.append(Command("vjp run --json --no-symbolic", (*base, "--json", "--no-symbolic"), repeats, timeout_s))
+    return tuple(variants)
+
+
+def seed_case(plan: Plan) -> Case:
+    args = ["--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "0.1,1,0.0001"]
+    return Case(
+        "seed (3-vectors)",
+        Command("bare torch", (PYTHON, BARE, "seed"), plan.seed_repeats, 60),
+        _vjp_variants(args, plan.seed_repeats, 60, diagnostic=plan.seed_diagnostic),
+    )
+
+
+def elementwise_case(e: Elementwise) -> Case:
+    lin = f"linspace(1,2,{e.n})"
+    args = ["--a", lin, "--b", lin, "--c", lin, "--grad", "ones"]
+    return Case(
+        f"elementwise n={e.n:,}",
+        Command("bare torch", (PYTHON, BARE, "linspace", str(e.n)), e.bare_repeats, e.timeout_s),
+        _vjp_variants(args, e.vjp_repeats, e.timeout_s),
+        n=e.n,
+    )
+
+
+def help_case(plan: Plan) -> Case:
+    return Case(
+        "help",
+        Command('python -c "import typer, rich"', (PYTHON, "-c", "import typer, rich"), plan.help_repeats, 30),
+        (Command("vjp --help", (VJP, "--help"), plan.help_repeats, 30),),
+    )
+
+
+# ---------------------------------------------------------------------------- report
+def _table(measured: dict[str, list[Measured]]) -> str:
+    rows = []
+    for name, ms in measured.items():
+        base = ms[0]
+        for m in ms:
+            wall, rss = m.wall, m.rss_mb
+            rows.append([
+                name,
+                m.command.label,
+                str(len(m.runs)),
+                m.failure or fmt_series_s(wall),
+                fmt_ratio(ratio(wall and wall.median, base.wall and base.wall.median)),
+                fmt_series_mb(rss) if not m.failure else "—",
+                fmt_ratio(ratio(rss and rss.median, base.rss_mb and base.rss_mb.median)),
+            ])
+    headers = ["case", "command", "runs", "wall time: median (min–max)", "× baseline", "peak RSS: median (min–max)",
+               "RSS × baseline"]
+    commands = "\n".join(f"- `{m.command.display}`" for ms in measured.values() for m in ms)
+    return md_table(headers, rows) + "\n\nCommands (stdout to /dev/null):\n\n" + commands
+
+
+def _ratio_target(name: str, limit: float, m: Measured | None, base: Measured | None, what: str) -> Target:
+    """A 'vjp / baseline <= limit' target on wall time (what='wall') or peak RSS (what='rss_mb')."""
+    if m is None or base is None:
+        return Target(name, f"≤ {limit:.2f}×", "not run in this mode", None)
+    if m.failure:
+        return Target(name, f"≤ {limit:.2f}×", m.failure, False)
+    a, b = getattr(m, what), getattr(base, what)
+    r = ratio(a and a.median, b and b.median)
+    return Target(name, f"≤ {limit:.2f}×", fmt_ratio(r), None if r is None else r <= limit)
+
+
+def _targets(cases: dict[str, Case], measured: dict[str, list[Measured]]) -> list[Target]:
+    targets = []
+    seed = next(iter(cases))
+    big = next((name for name, c in cases.items() if c.n == BIG_N), None)
+    for case_name, time_limit, label in [(seed, 1.10, "seed example"), (big, 1.25, "10^7 elementwise")]:
+        ms = measured.get(case_name) if case_name else None
+        for variant in ("vjp run", "vjp run --json"):
+            m = next((x for x in ms if x.command.label == variant), None) if ms else None
+            targets.append(_ratio_target(f"{label}: `{variant}` wall time vs bare torch", time_limit, m,
+                                         ms[0] if ms else None, "wall"))
+    for case_name, ms in measured.items():
+        for m in ms[1:]:
+            if "no-symbolic" not in m.command.label:
+                targets.append(_ratio_target(f"{case_name}: `{m.command.label}` peak RSS vs bare torch", 1.15, m,
+                                             ms[0], "rss_mb"))
+    return targets
+
+
+def run_whole_process(plan: Plan, log: Log) -> Section:
+    """(a) + (e): vjp run against the bare torch script."""
+    warm_caches()
+    cases = {c.name: c for c in [seed_case(plan), *(elementwise_case(e) for e in plan.elementwise)]}
+    measured = {name: measure(c, log) for name, c in cases.items()}
+    body = (
+        "Program `3*a+2*b*b+log(c)`; the seed uses a=1,2,3 b=3,4,5 c=6,7,8 v=0.1,1,0.0001; the elementwise cases "
+        "use a=b=c=`linspace(1,2,n)` and v=ones. Baseline: `bare_torch.py`, the same forward and "
+        "`y.backward(v)` in plain torch. Peak RSS is the child's `ru_maxrss`.\n\n" + _table(measured)
+    )
+    return Section("(a) + (e) Whole process: `vjp run` vs bare torch", body, _targets(cases, measured))
+
+
+def run_help(plan: Plan, log: Log) -> Section:
+    """(b) + (e): `vjp --help` against importing its two UI libraries."""
+    case = help_case(plan)
+    ms = measure(case, log)
+    target = _ratio_target("`vjp --help` wall time vs `import typer, rich`", 2.0, ms[1], ms[0], "wall")
+    return Section("(b) + (e) Start-up: `vjp --help` vs `import typer, rich`", _table({case.name: ms}), [target])

@@ -1,0 +1,210 @@
+"""The CLI through CliRunner: options, values, errors, exit codes, stdin, terminal output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+SEED = ["run", "3*a+2*b*b+log(c)", "--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "0.1,1,0.0001"]
+
+
+def ok(r):
+    assert r.exit_code == 0, r.stdout + r.stderr
+    return r
+
+
+def bad(r, *phrases, code=2):
+    out = r.stdout + r.stderr
+    assert r.exit_code == code, out
+    assert "Traceback" not in out
+    for p in phrases:
+        assert p in r.stderr, r.stderr
+    return r
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["explain", "--help"], ["examples", "--help"]])
+def test_help_imports_neither_torch_nor_sympy(argv):
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from vjp_explorer.cli import app\n"
+        f"r = CliRunner().invoke(app, {argv!r})\n"
+        "assert r.exit_code == 0, r.output\n"
+        "bad = [m for m in ('torch', 'sympy') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_command_has_help_and_an_example(vjp):
+    for cmd in ("run", "explain", "examples"):
+        r = ok(vjp(cmd, "--help"))
+        assert "Example" in r.stdout, cmd
+
+
+def test_seed_terminal_output_has_the_columns_and_no_ansi(vjp):
+    r = ok(vjp(*SEED))
+    out = r.stdout
+    assert "\x1b[" not in out
+    for phrase in [".grad (backward)", "Jᵀv (from J)", "Jᵀv (sympy)", "J = ∂y/∂c", "c[0]", "0.0166667", "1.25e-05"]:
+        assert phrase in out, phrase
+    assert "agree" in out and "disagree" not in out
+
+
+def test_json_only_json_on_stdout(vjp):
+    r = ok(vjp(*SEED, "--json"))
+    d = json.loads(r.stdout)
+    assert r.stderr == ""
+    assert d["grads"]["b"] == pytest.approx([1.2, 16.0, 0.002], rel=1e-6)
+
+
+def test_program_from_stdin(vjp):
+    r = ok(vjp("run", "-", "--x", "1,2", "--grad", "1,1", "--json", input="y = x * x\n"))
+    assert json.loads(r.stdout)["grads"]["x"] == [2.0, 4.0]
+
+
+def test_var_for_a_name_that_clashes_with_an_option(vjp):
+    r = ok(vjp("run", "grad * help", "--var", "grad=2", "--var", "help=3", "--json"))
+    d = json.loads(r.stdout)
+    assert d["grads"] == {"grad": 3.0, "help": 2.0}
+
+
+def test_equals_form_and_negative_values(vjp):
+    r = ok(vjp("run", "x * y", "--x=-1,2", "--y", "-3,-4", "--grad", "-1,1", "--json"))
+    d = json.loads(r.stdout)
+    assert d["grads"]["x"] == [3.0, -4.0]
+    assert d["grads"]["y"] == [1.0, 2.0]
+
+
+def test_options_before_the_program(vjp):
+    r = ok(vjp("run", "--grad", "1,1", "--x", "1,2", "x*3", "--json"))
+    assert json.loads(r.stdout)["grads"]["x"] == [3.0, 3.0]
+
+
+def test_const_is_not_a_leaf(vjp):
+    r = ok(vjp("run", "W @ x", "--x", "1,2", "--const", "W=[[1,2],[3,4]]", "--grad", "1,0", "--json"))
+    d = json.loads(r.stdout)
+    assert d["inputs"]["W"]["requires_grad"] is False
+    assert set(d["grads"]) == {"x"} and set(d["jacobian"]) == {"x"}
+    assert d["grads"]["x"] == [1.0, 2.0]
+
+
+def test_missing_value_names_the_inputs(vjp):
+    bad(vjp("run", "a + b", "--a", "1"), "No value for 'b'", "inputs are: a, b")
+
+
+def test_value_for_unused_name(vjp):
+    bad(vjp("run", "a * 2", "--a", "1", "--b", "2"), "'b'", "inputs are: a")
+
+
+def test_value_for_an_intermediate(vjp):
+    bad(vjp("run", "z = a * 2; y = z + 1", "--a", "1", "--z", "2"), "intermediate")
+
+
+def test_typo_of_an_option_is_named(vjp):
+    r = bad(vjp("run", "a * 2", "--a", "1,2", "--grads", "1,1"), "'grads'")
+    assert "--grad" in r.stderr
+
+
+def test_variable_given_twice(vjp):
+    bad(vjp("run", "a * 2", "--a", "1", "--var", "a=2"), "given twice")
+
+
+def test_value_and_const_for_the_same_name(vjp):
+    bad(vjp("run", "a * b", "--a", "1", "--b", "1", "--const", "a=2"), "given twice")
+
+
+def test_non_scalar_output_without_grad_quotes_torch(vjp):
+    r = bad(vjp("run", "x * 2", "--x", "1,2,3"), "grad can be implicitly created only for scalar outputs")
+    assert "--grad" in r.stderr and "[3]" in r.stderr
+
+
+def test_grad_of_the_wrong_shape(vjp):
+    bad(vjp("run", "x * 2", "--x", "1,2,3", "--grad", "1,2"), "output space", "[2]", "[3]", "Mismatch in shape")
+
+
+def test_grad_ones_equals_backward_of_sum(vjp):
+    a = json.loads(ok(vjp("run", "x * x", "--x", "1,2,3", "--grad", "ones", "--json")).stdout)
+    b = json.loads(ok(vjp("run", "(x * x).sum()", "--x", "1,2,3", "--json")).stdout)
+    assert a["grads"] == b["grads"]
+
+
+def test_output_that_does_not_require_grad(vjp):
+    bad(vjp("run", "y = c * 2", "--const", "c=1"), "nothing to differentiate")
+    bad(vjp("run", "z = a * 2; y = c * 3", "--a", "1", "--const", "c=1"), "does not require grad")
+
+
+def test_dtype_float64_and_bad_dtype(vjp):
+    d = json.loads(ok(vjp("run", "x / 3", "--x", "1", "--dtype", "float64", "--json")).stdout)
+    assert d["dtype"] == "float64"
+    assert d["grads"]["x"] == 1 / 3
+    bad(vjp("run", "x / 3", "--x", "1", "--dtype", "float16"), "float32 or float64")
+
+
+def test_random_values_are_seeded(vjp):
+    a = json.loads(ok(vjp("run", "x.pow(2)", "--x", "randn(3,3)", "--seed", "0", "--grad", "ones", "--json")).stdout)
+    b = json.loads(ok(vjp("run", "x.pow(2)", "--x", "randn(3,3)", "--seed", "0", "--grad", "ones", "--json")).stdout)
+    assert a["grads"] == b["grads"] and a["seed"] == 0
+    import torch
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 3)
+    assert a["inputs"]["x"]["value"] == x.tolist()
+
+
+def test_unknown_limit_and_bad_limit(vjp):
+    bad(vjp("run", "x*2", "--x", "1", "--limit", "nope=3"), "unknown limit")
+    bad(vjp("run", "x*2", "--x", "1", "--limit", "iterations"), "NAME=VALUE")
+
+
+def test_disagreement_exits_3(vjp, monkeypatch):
+    from vjp_explorer.engine import compare
+    from vjp_explorer.result import Tolerance
+
+    # a zero tolerance in float32: sympy's exact values differ from float32 arithmetic in the last bits
+    monkeypatch.setitem(compare.TOLERANCES, "float32", Tolerance(0.0, 0.0))
+    r = vjp(*SEED, "--json")
+    assert r.exit_code == 3, r.stdout + r.stderr
+    d = json.loads(r.stdout)
+    assert d["checks"]["symbolic"]["status"] == "disagree"
+    assert d["exit_code"] == 3
+    r = vjp(*SEED)
+    assert r.exit_code == 3 and "disagree" in r.stdout and "exit 3" in r.stderr
+
+
+def test_internal_error_is_short_without_traceback(vjp, monkeypatch):
+    import vjp_explorer.api as api
+
+    def boom(*a, **k):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(api._Run, "result", boom)
+    r = vjp(*SEED)
+    assert r.exit_code == 1
+    assert "internal error" in r.stderr and "please report" in r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_markup_in_user_text_prints_literally(vjp):
+    r = ok(vjp("run", "y = x * 2  # [/red] [bold]", "--x", "1", "--verbose"))
+    assert "[/red] [bold]" in r.stdout
+
+
+def test_big_tensors_are_summarised(vjp):
+    r = ok(vjp("run", "x * 2", "--x", "linspace(0, 1, 1000)", "--grad", "ones"))
+    assert len(r.stdout.splitlines()) < 120
+    assert "..." in r.stdout
+    assert "not materialised" in r.stdout or "more than a screen" in r.stdout
+
+
+def test_nonfinite_values_in_json_are_strings(vjp):
+    r = ok(vjp("run", "torch.log(x)", "--x", "0,1", "--grad", "ones", "--json"))
+    d = json.loads(r.stdout)
+    assert d["output"]["value"][0] == "-inf"
+    assert d["grads"]["x"] == ["inf", 1.0]
+    assert d["checks"]["symbolic"]["status"] == "agree"
+    assert d["checks"]["symbolic"]["undefined"] == ["x[0]"]
+    assert any(n["code"] == "nonfinite_grad" for n in d["notes"])

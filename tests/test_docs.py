@@ -1,0 +1,37 @@
+"""Docs cannot drift: the README's transcripts are real output, CI runs the README's test command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import transcripts
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_transcripts_are_current():
+    text = transcripts.README.read_text()
+    assert text.count("<!-- transcript -->") >= 5
+    fresh = transcripts.regenerate(text)
+    assert fresh == text, "README transcripts are stale: run python tests/transcripts.py --write"
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci/run").read_text().strip().splitlines()[-1]
+    assert ci in (ROOT / "README.md").read_text()
+    assert "pytest" in ci and "constraints.txt" in ci
+
+
+def test_readme_documents_every_json_key_exit_code_and_limit():
+    readme = (ROOT / "README.md").read_text()
+    for key in ["schema", "program", "dtype", "inputs", "output", "grad", "grads", "jacobian", "jtv", "symbolic",
+                "checks", "intermediates", "control", "notes", "exit_code", "explain"]:
+        assert f"| `{key}`" in readme or f"`{key}`" in readme, key
+    from vjp_explorer.errors import ExitCode
+    from vjp_explorer.limits import limit_names
+
+    for code in ExitCode:
+        assert re.search(rf"^\| {int(code)} \|", readme, re.M), code
+    for name in limit_names():
+        assert f"| `{name}` |" in readme, name

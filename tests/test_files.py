@@ -1,0 +1,149 @@
+"""Expression files: every bundled file runs through `run --file` and `explain`; format errors name the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vjp_explorer.language.files import bundled_examples
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = sorted((ROOT / "expressions").glob("*.toml"))
+
+
+def test_the_seed_examples_are_all_there():
+    names = {f.stem for f in FILES}
+    seeds = {n for n in names if n.startswith("seed_")}
+    assert len(seeds) >= 12, seeds
+    for f in FILES:
+        if f.stem.startswith("seed_"):
+            text = f.read_text()
+            assert "shared/seeds/" in text, f  # says which document it comes from
+            assert "[expect]" in text, f  # and the numbers it printed
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
+def test_every_file_runs_and_agrees(vjp, path):
+    r = vjp("run", "--file", str(path), "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    d = json.loads(r.stdout)
+    for name, check in d["checks"].items():
+        assert check["status"] == "agree", (name, check)
+    if "[expect]" in path.read_text():
+        assert d["checks"]["expected"]["status"] == "agree"
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
+def test_every_file_explains(vjp, path):
+    r = vjp("explain", str(path), "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    d = json.loads(r.stdout)
+    ex = d["explain"]
+    assert ex["ledger_source"] == "sympy"
+    # the ledger's sums are the grads, element by element
+    for leaf, entries in ex["ledger"].items():
+        flat = _flat(d["grads"][leaf])
+        assert len(entries) == len(flat)
+        for e, g in zip(entries, flat, strict=True):
+            if isinstance(g, str) or isinstance(e["sum"], str):
+                continue  # non-finite: compared by the symbolic check
+            assert e["sum"] == pytest.approx(g, rel=1e-4, abs=1e-5), (leaf, e["element"])
+    r = vjp("explain", str(path))
+    assert r.exit_code == 0, r.stderr
+    assert "ledger" in r.stdout
+
+
+def _flat(x):
+    if isinstance(x, list):
+        return [y for item in x for y in _flat(item)]
+    return [x]
+
+
+def test_the_loop_example_reports_its_iterations(vjp):
+    d = json.loads(vjp("run", "--file", str(ROOT / "expressions/seed_loop.toml"), "--json").stdout)
+    assert d["control"][0]["kind"] == "while" and d["control"][0]["count"] == 10
+    k = d["control"][0]["count"] + 1
+    assert d["grads"]["x"] == pytest.approx([2**k * 0.1, 2**k * 1.0, 2**k * 0.0001], rel=1e-6)
+    assert any(n["code"] == "control_flow" and "10 times" in n["text"] for n in d["notes"])
+
+
+def test_command_line_overrides_the_file(vjp):
+    path = str(ROOT / "expressions/seed_3vector.toml")
+    d = json.loads(vjp("run", "--file", path, "--grad", "1,0,0", "--json").stdout)
+    assert d["grads"]["a"] == [3.0, 0.0, 0.0]
+    assert d["checks"]["expected"]["status"] == "disagree"  # the file's printed numbers no longer apply
+    d = json.loads(vjp("run", "--file", path, "--b", "0,0,0", "--grad", "1,1,1", "--json").stdout)
+    assert d["grads"]["b"] == [0.0, 0.0, 0.0]
+
+
+def test_examples_lists_bundled_files(vjp):
+    r = vjp("examples", "--json")
+    assert r.exit_code == 0, r.stderr
+    items = json.loads(r.stdout)
+    assert {i["name"] for i in items} == {f.stem for f in FILES}
+    assert all(i["title"] and i["title"] != "(unreadable)" for i in items)
+    assert len(bundled_examples()) == len(FILES)
+
+
+def test_bundled_name_resolves(vjp):
+    r = vjp("explain", "seed_scalar", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["grads"] == {"a": 3.0, "b": 4.0, "c": 10.0}
+
+
+def write(tmp_path, text, name="f.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+BASE = 'program = "x * 2"\ngrad = [1, 1]\n[inputs]\nx = [1, 2]\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "phrases"),
+    [
+        ("colour = 1\n" + BASE, ["unknown key 'colour'"]),
+        ("programme = 'x'\n" + BASE, ["unknown key 'programme'", "'program'"]),
+        ('grad = [1, 1]\n[inputs]\nx = [1, 2]\n', ["'program' is missing"]),
+        ('program = 3\n[inputs]\nx = 1\n', ["key 'program'", "got an integer"]),
+        ('program = "x"\n', ["[inputs]"]),
+        ('program = "x*2"\n[inputs]\nx = true\n', ["inputs.x", "boolean"]),
+        ('program = "x*2"\n[inputs]\nx = "1,,2"\n', ["inputs.x", "missing"]),
+        ('program = "x*2"\ndtype = "float16"\n[inputs]\nx = 1\n', ["key 'dtype'"]),
+        ('program = "x*2"\nseed = "s"\n[inputs]\nx = 1\n', ["key 'seed'"]),
+        ('program = "x*2"\n[inputs]\nx = 1\n[expect]\ngradz = 1\n', ["expect.gradz"]),
+        ('program = "x*2\n', ["not valid TOML"]),
+        ('program = "().__class__"\n[inputs]\nx = 1\n', ["__class__"]),
+    ],
+)
+def test_file_errors_name_the_key(vjp, tmp_path, text, phrases):
+    path = write(tmp_path, text)
+    r = vjp("run", "--file", path)
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    for p in phrases:
+        assert p in r.stderr, r.stderr
+
+
+def test_file_that_is_missing_a_directory_or_not_utf8(vjp, tmp_path):
+    r = vjp("run", "--file", str(tmp_path / "nope.toml"))
+    assert r.exit_code == 2 and "no such file" in r.stderr
+    r = vjp("run", "--file", str(tmp_path))
+    assert r.exit_code == 2 and "directory" in r.stderr
+    p = tmp_path / "latin1.toml"
+    p.write_bytes(b'program = "x"  # caf\xe9\n')
+    r = vjp("run", "--file", str(p))
+    assert r.exit_code == 2 and "UTF-8" in r.stderr
+
+
+def test_file_too_large_and_too_deep(vjp, tmp_path):
+    p = tmp_path / "big.toml"
+    p.write_text(BASE + "# " + "x" * 1_100_000 + "\n")
+    r = vjp("run", "--file", str(p))
+    assert r.exit_code == 2 and "bytes" in r.stderr
+    deep = write(tmp_path, 'program = "x"\n[inputs]\nx = ' + "[" * 5000 + "]" * 5000 + "\n", "deep.toml")
+    r = vjp("run", "--file", deep)
+    assert r.exit_code == 2 and "nested too deeply" in r.stderr, r.stderr

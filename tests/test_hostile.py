@@ -1,0 +1,147 @@
+"""The front door under attack: every hostile input is a clear exit-2 error, fast, with no traceback.
+
+The corpus is in tests/hostile_corpus.py. Each run goes through the real CLI (in
+process) and must: exit 2; say what is wrong on stderr (a key phrase is checked);
+leave stdout empty; never show a traceback; finish within a few seconds (a hang
+guard, not a benchmark).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+import sympy  # noqa: F401  - imported up front so that no case pays for the first import
+import torch  # noqa: F401
+
+from hostile_corpus import BAD_INPUT, FILE_CASES, OK_CASES, STDIN
+
+SECONDS = 8.0  # per case; generous, so a loaded machine does not fail it, but a hang does
+
+
+def timed(vjp, *args, input=None):
+    t0 = time.perf_counter()
+    r = vjp(*args, input=input)
+    return r, time.perf_counter() - t0
+
+
+def assert_clean(r, elapsed):
+    """No traceback, no exception escaping the CLI, no hang."""
+    both = r.stdout + r.stderr
+    assert "Traceback" not in both, both
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert elapsed < SECONDS, f"took {elapsed:.1f} s"
+
+
+def assert_bad_input(r, elapsed, phrase):
+    assert_clean(r, elapsed)
+    assert r.exit_code == 2, (r.exit_code, r.stdout[-2000:], r.stderr[-2000:])
+    assert phrase in r.stderr, r.stderr[-3000:]
+    assert r.stdout == "", r.stdout[-2000:]
+    if r.stderr.startswith("error:"):
+        # one paragraph: message, marker, hint; no blank lines, no terminal escapes
+        assert "\n\n" not in r.stderr.strip(), r.stderr
+        assert "\x1b" not in r.stderr and "\u202e" not in r.stderr
+
+
+def test_corpus_is_big_enough():
+    from hostile_corpus import ESCAPES, UNICODE
+
+    assert len(BAD_INPUT) + len(FILE_CASES) >= 80
+    assert len(ESCAPES) >= 40 and len(UNICODE) >= 20
+
+
+@pytest.mark.parametrize(("cid", "args", "phrase"), BAD_INPUT)
+def test_bad_input_is_a_clear_error(vjp, cid, args, phrase):
+    r, elapsed = timed(vjp, "run", *args, input=STDIN.get(cid))
+    assert_bad_input(r, elapsed, phrase)
+
+
+@pytest.mark.parametrize(("args", "phrase"), OK_CASES)
+def test_hostile_looking_but_legal_input_runs(vjp, args, phrase):
+    r, elapsed = timed(vjp, "run", *args)
+    assert_clean(r, elapsed)
+    assert r.exit_code == 0, r.stderr
+    assert phrase in r.stdout
+
+
+def test_markup_in_program_is_literal_in_json(vjp):
+    prog = "x*2 # [/red] [bold]not bold[/bold]"
+    r, elapsed = timed(vjp, "run", prog, "--x", "1", "--json")
+    assert_clean(r, elapsed)
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["program"] == prog
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["__import__('os')", "--x", "1"],
+        ["x*2", "--x", "1,2,,3"],
+        ["x*2", "--x", "1,2,3", "--grad", "1,2"],
+        ["x*y", "--x", "zeros(100000,1)", "--y", "zeros(1,100000)", "--grad", "ones"],
+        ["x*2", "--x", "1", "--x", "2"],
+    ],
+    ids=["escape", "value", "grad-shape", "broadcast", "option"],
+)
+def test_errors_leave_json_stdout_empty(vjp, args):
+    r, elapsed = timed(vjp, "run", *args, "--json")
+    assert_bad_input(r, elapsed, "")
+
+
+def _underlined(stderr: str) -> str:
+    """The text above the ^^^ marker's carets."""
+    lines = stderr.splitlines()
+    k = next(i for i, line in enumerate(lines) if re.fullmatch(r"\s*\^+", line))
+    m = re.search(r"\^+", lines[k])
+    assert m is not None
+    return lines[k - 1][m.start() : m.end()]
+
+
+@pytest.mark.parametrize(
+    ("args", "under"),
+    [
+        (["x \u2212 1", "--x", "1"], "\u2212"),
+        (["a + b*\uff4c", "--a", "1", "--b", "1"], "\uff4c"),
+        (["x.__class__", "--x", "1"], "x.__class__"),
+        (["y = x\nz = y + 'oops'", "--x", "1"], "'oops'"),
+        (["x*9**9**9", "--x", "1"], "9**9**9"),
+        (["x*2", "--x", "1,2,,3"], ","),
+        (["x*2", "--x", "[[1,2],[3]]"], "[3]"),
+        (["x*2\x1b[2J", "--x", "1"], "\u241b"),  # ESC shown as the visible symbol, not sent
+        (["x*" + "-" * 100 + "x", "--x", "1"], "-"),
+    ],
+    ids=["minus", "fullwidth", "dunder", "string", "overflow", "double-comma", "ragged", "escape", "unary-chain"],
+)
+def test_marker_points_at_the_offending_span(vjp, args, under):
+    r, elapsed = timed(vjp, "run", *args)
+    assert_bad_input(r, elapsed, "")
+    assert _underlined(r.stderr) == under, r.stderr
+
+
+# ---------------------------------------------------------------------------- expression files
+@pytest.mark.parametrize(("content", "phrase"), FILE_CASES.values(), ids=FILE_CASES.keys())
+def test_malformed_expression_file(vjp, tmp_path, content, phrase):
+    path = tmp_path / "case.toml"
+    path.write_bytes(content)
+    r, elapsed = timed(vjp, "run", "--file", str(path), "--grad", "ones")
+    assert_bad_input(r, elapsed, phrase)
+
+
+def test_expression_file_is_a_directory(vjp, tmp_path):
+    r, elapsed = timed(vjp, "run", "--file", str(tmp_path))
+    assert_bad_input(r, elapsed, "is a directory")
+
+
+def test_expression_file_missing(vjp, tmp_path):
+    r, elapsed = timed(vjp, "run", "--file", str(tmp_path / "nope.toml"))
+    assert_bad_input(r, elapsed, "no such file")
+
+
+def test_expression_file_and_program_clash(vjp, tmp_path):
+    path = tmp_path / "ok.toml"
+    path.write_text('program = "x*2"\n[inputs]\nx = 1\n')
+    r, elapsed = timed(vjp, "run", "x*3", "--file", str(path))
+    assert_bad_input(r, elapsed, "not both")

@@ -10,6 +10,7 @@ Targets are reported PASS/FAIL; the exit code is 0 unless the benchmark itself b
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,11 @@ from vjpbench import process, report  # noqa: E402
 from vjpbench.plans import PLANS  # noqa: E402
 
 SECTIONS = "abcd"
+
+
+def inprocess():  # type: ignore[no-untyped-def]
+    """The in-process sections' module, imported only when needed (it imports torch and sympy)."""
+    return importlib.import_module("vjpbench.inprocess")
 
 
 def log(message: str) -> None:
@@ -35,29 +41,26 @@ def main() -> int:
     args = parser.parse_args()
     plan = PLANS["quick" if args.quick else "full"]
     chosen = [s for s in SECTIONS if s in args.only.lower()]
-    if not process.Path(process.VJP).exists():
+    if not Path(process.VJP).exists():
         parser.error(f"no vjp next to this python ({process.VJP}); run with the project's .venv/bin/python")
 
-    start = time.perf_counter()
+    start, load = time.perf_counter(), report.load_average()
+    runners = {
+        "a": ("(a)+(e) whole process", lambda: process.run_whole_process(plan, log)),
+        "b": ("(b)+(e) start-up", lambda: process.run_help(plan, log)),
+        "c": ("(c) Jacobian", lambda: inprocess().run_jacobian(plan, log)),
+        "d": ("(d) symbolic", lambda: inprocess().run_symbolic(plan, log)),
+    }
     sections = []
-    # whole-process measurements first, before this process imports torch and fills its memory
-    if "a" in chosen:
-        log("(a)+(e) whole process")
-        sections.append(process.run_whole_process(plan, log))
-    if "b" in chosen:
-        log("(b)+(e) start-up")
-        sections.append(process.run_help(plan, log))
-    if "c" in chosen or "d" in chosen:
-        from vjpbench import inprocess
+    # in this order: the whole-process runs first, before this process imports torch
+    for key in chosen:
+        title, run = runners[key]
+        log(title)
+        t0 = time.perf_counter()
+        sections.append(run())
+        log(f"{title}: {time.perf_counter() - t0:.0f} s")
 
-        if "c" in chosen:
-            log("(c) Jacobian")
-            sections.append(inprocess.run_jacobian(plan, log))
-        if "d" in chosen:
-            log("(d) symbolic")
-            sections.append(inprocess.run_symbolic(plan, log))
-
-    text = report.render(plan.name, sections, time.perf_counter() - start)
+    text = report.render(plan.name, sections, time.perf_counter() - start, load)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)

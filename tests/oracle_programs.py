@@ -98,6 +98,18 @@ def _torch_randn(shape: tuple[int, ...], seed: int) -> np.ndarray:
     return torch.randn(shape, generator=g, dtype=torch.float64).numpy()
 
 
+def _torch_random_sequence(specs: list[tuple[str, tuple[int, ...]]], seed: int) -> list[np.ndarray]:
+    """Several rand/randn inputs drawn from one generator, in program order (the documented seeding)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    fns = {"rand": torch.rand, "randn": torch.randn}
+    return [fns[kind](shape, generator=g, dtype=torch.float64).numpy() for kind, shape in specs]
+
+
+_RAND2 = _torch_random_sequence([("randn", (3,)), ("rand", (2, 3))], 11)
+
+
 def _unary_cases() -> list[Case]:
     mixed = lit([0.7, -1.3, 0.45, -0.2])  # away from 0 (relu/abs kinks) and from tan's poles
     pos = lit([0.3, 1.1, 2.5, 0.8])
@@ -299,8 +311,8 @@ CASES: list[Case] = [
     # unused leaf
     Case("unused_leaf", "u = b * b\ny = a * 2", {"a": A3, "b": B3}, lambda e: 2 * e["a"], zero_grads=("b",)),
     # loops
-    Case("while_loop_randn", "y = x*2\nwhile y.data.norm() < 1000:\n    y = y*2", {"x": ("randn(3)", _torch_randn((3,), 5))},
-         _while_fn, frozen=True, seed=5, closed_grads=_while_grads),
+    Case("while_loop_randn", "y = x*2\nwhile y.data.norm() < 1000:\n    y = y*2",
+         {"x": ("randn(3)", _torch_randn((3,), 5))}, _while_fn, frozen=True, seed=5, closed_grads=_while_grads),
     Case("for_loop_power", "y = x\nfor i in range(3):\n    y = y*x", {"x": A3}, lambda e: e["x"] ** 4,
          closed_grads=lambda e, v: {"x": 4 * e["x"] ** 3 * v}),
     Case("for_loop_uses_index", "y = x * 0\nfor i in range(1, 4):\n    y = y + i * sin(x * i)", {"x": A3},
@@ -310,8 +322,8 @@ CASES: list[Case] = [
     Case("if_else_branch", "if x.sum() > 0:\n    y = x * x\nelse:\n    y = -3 * x", {"x": lit([-0.5, 0.2, -1.0])},
          _if_fn),
     # augmented assignment
-    Case("augmented_assignment", "y = a * 1\ny += b * b\ny *= a\ny -= c\ny /= 2\ny **= 2", {"a": A3, "b": B3, "c": POS3},
-         _aug_fn),
+    Case("augmented_assignment", "y = a * 1\ny += b * b\ny *= a\ny -= c\ny /= 2\ny **= 2",
+         {"a": A3, "b": B3, "c": POS3}, _aug_fn),
     Case("augmented_on_leaf", "a += b\ny = a * a", {"a": A3, "b": B3}, lambda e: (e["a"] + e["b"]) ** 2),
     # multi-statement with intermediates
     Case("multi_statement", "h = tanh(W @ x + b); z = h.sum() * 2\nloss = z + (h * h).mean()",
@@ -389,7 +401,8 @@ MORE_CASES: list[Case] = [
          {"x": lit([0.9, -0.6])}, _nested_for),
     Case("for_negative_step_index_exponent", "y = x * 0\nfor i in range(3, 0, -1):\n    y = y * i + x ** i",
          {"x": A3}, _countdown),
-    Case("if_inside_for", "y = x * 1\nfor i in range(4):\n    if i > 1:\n        y = y * x\n    else:\n        y = y + x * i",
+    Case("if_inside_for",
+         "y = x * 1\nfor i in range(4):\n    if i > 1:\n        y = y * x\n    else:\n        y = y + x * i",
          {"x": A3}, _if_in_for),
     Case("while_and_condition", "y = x * 1\nn = 0\nwhile y.sum() < 50 and n < 10:\n    y = y * 1.5 + x\n    n = n + 1",
          {"x": POS3}, _while_and, frozen=True, output="y"),  # the last assignment is n: name the output
@@ -408,11 +421,30 @@ MORE_CASES: list[Case] = [
          lambda e: np.prod(e["c"], axis=-1, keepdims=True) * e["c"]),
     Case("softmax_3d", "softmax(X, dim=1) + log_softmax(X, dim=-2) * X", {"X": T234},
          lambda e: softmax(e["X"], 1) + log_softmax(e["X"], 1) * e["X"]),
-    Case("abs_sum_scalar", "abs(x).sum() * relu(x)", {"x": A3}, lambda e: np.sum(np.abs(e["x"])) * np.maximum(e["x"], 0)),
+    Case("abs_sum_scalar", "abs(x).sum() * relu(x)", {"x": A3},
+         lambda e: np.sum(np.abs(e["x"])) * np.maximum(e["x"], 0)),
     Case("loop_var_exponent", "y = x * 0\nfor i in range(3):\n    y = y + x ** i + i", {"x": A3},
          lambda e: sum(e["x"] ** i + i for i in range(3))),
-    Case("scalar_leaf_with_vector", "s * x + s ** 2", {"s": lit(0.7), "x": A3}, lambda e: e["s"] * e["x"] + e["s"] ** 2),
-    Case("keepdim_leaf_shape_1", "r * 2 + r.sum()", {"r": lit([[0.4, -0.3, 1.2]])}, lambda e: e["r"] * 2 + np.sum(e["r"])),
+    Case("scalar_leaf_with_vector", "s * x + s ** 2", {"s": lit(0.7), "x": A3},
+         lambda e: e["s"] * e["x"] + e["s"] ** 2),
+    Case("random_inputs_in_program_order", "sin(p) * q + q.sum(dim=0)",
+         {"q": ("rand(2,3)", _RAND2[1]), "p": ("randn(3)", _RAND2[0])}, lambda e: np.sin(e["p"]) * e["q"]
+         + np.sum(e["q"], axis=0), seed=11),
+    Case("norm_p_half", "x.norm(p=0.5)", {"x": A3}, lambda e: pnorm(e["x"], 0.5)),
+    Case("prod_with_one_zero", "prod(x)", {"x": lit([0.0, 2.0, 3.0])}, lambda e: np.prod(e["x"]),
+         closed_grads=lambda e, v: {"x": v * np.array([6.0, 0.0, 0.0])}),
+    Case("prod_with_two_zeros", "x.prod() + c.prod(dim=1).sum()", {"x": lit([0.0, 0.0, 3.0]),
+         "c": lit([[0.0, 1.5, -2.0], [0.0, 0.0, 4.0]])}, lambda e: np.prod(e["x"]) + np.sum(np.prod(e["c"], axis=1)),
+         closed_grads=lambda e, v: {"x": np.zeros(3), "c": v * np.array([[-3.0, 0.0, 0.0], [0.0, 0.0, 0.0]])}),
+    Case("gen_eye_rect_arange_step", "E @ x", {"E": ("eye(2,4)", np.eye(2, 4)),
+         "x": ("arange(1, 2, 0.25)", np.arange(1, 2, 0.25))}, lambda e: e["E"] @ e["x"]),
+    Case("leaf_only_in_condition", "if b.sum() > 0:\n    y = a * 2\nelse:\n    y = a * 3", {"a": A3, "b": B3},
+         lambda e, z: e["a"] * (2 if np.sum(z["b"]) > 0 else 3), frozen=True, zero_grads=("b",)),
+    Case("for_zero_iterations", "y = x * 1\nfor i in range(0):\n    y = y * x", {"x": A3}, lambda e: e["x"] * 1),
+    Case("output_is_a_leaf", "y = x * 2", {"x": A3}, lambda e: e["x"], output="x",
+         closed_grads=lambda e, v: {"x": v}),
+    Case("keepdim_leaf_shape_1", "r * 2 + r.sum()", {"r": lit([[0.4, -0.3, 1.2]])},
+         lambda e: e["r"] * 2 + np.sum(e["r"])),
 ]
 CASES += MORE_CASES
 

@@ -145,3 +145,66 @@ def test_expression_file_and_program_clash(vjp, tmp_path):
     path.write_text('program = "x*2"\n[inputs]\nx = 1\n')
     r, elapsed = timed(vjp, "run", "x*3", "--file", str(path))
     assert_bad_input(r, elapsed, "not both")
+
+
+# ---------------------------------------------------------------------------- nothing user-written is evaluated
+SRC = __import__("pathlib").Path(__file__).resolve().parents[1] / "src" / "vjp_explorer"
+_DYNAMIC_NAMES = {"eval", "exec", "compile", "__import__", "breakpoint"}
+_PARSING_CALLS = {"sympify", "parse_expr", "lambdify", "parse_latex"}
+
+
+def test_source_never_calls_eval_exec_or_string_parsers():
+    # static guard: the only parse of user text is ast.parse; no eval/exec/compile,
+    # no sympify/parse_expr/lambdify, no numexpr anywhere in the package
+    import ast
+
+    problems = []
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(SRC)}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Call):
+                f = node.func
+                if isinstance(f, ast.Name) and f.id in _DYNAMIC_NAMES | _PARSING_CALLS:
+                    problems.append(f"{where}: {f.id}()")
+                if isinstance(f, ast.Attribute) and f.attr in _PARSING_CALLS:
+                    problems.append(f"{where}: .{f.attr}()")
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                mods = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+                if any(m and m.split(".")[0] == "numexpr" for m in mods):
+                    problems.append(f"{where}: imports numexpr")
+    assert not problems, problems
+
+
+def test_user_text_never_reaches_an_evaluator(vjp, monkeypatch):
+    # dynamic guard: every string handed to eval/exec/compile (other than ast.parse's
+    # AST-only compile) or to sympy's string parser is checked for the user's names
+    import ast
+    import builtins
+
+    import sympy.parsing.sympy_parser as sympy_parser
+
+    sentinel = "zqsentinel"
+    seen: list[str] = []
+
+    def spy(name, real, ok=lambda *a, **k: False):
+        def wrapper(*args, **kwargs):
+            if not ok(*args, **kwargs) and any(isinstance(a, str) and sentinel in a for a in args):
+                seen.append(name)
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    def ast_only(source, filename, mode, flags=0, *a, **k):
+        return bool(flags & ast.PyCF_ONLY_AST)
+
+    monkeypatch.setattr(builtins, "eval", spy("eval", builtins.eval))
+    monkeypatch.setattr(builtins, "exec", spy("exec", builtins.exec))
+    monkeypatch.setattr(builtins, "compile", spy("compile", builtins.compile, ast_only))
+    monkeypatch.setattr(sympy_parser, "parse_expr", spy("parse_expr", sympy_parser.parse_expr))
+    prog = f"h = 3*{sentinel} + 2*{sentinel}*{sentinel} + log({sentinel})\nout = h.sum()"
+    for cmd in ("run", "explain"):
+        r, elapsed = timed(vjp, cmd, prog, f"--{sentinel}", "1,2,3")
+        assert_clean(r, elapsed)
+        assert r.exit_code == 0, r.stderr
+    assert seen == []

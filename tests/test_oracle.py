@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle_programs import CASES, FLOAT32_IDS, Case, Env, fmt, log_softmax, pnorm, sigmoid, softmax
 
+from oracle_programs import CASES, FLOAT32_IDS, Case, Env, fmt, log_softmax, pnorm, sigmoid, softmax
 from vjp_explorer import explore
 from vjp_explorer.limits import DEFAULT_LIMITS, Limits
 
@@ -195,6 +195,52 @@ def test_program_against_oracle_float64(case: Case):
         assert leaf in env, f"closed-form Jacobian for a non-leaf {leaf}"
         assert r.jacobians[leaf].value is not None, f"{case.id}: Jacobian of {leaf} not materialised"
     assert set(r.jacobians) == set(env)  # --const inputs get no Jacobian
+    # the JSON form carries the same (oracle-checked) numbers
+    d = r.to_dict()
+    for leaf in env:
+        assert np.array_equal(np.asarray(d["grads"][leaf], dtype=np.float64), arr(r.grads[leaf]))
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+def test_intermediate_grads_simple_chain(calls: int):
+    """h = 2a, z = 3h with v = 1: the gradient reaching h is 3 per call, reaching z is v = 1 per call."""
+    r = explore("h = a * 2\nz = h * 3", {"a": "1,2"}, grad="1,1", dtype="float64", backward_calls=calls)
+    check_statuses(r)
+    assert arr(r.grads["a"]).tolist() == [6.0 * calls, 6.0 * calls]
+    assert arr(r.intermediates["h"].grad).tolist() == [3.0 * calls, 3.0 * calls]
+    assert arr(r.intermediates["z"].grad).tolist() == [1.0 * calls, 1.0 * calls]
+
+
+def test_intermediate_grads_closed_form_multi_statement():
+    """The v that reaches an intermediate: d(output)/d(intermediate) contracted with v."""
+    case = CASE_BY_ID["multi_statement"]
+    r, env, _, _, _ = run_case(case, "float64")
+    check_statuses(r)
+    h = np.tanh(env["W"] @ env["x"] + env["b"])
+    assert_close(arr(r.intermediates["h"].value), h, 1e-12, "h")
+    # loss = z + mean(h*h), z = 2 sum(h): dloss/dh = 2 + 2h/3, dloss/dz = dloss/dloss = 1
+    assert_close(arr(r.intermediates["h"].grad), 2 + 2 * h / 3, 1e-12, "h.grad")
+    assert arr(r.intermediates["z"].grad).tolist() == 1.0
+    assert arr(r.intermediates["loss"].grad).tolist() == 1.0
+
+
+def test_intermediate_grads_closed_form_output_in_the_middle():
+    case = CASE_BY_ID["output_middle_of_three"]
+    r, env, _, _, v = run_case(case, "float64")
+    check_statuses(r)
+    h = np.exp(env["a"]) * env["b"]
+    assert_close(arr(r.intermediates["h"].grad), 2 * h * v, 1e-12, "h.grad")  # z = h*h, output z
+    assert_close(arr(r.intermediates["z"].grad), v, 0, "z.grad")
+    assert r.intermediates["w"].grad is None  # computed after the output: no gradient reaches it
+
+
+@pytest.mark.parametrize(("program", "want"), [("relu(x) * 3", [0.0, 3.0, 0.0]), ("abs(x) * 3", [0.0, 3.0, -3.0])])
+def test_kinks_follow_torch_convention(program: str, want: list[float]):
+    """Finite differences cannot decide a kink; the documented convention (derivative 0 at 0) can."""
+    r = explore(program, {"x": "0,2,-1"}, grad="1,1,1", dtype="float64")
+    check_statuses(r)
+    assert arr(r.grads["x"]).tolist() == want
+    assert arr(r.symbolic["x"]).tolist() == want
 
 
 # ----------------------------------------------------------------------------- forward-mode routes
@@ -361,7 +407,7 @@ def test_backward_calls_2_is_exactly_twice(case_id: str, dtype: str):
     env = {n: a for n, (_, a) in case.values.items()}
     out0 = case_fn(case, env)(env)
     v = choose_v(case.id, np.shape(out0))
-    kw = dict(grad=None if v is None else fmt(v), output=case.output, dtype=dtype, seed=case.seed)
+    kw = {"grad": None if v is None else fmt(v), "output": case.output, "dtype": dtype, "seed": case.seed}
     values = {n: text for n, (text, _) in case.values.items()}
     one = explore(case.program, values, backward_calls=1, **kw)
     two = explore(case.program, values, backward_calls=2, **kw)
@@ -559,8 +605,8 @@ def render(node, stmts: list[str]) -> str:
         if node[4]:
             args.append("keepdim=True")
         a = ", ".join(args)
-        text = [f"{x}.{node[1]}({a})", f"{node[1]}({', '.join([x, *args])})", f"torch.{node[1]}({', '.join([x, *args])})"][
-            node[5]]
+        full = ", ".join([x, *args])
+        text = [f"{x}.{node[1]}({a})", f"{node[1]}({full})", f"torch.{node[1]}({full})"][node[5]]
     elif t == "norm":
         x = render(node[1], stmts)
         p = "" if node[2] is None else f"p={node[2]}"

@@ -44,7 +44,12 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def machine() -> list[tuple[str, str]]:
+def load_average() -> str:
+    """The 1-minute load average: other work on the machine shows up here."""
+    return f"{os.getloadavg()[0]:.2f}"
+
+
+def machine(load_at_start: str) -> list[tuple[str, str]]:
     import torch
 
     return [
@@ -58,15 +63,18 @@ def machine() -> list[tuple[str, str]]:
         ("sympy / typer / rich", " / ".join(_version(d) for d in ("sympy", "typer", "rich"))),
         ("vjp-explorer", f"{_version('vjp-explorer')}, commit {_git()}"),
         ("OPENBLAS_CORETYPE", os.environ.get("OPENBLAS_CORETYPE", "(not set)")),
+        ("PYTHONDONTWRITEBYTECODE", os.environ.get("PYTHONDONTWRITEBYTECODE", "(not set)")
+         + " (if set, modules without a cached .pyc, such as an editable install's, are compiled on every start)"),
+        ("load average (1 min)", f"{load_at_start} at start, {load_average()} at end"),
     ]
 
 
-def render(mode: str, sections: list[Section], elapsed_s: float) -> str:
+def render(mode: str, sections: list[Section], elapsed_s: float, load_at_start: str) -> str:
     targets = [t for s in sections for t in s.targets]
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     parts = [
         f"# vjp benchmark ({mode} mode, {now}, {elapsed_s / 60:.1f} min)",
-        md_table(["machine", ""], machine()),
+        md_table(["machine", ""], machine(load_at_start)),
         "## Targets\n\nReported, not enforced. n/a: not measured in this mode.\n\n"
         + md_table(["target", "limit", "measured", "verdict"], [[t.name, t.limit, t.measured, t.verdict] for t in targets]),
         *(f"## {s.title}\n\n{s.body}" for s in sections),

@@ -154,33 +154,26 @@ class _Run:
         t = self.lap("jacobian", t)
 
         calls = req.backward_calls
-        for leaf in leaves.values():
-            leaf.grad = None
+        # autograd.grad (used for the Jacobian above) also fills retained grads: start clean
+        for tensor in [*leaves.values(), *inter_tensors.values()]:
+            tensor.grad = None
         for _ in range(calls):
             out.backward(v, retain_graph=True)
         grads = {n: (x.grad if x.grad is not None else torch.zeros_like(x)) for n, x in leaves.items()}
         none_grads = [n for n, x in leaves.items() if x.grad is None]
         t = self.lap("backward", t)
 
-        from .engine.compare import TOLERANCES, compare, skipped
+        from .engine.compare import TOLERANCES, compare, compare_tensors, skipped
         from .engine.tensors import to_data
 
         tol = TOLERANCES[req.dtype]
         checks: dict[str, Check] = {}
-        # route 2: Jᵀv contracted from the explicit Jacobian (or the JVP identity where J is too big)
-        pairs = []
-        missing = [n for n, j in jacs.items() if j.jtv is None]
-        for n, j in jacs.items():
-            if j.jtv is None:
-                continue
-            g = grads[n].detach().reshape(-1).tolist()
-            w = (j.jtv.detach() * calls).reshape(-1).tolist()
-            pairs += [(_elem(n, grads[n].shape, k), a, b) for k, (a, b) in enumerate(zip(g, w, strict=True))]
         scale = _scale(v, jacs)
-        if pairs:
-            checks["jtv"] = compare(
-                "jtv", ".grad from backward(v) vs Jᵀv from the explicit Jacobian", pairs, tol, scale
-            )
+        # route 2: Jᵀv contracted from the explicit Jacobian (or the JVP identity where J is too big)
+        have = [(n, grads[n], j.jtv * calls) for n, j in jacs.items() if j.jtv is not None]
+        if have:
+            checks["jtv"] = compare_tensors("jtv", _JTV, have, tol, scale)
+        missing = [n for n, j in jacs.items() if j.jtv is None]
         if missing:
             a, b = random_vjp_check(
                 fwd, leaves, consts, missing, {n: grads[n] / calls for n in missing}, v, prog.output
@@ -200,44 +193,26 @@ class _Run:
         if not req.symbolic:
             checks["symbolic"] = skipped("symbolic", _SYM, "turned off (--no-symbolic)")
         else:
-            sym, reason = self._symbolic(fwd, leaves, consts, out, prog.output)
-            if sym is None:
+            sym, sym_grads, reason = self._symbolic(fwd, leaves, consts, out, v, prog.output)
+            if sym_grads is None:
                 checks["symbolic"] = skipped("symbolic", _SYM, reason or "")
             else:
-                vflat = v.detach().double().reshape(-1).tolist()
-                symbolic_grads = {}
-                spairs = []
-                jpairs = []
-                for n, rows in sym.values.items():
-                    shape = tuple(leaves[n].shape)
-                    col = []
-                    for k in range(leaves[n].numel()):
-                        terms = [vflat[i] * rows[i][k] for i in range(len(rows)) if vflat[i] != 0 and rows[i][k] != 0]
-                        s = calls * _fsum(terms)
-                        col.append(s)
-                    g = grads[n].detach().reshape(-1).tolist()
-                    spairs += [(_elem(n, shape, k), a, b) for k, (a, b) in enumerate(zip(g, col, strict=True))]
-                    symbolic_grads[n] = _plain(shape, col)
-                    jt = jacs[n].full
-                    if jt is not None:
-                        flat = jt.detach().reshape(-1).tolist()
-                        nn = leaves[n].numel()
-                        jpairs += [
-                            (
-                                f"d{_elem(prog.output, tuple(out.shape), i)}/d{_elem(n, shape, k)}",
-                                flat[i * nn + k],
-                                rows[i][k],
-                            )
-                            for i in range(len(rows))
-                            for k in range(nn)
-                        ]
-                checks["symbolic"] = compare("symbolic", _SYM, spairs, tol, scale)
-                if jpairs:
-                    checks["jacobian"] = compare(
-                        "jacobian",
-                        "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry",
-                        jpairs,
-                        tol,
+                sym_grads = {n: g * calls for n, g in sym_grads.items()}
+                symbolic_grads = {n: to_data(g) for n, g in sym_grads.items()}
+                checks["symbolic"] = compare_tensors(
+                    "symbolic", _SYM + (f" ({reason})" if reason else ""),
+                    [(n, grads[n], sym_grads[n]) for n in leaves], tol, scale,
+                )
+            if sym is not None:
+                jitems = [
+                    (f"d{prog.output}/d{n}", jacs[n].full.reshape(out.numel(), -1), sym.matrix(n))
+                    for n in leaves
+                    if jacs[n].full is not None
+                ]
+                if jitems:
+                    checks["jacobian"] = compare_tensors(
+                        "jacobian", "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry",
+                        jitems, tol,
                     )
         t = self.lap("symbolic", t)
         if req.expected is not None:
@@ -373,32 +348,60 @@ class _Run:
         return make_tensor(spec, "--grad", out.dtype, g, self.req.device), "given"
 
     def _symbolic(
-        self, fwd: Any, leaves: dict[str, Any], consts: dict[str, Any], out: Any, output: str
-    ) -> tuple[Any, str | None]:
+        self, fwd: Any, leaves: dict[str, Any], consts: dict[str, Any], out: Any, v: Any, output: str
+    ) -> tuple[Any, dict[str, Any] | None, str | None]:
+        """(the per-element SymbolicJacobian or None, Jᵀv per leaf from sympy or None, a reason or note)."""
+        import torch
+
+        from .engine import symbolic as S
+
         m = out.numel()
         n = sum(x.numel() for x in leaves.values())
         entries = m * n
+        work = sum(math.prod(_step_shape(fwd, s)) for s in fwd.steps)
+        budget = self.limits.symbolic_seconds
+        elementwise = S.is_elementwise(fwd.steps, fwd.output.deps)
+        reason = None
         if entries > self.limits.symbolic_entries:
-            return None, (
+            reason = (
                 f"too large for the exact per-element check: {m:,} outputs x {n:,} inputs = {entries:,} "
                 f"derivatives (limit {self.limits.symbolic_entries:,}; --limit symbolic_entries=N)"
             )
-        work = sum(math.prod(_step_shape(fwd, s)) for s in fwd.steps)
-        if work > self.limits.symbolic_entries * 5:
-            return None, f"the program computes {work:,} intermediate elements, too many for sympy"
-        from .engine.symbolic import SymbolicTimeout, Unsupported, symbolic_jacobian, time_budget
-
-        lv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in leaves.items()}
-        cv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in consts.items()}
+        elif work > self.limits.symbolic_entries * 5:
+            reason = f"the program computes {work:,} intermediate elements, too many for per-element sympy"
+        else:
+            lv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in leaves.items()}
+            cv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in consts.items()}
+            try:
+                with S.time_budget(budget):
+                    sym = S.symbolic_jacobian(fwd.steps, output, lv, cv, keep_formulas=self.req.explain)
+            except S.SymbolicTimeout:
+                reason = f"sympy did not finish within {budget:g} s (--limit symbolic_seconds=S)"
+                sym = None
+            except S.Unsupported as e:
+                return None, None, f"not supported symbolically: {e}"
+            except RecursionError:
+                return None, None, "the expression is too deep for sympy"
+            if sym is not None:
+                vf = v.detach().double().reshape(-1)
+                grads = {}
+                for name, x in leaves.items():
+                    J = sym.matrix(name)
+                    terms = torch.where((vf != 0)[:, None] & (J != 0), vf[:, None] * J, torch.zeros_like(J))
+                    grads[name] = terms.sum(0).reshape(x.shape)
+                return sym, grads, None
+        if not elementwise:
+            return None, None, reason
+        # structure-aware: an elementwise program is one scalar formula; differentiate it once per leaf
         try:
-            with time_budget(self.limits.symbolic_seconds):
-                return symbolic_jacobian(fwd.steps, output, lv, cv, keep_formulas=self.req.explain), None
-        except SymbolicTimeout:
-            return None, f"sympy did not finish within {self.limits.symbolic_seconds:g} s (--limit symbolic_seconds=S)"
-        except Unsupported as e:
-            return None, f"not supported symbolically: {e}"
-        except RecursionError:
-            return None, "the expression is too deep for sympy"
+            with S.time_budget(budget):
+                grads = S.elementwise_vjp(fwd.steps, output, leaves, consts, v, fwd.output.deps)
+        except S.SymbolicTimeout:
+            return None, None, f"{reason}; the elementwise route did not finish within {budget:g} s either"
+        except (S.Unsupported, RecursionError) as e:
+            return None, None, f"{reason}; the elementwise route failed: {e}"
+        note = "elementwise program: each leaf's scalar derivative from sympy, evaluated on all elements"
+        return None, grads, note
 
     def _notes(
         self,
@@ -483,6 +486,7 @@ class _Run:
 
 
 _SYM = ".grad from backward(v) vs Jᵀv from sympy's exact derivatives"
+_JTV = ".grad from backward(v) vs Jᵀv from the explicit Jacobian"
 
 
 def _flatten(x: Any) -> list[float]:
@@ -590,15 +594,19 @@ def _plain(shape: tuple[int, ...], flat: list[float]) -> TensorData:
 
 def _scale(v: Any, jacs: dict[str, Any]) -> float:
     # terms of Jᵀv can cancel: allow atol relative to the largest term, not just the result
+    import torch
+
     vmax = float(v.detach().abs().max()) if v.numel() else 0.0
     jmax = 0.0
     for j in jacs.values():
         src = j.full if j.full is not None else j.diagonal
         if src is not None and src.numel():
-            finite = src[src.isfinite()]
-            if finite.numel():
-                jmax = max(jmax, float(finite.abs().max()))
-    return vmax * jmax
+            big = float(src.detach().abs().max())
+            if not math.isfinite(big):
+                finite = src[torch.isfinite(src)]
+                big = float(finite.abs().max()) if finite.numel() else 0.0
+            jmax = max(jmax, big)
+    return vmax * jmax if math.isfinite(vmax) else 0.0
 
 
 __all__ = ["Request", "explore", "replace"]

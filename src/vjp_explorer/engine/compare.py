@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from ..result import Check, Tolerance
 
@@ -66,3 +67,76 @@ def compare(
 def skipped(name: str, compares: str, reason: str) -> Check:
     """A check that did not run, with the reason."""
     return Check(name=name, status="skipped", compares=compares, reason=reason)
+
+
+def compare_tensors(
+    name: str,
+    compares: str,
+    items: Sequence[tuple[str, Any, Any]],
+    tol: Tolerance,
+    scale: float | None = None,
+) -> Check:
+    """Like compare(), vectorised: (leaf name, got tensor, reference tensor) per leaf; any size."""
+    import torch
+
+    atol = tol.atol * max(1.0, scale or 0.0)
+    max_abs = 0.0
+    max_rel = 0.0
+    worst: str | None = None
+    bad = False
+    undefined: list[str] = []
+    n_undefined = 0
+    for leaf, got_t, want_t in items:
+        shape = tuple(got_t.shape)
+        g = got_t.detach().reshape(-1).cpu().double()
+        w = want_t.detach().reshape(-1).cpu().double()
+        d = (g - w).abs()
+        if not d.numel():
+            continue
+        lo, hi = torch.aminmax(d)
+        if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+            # slow path, only with inf/nan present: both non-finite means undefined at this point
+            finite = torch.isfinite(g) & torch.isfinite(w)
+            und = ~finite & ~torch.isfinite(g) & ((g == w) | torch.isnan(w) | (torch.isnan(g) & torch.isinf(w)))
+            mismatch = ~finite & ~und
+            if bool(mismatch.any()):
+                bad = True
+                if max_abs != math.inf:
+                    max_abs, worst = math.inf, _label(leaf, shape, int(mismatch.nonzero()[0]))
+            k_und = und.nonzero().reshape(-1)
+            n_undefined += int(k_und.numel())
+            room = max(0, 20 - len(undefined))
+            undefined += [_label(leaf, shape, int(k)) for k in k_und[:room]]
+            d = torch.where(finite, d, torch.zeros_like(d))
+            w = torch.where(finite, w, torch.zeros_like(w))
+        if bool((d > atol + tol.rtol * w.abs()).any()):
+            bad = True
+        k = int(d.argmax())
+        if float(d[k]) > max_abs:
+            max_abs, worst = float(d[k]), _label(leaf, shape, k)
+        rel = d / w.abs()  # 0/0 -> nan and x/0 -> inf are dropped below: rel is over nonzero references
+        rel = rel[w != 0]
+        if rel.numel():
+            max_rel = max(max_rel, float(rel.max()))
+    if n_undefined > len(undefined):
+        undefined.append(f"... {n_undefined - len(undefined)} more")
+    return Check(
+        name=name,
+        status="disagree" if bad else "agree",
+        compares=compares,
+        max_abs_diff=max_abs,
+        max_rel_diff=max_rel,
+        tolerance=Tolerance(tol.rtol, atol),
+        undefined=tuple(undefined),
+        worst=worst,
+    )
+
+
+def _label(name: str, shape: tuple[int, ...], k: int) -> str:
+    if not shape:
+        return name
+    idx = []
+    for n in reversed(shape):
+        idx.append(k % n)
+        k //= n
+    return f"{name}[{','.join(map(str, reversed(idx)))}]"

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +26,15 @@ import torch
 from ..limits import Limits
 from .interpreter import DENSE, DIAG, Forward, replay
 
-SMALL_ROWS = 64  # at most this many output elements: a plain loop of autograd.grad is fastest
+SMALL_ROWS = 64
+
+
+@contextmanager
+def quiet_torch_internals() -> Iterator[None]:
+    """torch.func / forward AD may warn about torch's own internals (torch.jit.script): not the user's business."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield  # at most this many output elements: a plain loop of autograd.grad is fastest
 
 
 @dataclass
@@ -143,9 +153,7 @@ def _dense_blocks(
     n_total = sum(leaves[n].numel() for n in names)
     argnums = tuple(range(len(names)))
     detached = [t.detach() for t in inputs]
-    with warnings.catch_warnings():
-        # torch.func's first use may warn about torch internals (torch.jit.script deprecation): not the user's business
-        warnings.simplefilter("ignore", DeprecationWarning)
+    with quiet_torch_internals():
         if m <= n_total:
             blocks = tf.jacrev(f, argnums=argnums)(*detached)
             method = "jacrev"
@@ -172,7 +180,7 @@ def random_vjp_check(
     env: dict[str, Any] = {k: t.detach() for k, t in leaves.items()}
     env.update(consts)
     us = {n: torch.randn(leaves[n].shape, generator=g, dtype=torch.float64).to(leaves[n].dtype) for n in names}
-    with fwad.dual_level():
+    with quiet_torch_internals(), fwad.dual_level():
         for n in names:
             env[n] = fwad.make_dual(env[n], us[n])
         out = replay(fwd.steps, output_name, env, v.dtype)

@@ -282,6 +282,12 @@ class SymbolicJacobian:
     values: dict[str, list[list[float]]]
     seconds: float
 
+    def matrix(self, leaf: str) -> Any:
+        """The values as a float64 tensor of shape (out_numel, leaf_numel)."""
+        import torch
+
+        return torch.tensor(self.values[leaf], dtype=torch.float64)
+
 
 def to_float(x: Any) -> float:
     """A sympy number as a float; complex, zoo, nan -> nan; +-oo -> +-inf."""
@@ -354,3 +360,142 @@ def symbolic_jacobian(
         formulas[name] = f_rows
         values[name] = v_rows
     return SymbolicJacobian(out, formulas, values, time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------- elementwise route
+_ELEMENTWISE_CALLS = frozenset(_UNARY) | {"pow"}
+
+
+def is_elementwise(steps: list[Step], deps: dict[str, str]) -> bool:
+    """True if every op is elementwise and the output depends on each leaf diagonally."""
+    if any(kind != "diag" for kind in deps.values()):
+        return False
+    for s in steps:
+        for node in P.walk_exprs(s.expr):
+            if isinstance(node, P.BinOp) and node.op == "@":
+                return False
+            if isinstance(node, P.Call) and node.func not in _ELEMENTWISE_CALLS:
+                return False
+            if isinstance(node, P.Compare | P.BoolOp):
+                return False
+    return True
+
+
+def elementwise_vjp(
+    steps: list[Step],
+    output: str,
+    leaves: dict[str, Any],
+    consts: dict[str, Any],
+    v: Any,
+    deps: dict[str, str],
+) -> dict[str, Any]:
+    """Jᵀv of an elementwise program: one scalar formula, differentiated once per leaf, evaluated on arrays.
+
+    The derivative is sympy's; the evaluation is plain float64 arithmetic on the input values: no
+    autograd is involved, so this stays an independent route at any size.
+    """
+    import torch
+
+    env = {name: SymTensor((), [sp.Symbol(name, real=True)]) for name in [*leaves, *consts]}
+    y = SymbolicProgram(env, lambda a: (_ for _ in ()).throw(Unsupported("detach"))).run(steps, output).items[0]
+    arrays = {name: t.detach().double() for name, t in [*leaves.items(), *consts.items()]}
+    vd = v.detach().double()
+    grads = {}
+    for name, x in leaves.items():
+        if name not in deps:
+            grads[name] = torch.zeros(x.shape, dtype=torch.float64)
+            continue
+        d = evaluate(sp.diff(y, env[name].items[0]), arrays).expand(v.shape)
+        grads[name] = torch.where(vd == 0, torch.zeros_like(vd), vd * d)
+    return grads
+
+
+def evaluate(expr: Any, arrays: dict[str, Any]) -> Any:
+    """A sympy expression evaluated with torch float64 arithmetic (our own walk: no lambdify)."""
+    import torch
+
+    if expr.is_Symbol:
+        return arrays[expr.name]
+    if expr is sp.zoo or expr is sp.nan:
+        return torch.tensor(math.nan, dtype=torch.float64)
+    if expr.is_Number:
+        return torch.tensor(float(expr), dtype=torch.float64)
+    args = expr.args
+    if expr.is_Add:
+        out = evaluate(args[0], arrays)
+        for a in args[1:]:
+            out = out + evaluate(a, arrays)
+        return out
+    if expr.is_Mul:
+        out = evaluate(args[0], arrays)
+        for a in args[1:]:
+            out = out * evaluate(a, arrays)
+        return out
+    if expr.is_Pow:
+        base, exp = args
+        if exp == sp.Rational(1, 2):
+            return torch.sqrt(evaluate(base, arrays))
+        return torch.pow(evaluate(base, arrays), evaluate(exp, arrays))
+    if isinstance(expr, sp.Piecewise):
+        result = torch.tensor(math.nan, dtype=torch.float64)
+        for value, cond in reversed(args):
+            result = torch.where(_condition(cond, arrays), evaluate(value, arrays), result)
+        return result
+    fn = _TORCH_FUNCS.get(type(expr).__name__)
+    if fn is None:
+        raise Unsupported(f"evaluating {type(expr).__name__}")
+    return fn(*[evaluate(a, arrays) for a in args])
+
+
+def _condition(cond: Any, arrays: dict[str, Any]) -> Any:
+    import torch
+
+    if cond is sp.true:
+        return torch.tensor(True)
+    if cond is sp.false:
+        return torch.tensor(False)
+    ops = {
+        "StrictGreaterThan": torch.gt,
+        "GreaterThan": torch.ge,
+        "StrictLessThan": torch.lt,
+        "LessThan": torch.le,
+        "Equality": torch.eq,
+        "Unequality": torch.ne,
+    }
+    name = type(cond).__name__
+    if name in ops:
+        return ops[name](evaluate(cond.args[0], arrays), evaluate(cond.args[1], arrays))
+    if name in ("And", "Or"):
+        parts = [_condition(c, arrays) for c in cond.args]
+        out = parts[0]
+        for p in parts[1:]:
+            out = (out & p) if name == "And" else (out | p)
+        return out
+    raise Unsupported(f"the condition {name}")
+
+
+def _torch_funcs() -> dict[str, Callable[..., Any]]:
+    import torch
+
+    return {
+        "exp": torch.exp,
+        "log": torch.log,
+        "sin": torch.sin,
+        "cos": torch.cos,
+        "tan": torch.tan,
+        "tanh": torch.tanh,
+        "Abs": torch.abs,
+        "sign": torch.sign,
+    }
+
+
+class _LazyFuncs(dict):  # type: ignore[type-arg]
+    """The torch functions by sympy class name, built on first use (torch loads lazily)."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if not self:
+            self.update(_torch_funcs())
+        return super().get(key, default)
+
+
+_TORCH_FUNCS = _LazyFuncs()

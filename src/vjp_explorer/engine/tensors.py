@@ -42,7 +42,7 @@ def make_tensor(
         t = torch.randn(spec.shape, generator=gen, dtype=dtype).to(device)
     else:  # pragma: no cover - the value parser knows the list
         raise AssertionError(g)
-    if not bool(torch.isfinite(t).all()):
+    if not all_finite(t):
         k = int((~torch.isfinite(t)).reshape(-1).nonzero()[0])
         raise ValueSyntaxError(
             f"{label}: element {k} does not fit in {str(dtype).removeprefix('torch.')} "
@@ -52,27 +52,38 @@ def make_tensor(
     return t
 
 
+def all_finite(t: torch.Tensor) -> bool:
+    """One pass: min and max are finite exactly when no element is inf or nan (nan propagates)."""
+    if t.numel() == 0:
+        return True
+    lo, hi = torch.aminmax(t.detach().reshape(-1))
+    return bool(torch.isfinite(lo) & torch.isfinite(hi))
+
+
 def to_data(t: torch.Tensor) -> TensorData:
     """Copy-free (where possible) view of a tensor as plain Python numbers, with summary stats."""
     t = t.detach().to("cpu")
     flat = t.reshape(-1).contiguous()
-    if flat.numel() == 0:
+    n = flat.numel()
+    if n == 0:
         return TensorData(tuple(t.shape), [], Stats(math.nan, math.nan, 0.0, 0, 0))
-    finite = torch.isfinite(flat)
-    nfin = int(finite.sum())
-    if nfin == flat.numel():
-        lo, hi = float(flat.min()), float(flat.max())
-        norm = float(torch.linalg.vector_norm(flat.double()))
-    elif nfin:
-        vals = flat[finite]
-        lo, hi = float(vals.min()), float(vals.max())
-        norm = float(torch.linalg.vector_norm(vals.double()))
+    lo_t, hi_t = torch.aminmax(flat)
+    lo, hi = float(lo_t), float(hi_t)
+    if math.isfinite(lo) and math.isfinite(hi):  # the common case: two passes in all
+        stats = Stats(lo, hi, float(torch.linalg.vector_norm(flat, dtype=torch.float64)), 0, 0)
     else:
-        lo = hi = norm = math.nan
-    nan = int(torch.isnan(flat).sum())
-    stats = Stats(lo, hi, norm, nan, flat.numel() - nfin - nan)
+        finite = torch.isfinite(flat)
+        nfin = int(finite.sum())
+        nan = int(torch.isnan(flat).sum())
+        if nfin:
+            vals = flat[finite]
+            lo, hi = float(vals.min()), float(vals.max())
+            norm = float(torch.linalg.vector_norm(vals, dtype=torch.float64))
+        else:
+            lo = hi = norm = math.nan
+        stats = Stats(lo, hi, norm, nan, n - nfin - nan)
     try:
-        data: memoryview | list[float] = memoryview(flat.numpy())
+        data: memoryview | list[float] = memoryview(flat.numpy())  # type: ignore[arg-type]
     except (RuntimeError, TypeError, ImportError):  # no numpy: plain list
         data = flat.tolist()
     return TensorData(tuple(t.shape), data, stats)

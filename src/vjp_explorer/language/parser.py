@@ -13,6 +13,7 @@ import keyword
 import math
 import re
 import tokenize
+import warnings
 from collections.abc import Iterator
 
 from ..errors import LimitError, ProgramSyntaxError, VjpError
@@ -147,7 +148,12 @@ class _Parser:
         self._check_brackets()
         self._check_tokens()
         try:
-            tree = ast.parse(src, mode="exec")
+            with warnings.catch_warnings():
+                # CPython warns (on stderr) about '1if x' or '"\d"'; as errors they become
+                # SyntaxErrors with a position, reported like any other
+                warnings.simplefilter("error", SyntaxWarning)
+                warnings.simplefilter("error", DeprecationWarning)
+                tree = ast.parse(src, mode="exec")
         except SyntaxError as e:
             raise self._syntax_error(e) from None
         except (RecursionError, MemoryError):
@@ -652,7 +658,10 @@ class _Parser:
                 receiver = func.value
             name = func.attr
         else:
-            raise self.err("Only named functions can be called.", func)
+            hint = None
+            if isinstance(func, ast.Constant | ast.BinOp | ast.UnaryOp | ast.Call):
+                hint = "Multiplication is written with '*': 2*(x + 1), not 2(x + 1)."
+            raise self.err("Only named functions can be called.", func, hint)
         spec = FUNCTIONS[name]
         for a in node.args:
             if isinstance(a, ast.Starred):

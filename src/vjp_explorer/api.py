@@ -116,7 +116,7 @@ class _Run:
             if name in specs:
                 tensor = make_tensor(specs[name], _label(name), dtype, gen, req.device).requires_grad_(True)
                 leaves[name] = tensor
-                env[name] = Val(tensor, {name: DIAG})
+                env[name] = Val(tensor, {name: DIAG}, (1, 1))
             else:
                 tensor = make_tensor(const_specs[name], _label(name), dtype, gen, req.device)
                 consts[name] = tensor
@@ -234,6 +234,7 @@ class _Run:
                 value=to_data(j.full) if j.full is not None else None,
                 diagonal=to_data(j.diagonal) if j.diagonal is not None else None,
                 reason=j.reason,
+                why=j.why,
             )
         inputs: dict[str, Input] = {}
         for n in prog.free:
@@ -369,9 +370,17 @@ class _Run:
             )
         elif work > self.limits.symbolic_entries * 5:
             reason = f"the program computes {work:,} intermediate elements, too many for per-element sympy"
+        elif m * min(fwd.output.size[0], 10**12) * min(fwd.output.size[1], n) > self.limits.symbolic_cost:
+            nodes, syms = fwd.output.size
+            reason = (
+                f"the exact per-element derivatives would cost about {m:,} outputs x {nodes:,} expression "
+                f"nodes x {min(syms, n):,} symbols, more than the budget of {self.limits.symbolic_cost:,} "
+                "(--limit symbolic_cost=N)"
+            )
         else:
             lv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in leaves.items()}
             cv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in consts.items()}
+            t0 = time.perf_counter()
             try:
                 with S.time_budget(budget):
                     sym = S.symbolic_jacobian(fwd.steps, output, lv, cv, keep_formulas=self.req.explain)
@@ -382,6 +391,7 @@ class _Run:
                 return None, None, f"not supported symbolically: {e}"
             except RecursionError:
                 return None, None, "the expression is too deep for sympy"
+            budget = max(0.05, budget - (time.perf_counter() - t0))  # one budget for both routes
             if sym is not None:
                 vf = v.detach().double().reshape(-1)
                 grads = {}
@@ -397,7 +407,8 @@ class _Run:
             with S.time_budget(budget):
                 grads = S.elementwise_vjp(fwd.steps, output, leaves, consts, v, fwd.output.deps)
         except S.SymbolicTimeout:
-            return None, None, f"{reason}; the elementwise route did not finish within {budget:g} s either"
+            total = self.limits.symbolic_seconds
+            return None, None, f"{reason}; the elementwise route did not finish within {total:g} s in all either"
         except (S.Unsupported, RecursionError) as e:
             return None, None, f"{reason}; the elementwise route failed: {e}"
         note = "elementwise program: each leaf's scalar derivative from sympy, evaluated on all elements"

@@ -25,6 +25,7 @@ class Limits:
     jacobian_entries: int = 25_000_000  # entries of one materialised Jacobian
     jacobian_bytes: int = 400_000_000  # bytes of all materialised Jacobians together
     symbolic_entries: int = 20_000  # out x in entries the per-element sympy check handles
+    symbolic_cost: int = 100_000  # estimated sympy work (expression nodes x symbols), decided before diff
     symbolic_seconds: float = 10.0  # wall-clock budget of the sympy check
 
     def with_overrides(self, items: dict[str, str]) -> Limits:

@@ -95,6 +95,7 @@ class Jacobian:
     value: TensorData | None  # None where not materialised
     diagonal: TensorData | None = None  # for structure == diagonal: dy[k]/dx[k]
     reason: str | None = None
+    why: str = ""  # why this method was chosen
 
 
 @dataclass(frozen=True)

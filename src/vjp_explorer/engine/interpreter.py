@@ -30,6 +30,9 @@ class Val:
 
     v: Any  # torch.Tensor | float | bool
     deps: dict[str, str] = field(default_factory=dict)
+    # estimated size of one element's exact formula: (expression nodes, leaf symbols it holds);
+    # lets the symbolic check be skipped from the sizes alone, before sympy builds anything
+    size: tuple[int, int] = (1, 0)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -165,7 +168,7 @@ class Interpreter:
         if isinstance(e, P.UnaryOp):
             x = self.eval(e.operand, env)
             if e.op == "-":
-                return Val(-x.v, dict(x.deps))
+                return Val(-x.v, dict(x.deps), _grow(x.size))
             return Val(not self._truth(x, e))
         if isinstance(e, P.Compare):
             vals = [self.eval(o, env) for o in e.operands]
@@ -236,7 +239,7 @@ class Interpreter:
         else:
             v = torch.pow(x, y) if isinstance(x, torch.Tensor) else torch.pow(torch.as_tensor(x, dtype=y.dtype), y)
         deps = _merge(a, b, shape)
-        return Val(v, deps)
+        return Val(v, deps, _grow(a.size, b.size))
 
     def _matmul(self, span: P.Span, a: Val, b: Val) -> Val:
         x, y = a.v, b.v
@@ -255,7 +258,8 @@ class Interpreter:
                 span,
             )
         self._check_numel(shape, span)
-        return Val(torch.matmul(x, y), _dense(a, b))
+        k = int(x.shape[-1])
+        return Val(torch.matmul(x, y), _dense(a, b), _grow(a.size, b.size, times=k))
 
     def _call(self, e: P.Call, args: list[Val]) -> Val:
         f = e.func
@@ -265,7 +269,7 @@ class Interpreter:
             t = torch.as_tensor(float(t), dtype=self.dtype)
         try:
             if f in ELEMENTWISE:
-                return Val(getattr(torch, f)(t), dict(x.deps))
+                return Val(getattr(torch, f)(t), dict(x.deps), _grow(x.size))
             if f == "pow":
                 return self._binop(P.BinOp("**", P.Num(0, e.span), P.Num(0, e.span), e.span), x, args[1])
             if f in ("matmul", "mm"):
@@ -275,10 +279,12 @@ class Interpreter:
             if f == "detach":
                 return Val(t.detach(), {})
             if f in ("sum", "mean", "prod", "norm"):
-                return Val(self._reduce(e, t), _dense(x))
+                r = self._reduce(e, t)
+                return Val(r, _dense(x), _grow(x.size, times=max(1, t.numel() // max(1, r.numel()))))
             if f in ("softmax", "log_softmax"):
                 dim = self._dim(e, t, e.param("dim"))
-                return Val(getattr(torch, f)(t, dim=dim), _dense(x))
+                width = int(t.shape[dim]) if t.dim() else 1
+                return Val(getattr(torch, f)(t, dim=dim), _dense(x), _grow(x.size, times=2 * width))
             if f == "t":
                 if t.dim() > 2:
                     raise self.err(
@@ -287,11 +293,11 @@ class Interpreter:
                         e.span,
                         "Use transpose(x, dim0, dim1).",
                     )
-                return Val(t.t() if t.dim() == 2 else t, dict(x.deps) if t.dim() < 2 else _dense(x))
+                return Val(t.t() if t.dim() == 2 else t, dict(x.deps) if t.dim() < 2 else _dense(x), x.size)
             if f == "transpose":
                 d0 = self._dim(e, t, e.param("dim0"))
                 d1 = self._dim(e, t, e.param("dim1"))
-                return Val(t.transpose(d0, d1), dict(x.deps) if d0 == d1 else _dense(x))
+                return Val(t.transpose(d0, d1), dict(x.deps) if d0 == d1 else _dense(x), x.size)
         except RuntimeError as err:
             raise self.err(ProgramError, f"{f}() failed: {_first_line(err)}", e.span) from None
         raise AssertionError(f)  # pragma: no cover
@@ -331,6 +337,16 @@ class Interpreter:
             r = fn(t)
             return r.reshape((1,) * t.dim()) if keep else r
         return fn(t, dim=dim, keepdim=keep)
+
+
+_CAP = 10**15
+
+
+def _grow(*sizes: tuple[int, int], times: int = 1) -> tuple[int, int]:
+    """The formula size of an op on operands of these sizes, repeated `times` (matmul, reductions)."""
+    nodes = times * (sum(s[0] for s in sizes) + 1)
+    syms = times * sum(s[1] for s in sizes)
+    return min(nodes, _CAP), min(syms, _CAP)
 
 
 def _first_line(err: BaseException) -> str:

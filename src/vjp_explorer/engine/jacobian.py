@@ -47,6 +47,7 @@ class LeafJacobian:
     diagonal: torch.Tensor | None
     jtv: torch.Tensor | None
     reason: str | None = None
+    why: str = ""  # why this method was chosen, for --verbose and the JSON
 
 
 def compute_jacobians(
@@ -77,7 +78,10 @@ def compute_jacobians(
                 budget_bytes -= entries * bytes_per
             else:
                 reason = "an all-zero block too large to materialise"
-            res[n] = LeafJacobian("zero", "zero", full, None, torch.zeros_like(leaves[n]), reason)
+            res[n] = LeafJacobian(
+                "zero", "zero", full, None, torch.zeros_like(leaves[n]), reason,
+                why=f"the program shows {output_name} does not depend on {n}: a zero block, no autodiff",
+            )
 
     if diag:
         grads = torch.autograd.grad(out, [leaves[n] for n in diag], torch.ones_like(out), retain_graph=True)
@@ -90,7 +94,11 @@ def compute_jacobians(
                 budget_bytes -= entries * bytes_per
             else:
                 reason = f"diagonal: {m:,} x {m:,} entries, only the {m:,} on the diagonal are kept"
-            res[n] = LeafJacobian("diagonal", "diagonal", full, d, v * d, reason)
+            res[n] = LeafJacobian(
+                "diagonal", "diagonal", full, d, v * d, reason,
+                why=f"the program shows {output_name} depends on {n} elementwise: one autograd.grad with v = ones "
+                f"gives every ∂{output_name}[k]/∂{n}[k]",
+            )
 
     if dense:
         fits = []
@@ -101,20 +109,21 @@ def compute_jacobians(
                 budget_bytes -= entries * bytes_per
             else:
                 res[n] = LeafJacobian(
-                    "dense",
-                    "not materialised",
-                    None,
-                    None,
-                    None,
-                    f"{m:,} x {leaves[n].numel():,} = {entries:,} entries exceed the budget "
+                    why="beyond the budget: Jᵀv comes from backward(v) alone, checked by a forward-mode JVP",
+                    structure="dense",
+                    method="not materialised",
+                    full=None,
+                    diagonal=None,
+                    jtv=None,
+                    reason=f"{m:,} x {leaves[n].numel():,} = {entries:,} entries exceed the budget "
                     f"({limits.jacobian_entries:,} entries, {limits.jacobian_bytes:,} bytes; "
                     f"--max-jacobian N to change it)",
                 )
         if fits:
-            blocks, method = _dense_blocks(fwd, leaves, consts, fits, out, output_name)
+            blocks, method, why = _dense_blocks(fwd, leaves, consts, fits, out, output_name)
             for n, J in zip(fits, blocks, strict=True):
                 jtv = torch.tensordot(v, J, dims=out.dim()) if out.dim() else v * J
-                res[n] = LeafJacobian("dense", method, J, None, jtv)
+                res[n] = LeafJacobian("dense", method, J, None, jtv, why=why)
     return {n: res[n] for n in leaves}
 
 
@@ -125,7 +134,7 @@ def _dense_blocks(
     names: list[str],
     out: torch.Tensor,
     output_name: str,
-) -> tuple[list[torch.Tensor], str]:
+) -> tuple[list[torch.Tensor], str, str]:
     m = out.numel()
     inputs = [leaves[n] for n in names]
     if m <= SMALL_ROWS:
@@ -137,9 +146,12 @@ def _dense_blocks(
             gs = torch.autograd.grad(out, inputs, onehot.reshape(out.shape), retain_graph=True, allow_unused=True)
             for k, g in enumerate(gs):
                 rows[k].append(torch.zeros_like(inputs[k]) if g is None else g)
-        return [torch.stack(r).reshape((*out.shape, *leaves[n].shape)) for r, n in zip(rows, names, strict=True)], (
-            "autograd.grad rows"
+        blocks = [torch.stack(r).reshape((*out.shape, *leaves[n].shape)) for r, n in zip(rows, names, strict=True)]
+        why = (
+            f"{m} output element(s) <= {SMALL_ROWS}: one plain autograd.grad per row with a one-hot v "
+            "(cheapest at this size, and no torch.func import)"
         )
+        return blocks, "autograd.grad rows", why
     import torch.func as tf
 
     env_fixed: dict[str, Any] = {k: t.detach() for k, t in leaves.items() if k not in names}
@@ -157,10 +169,12 @@ def _dense_blocks(
         if m <= n_total:
             blocks = tf.jacrev(f, argnums=argnums)(*detached)
             method = "jacrev"
+            why = f"{m:,} outputs <= {n_total:,} inputs: reverse mode, all rows at once (torch.func.jacrev, vmap)"
         else:
             blocks = tf.jacfwd(f, argnums=argnums)(*detached)
             method = "jacfwd"
-    return list(blocks), method
+            why = f"{n_total:,} inputs < {m:,} outputs: forward mode, all columns at once (torch.func.jacfwd)"
+    return list(blocks), method, why
 
 
 def random_vjp_check(

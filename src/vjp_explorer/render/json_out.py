@@ -71,6 +71,7 @@ def result_to_dict(r: Result) -> dict[str, Any]:
                 "structure": j.structure,
                 "diagonal": values(j.diagonal) if j.diagonal is not None else None,
                 "reason": j.reason,
+                "why": j.why,
             }
             for n, j in r.jacobians.items()
         },

@@ -100,16 +100,19 @@ def header(r: Result, view: View) -> RenderableType:
     return Group(t, Text(""), lead)
 
 
-def leaf_heading(r: Result, leaf: str) -> Text:
-    """`leaf b  shape [3]  ·  Jacobian: diagonal (method: diagonal)`."""
+def leaf_heading(r: Result, leaf: str, view: View) -> Text:
+    """`leaf b  shape [3]  ·  Jacobian: diagonal (method: diagonal)`; with --verbose, why that method."""
     inp = r.inputs[leaf]
     jac = r.jacobians[leaf]
-    return Text.assemble(
+    text = Text.assemble(
         ("leaf ", "bold"),
         (leaf, "bold cyan"),
         f"  shape {fmt_shape(inp.value.shape)}  ·  Jacobian ∂{r.output_name}/∂{leaf}: {jac.structure}, "
         f"shape {fmt_shape(jac.shape)}, computed by {jac.method}",
     )
+    if view.verbose and jac.why:
+        text.append(f"\n  method: {jac.why}", "dim")
+    return text
 
 
 def leaf_table(r: Result, leaf: str, view: View) -> Table:
@@ -171,7 +174,7 @@ def leaf_section(r: Result, leaf: str, view: View) -> RenderableType:
     table = leaf_table(r, leaf, view)
     jac = jacobian_view(r, leaf, view)
     # side by side when both fit the terminal, else the Jacobian goes below
-    return Group(leaf_heading(r, leaf), Columns([table, jac], padding=(1, 4)))
+    return Group(leaf_heading(r, leaf, view), Columns([table, jac], padding=(1, 4)))
 
 
 def check_rows(checks: Iterable[Check]) -> Table:

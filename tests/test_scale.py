@@ -1,0 +1,95 @@
+"""Sizes: the Jacobian strategy, budgets that degrade gracefully, the structure-aware symbolic route, devices."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from vjp_explorer import explore
+from vjp_explorer.limits import Limits
+
+
+def test_strategy_is_chosen_by_structure_then_size():
+    r = explore("y = 3*a + W @ b + 0*c.sum()", {"a": "ones(3)", "b": "ones(2)", "c": "ones(2)"},
+                consts={"W": "ones(3,2)"}, grad="ones")
+    assert r.jacobians["a"].method == "diagonal"
+    assert r.jacobians["b"].method == "autograd.grad rows"
+    assert r.jacobians["c"].structure == "dense"  # 0*c.sum() still depends on c in the graph
+    assert all(c.status == "agree" for c in r.checks.values())
+    z = explore("u = c * 2; y = a * a", {"a": "1,2", "c": "1,2"}, grad="ones")
+    assert z.jacobians["c"].method == "zero" and z.grads["c"].tolist() == [0.0, 0.0]
+
+
+def test_large_dense_uses_torch_func_reverse_and_forward():
+    r = explore("torch.tanh(W @ x)", {"x": "linspace(0, 1, 100)"}, consts={"W": "randn(80, 100)"}, seed=1,
+                grad="ones", dtype="float64", symbolic=False)
+    assert r.jacobians["x"].method == "jacrev"
+    assert r.checks["jtv"].status == "agree"
+    r = explore("torch.tanh(W @ x)", {"x": "linspace(0, 1, 70)"}, consts={"W": "randn(100, 70)"}, seed=1,
+                grad="ones", dtype="float64", symbolic=False)
+    assert r.jacobians["x"].method == "jacfwd"
+    assert r.checks["jtv"].status == "agree"
+
+
+def test_beyond_the_budget_j_is_null_and_jvp_checks_backward():
+    r = explore("torch.tanh(W @ x)", {"x": "linspace(0, 1, 100)"}, consts={"W": "randn(100, 100)"}, seed=2,
+                grad="ones", limits=Limits(jacobian_entries=1000))
+    j = r.jacobians["x"]
+    assert j.value is None and j.method == "not materialised" and "budget" in (j.reason or "")
+    assert r.jtv["x"] is None
+    assert r.checks["jvp"].status == "agree"
+    d = r.to_dict()
+    assert d["jacobian"]["x"]["value"] is None and d["jacobian"]["x"]["reason"]
+    json.dumps(d, allow_nan=False)
+
+
+def test_big_elementwise_keeps_the_diagonal_and_checks_symbolically():
+    n = 200_000
+    r = explore("3*a + 2*b*b + torch.log(c)", {k: f"linspace(1, 2, {n})" for k in "abc"}, grad="ones")
+    for leaf in "abc":
+        j = r.jacobians[leaf]
+        assert j.structure == "diagonal" and j.value is None and j.diagonal is not None
+    sym = r.checks["symbolic"]
+    assert sym.status == "agree" and "elementwise" in sym.compares
+    assert r.symbolic is not None and r.symbolic["c"].shape == (n,)
+    assert r.checks["jtv"].status == "agree"
+
+
+def test_symbolic_is_skipped_with_a_reason_for_large_dense():
+    r = explore("torch.tanh(W @ x)", {"x": "linspace(0, 1, 300)"}, consts={"W": "randn(300, 300)"}, seed=0,
+                grad="ones")
+    assert r.checks["symbolic"].status == "skipped"
+    assert "too large" in (r.checks["symbolic"].reason or "")
+    assert r.exit_code == 0
+
+
+def test_symbolic_time_budget_is_enforced():
+    # a harmless-looking program whose exact derivatives are slow to evaluate at 30 digits
+    prog = "y = x\nfor i in range(40):\n    y = torch.sin(y * y + x)"
+    r = explore(prog, {"x": "linspace(0.1, 0.9, 40)"}, grad="ones", limits=Limits(symbolic_seconds=0.5))
+    s = r.checks["symbolic"]
+    assert s.status in ("skipped", "agree")
+    if s.status == "skipped":
+        assert "within" in (s.reason or "") or "elementwise" in (s.reason or "")
+    assert r.timings["symbolic"] < 5
+
+
+def test_cuda_device(vjp):
+    if torch.cuda.is_available():
+        r = vjp("run", "x*x", "--x", "1,2", "--grad", "ones", "--device", "cuda", "--json")
+        assert r.exit_code == 0, r.stderr
+        assert json.loads(r.stdout)["device"] == "cuda"
+    else:
+        r = vjp("run", "x*x", "--x", "1,2", "--grad", "ones", "--device", "cuda")
+        assert r.exit_code == 2 and "not available" in r.stderr
+    r = vjp("run", "x*x", "--x", "1,2", "--grad", "ones", "--device", "tpu")
+    assert r.exit_code == 2 and "cpu or cuda" in r.stderr
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_cuda_matches_cpu():
+    a = explore("torch.tanh(W @ x)", {"x": "1,2"}, consts={"W": "[[1,2],[3,4]]"}, grad="ones", device="cpu")
+    b = explore("torch.tanh(W @ x)", {"x": "1,2"}, consts={"W": "[[1,2],[3,4]]"}, grad="ones", device="cuda")
+    assert a.grads["x"].tolist() == pytest.approx(b.grads["x"].tolist(), rel=1e-5)

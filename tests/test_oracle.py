@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from oracle_programs import CASES, FLOAT32_IDS, Case, Env, fmt, log_softmax, pnorm, sigmoid, softmax
@@ -651,9 +651,15 @@ def programs(draw):
     return tree, sep.join(stmts), SHAPES[shape], seed
 
 
-@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                               HealthCheck.data_too_large])
+# derandomize: the same 60 programs every run (no flaky CI); the explicit examples are regressions found by
+# the random search (a reduction or transpose of a leaf straight to the output: aliased one-hot Jacobian rows)
+@settings(max_examples=60, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(programs())
+@example((("red", "sum", ("leaf", "c"), 1, False, 0, False), "c.sum(dim=1)", (2,), 0))
+@example((("T", ("leaf", "c"), 0), "c.T", (3, 2), 1))
+@example((("bin", "*", ("leaf", "a"), ("red", "mean", ("leaf", "c"), 0, False, 1, True), False),
+          "t0 = mean(c, dim=0)\ny = (a * t0)", (3,), 2))
 def test_random_programs_against_oracle(prog):
     tree, text, out_shape, seed = prog
     rng = np.random.default_rng(seed)

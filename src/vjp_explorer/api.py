@@ -205,9 +205,9 @@ class _Run:
                 )
             if sym is not None:
                 jitems = [
-                    (f"d{prog.output}/d{n}", jacs[n].full.reshape(out.numel(), -1), sym.matrix(n))
+                    (f"d{prog.output}/d{n}", full.reshape(out.numel(), -1), sym.matrix(n))
                     for n in leaves
-                    if jacs[n].full is not None
+                    if (full := jacs[n].full) is not None
                 ]
                 if jitems:
                     checks["jacobian"] = compare_tensors(
@@ -238,7 +238,7 @@ class _Run:
             )
         inputs: dict[str, Input] = {}
         for n in prog.free:
-            tensor = leaves.get(n, consts.get(n))
+            tensor = leaves[n] if n in leaves else consts[n]
             spec = specs.get(n) or const_specs[n]
             inputs[n] = Input(n, to_data(tensor), n in leaves, spec.text)
         intermediates = {

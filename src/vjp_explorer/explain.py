@@ -107,9 +107,9 @@ def build_explanation(res: Result, prog: Any, fwd: Any, sym: Any, limits: Any) -
     out_shape = res.output.shape
     m = res.output.numel
     cast: list[dict[str, Any]] = []
-    for n, i in res.inputs.items():
-        role = "leaf (requires_grad=True): gets a .grad" if i.requires_grad else "constant: no grad, no Jacobian"
-        cast.append({"name": n, "role": role, "shape": list(i.value.shape)})
+    for n, inp in res.inputs.items():
+        role = "leaf (requires_grad=True): gets a .grad" if inp.requires_grad else "constant: no grad, no Jacobian"
+        cast.append({"name": n, "role": role, "shape": list(inp.value.shape)})
     for n, it in res.intermediates.items():
         if n == out:
             continue
@@ -151,8 +151,7 @@ def build_explanation(res: Result, prog: Any, fwd: Any, sym: Any, limits: Any) -
         if sym is not None:
             values = sym.values[n]
             f_rows = sym.formulas.get(n)
-        elif res.jacobians[n].value is not None:
-            jv = res.jacobians[n].value
+        elif (jv := res.jacobians[n].value) is not None:
             values = [[float(jv.flat[i * nn + j]) for j in range(nn)] for i in range(m)]
             f_rows = None
         else:

@@ -46,7 +46,7 @@ class TensorData:
         if not self.shape:
             return float(self.flat[0])
         if isinstance(self.flat, memoryview):
-            return self.flat.cast("B").cast(self.flat.format, list(self.shape)).tolist()
+            return self.flat.cast("B").cast(self.flat.format, list(self.shape)).tolist()  # type: ignore[call-overload]
         out: Any = list(self.flat)
         for n in reversed(self.shape[1:]):
             out = [out[i : i + n] for i in range(0, len(out), n)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -19,23 +20,23 @@ def make_tensor(
     """Build the tensor a ValueSpec describes (sizes were checked by the value parser)."""
     g = spec.generator
     a = spec.args
-    kw = {"dtype": dtype, "device": device}
+    kw: dict[str, Any] = {"dtype": dtype, "device": device}
     if g is None:
         assert spec.data is not None
-        t = torch.tensor(spec.data, dtype=torch.float64).reshape(spec.shape).to(**kw)  # type: ignore[arg-type]
+        t = torch.tensor(spec.data, dtype=torch.float64).reshape(spec.shape).to(**kw)
     elif g == "ones":
-        t = torch.ones(spec.shape, **kw)  # type: ignore[arg-type]
+        t = torch.ones(spec.shape, **kw)
     elif g == "zeros":
-        t = torch.zeros(spec.shape, **kw)  # type: ignore[arg-type]
+        t = torch.zeros(spec.shape, **kw)
     elif g == "full":
-        t = torch.full(spec.shape, a[-1], **kw)  # type: ignore[arg-type]
+        t = torch.full(spec.shape, a[-1], **kw)
     elif g == "eye":
-        t = torch.eye(*spec.shape, **kw)  # type: ignore[arg-type]
+        t = torch.eye(*spec.shape, **kw)
     elif g == "arange":
         start, stop, step = (0.0, a[0], 1.0) if len(a) == 1 else (a[0], a[1], a[2] if len(a) == 3 else 1.0)
-        t = torch.arange(start, stop, step, **kw)  # type: ignore[arg-type]
+        t = torch.arange(start, stop, step, **kw)
     elif g == "linspace":
-        t = torch.linspace(a[0], a[1], int(a[2]), **kw)  # type: ignore[arg-type]
+        t = torch.linspace(a[0], a[1], int(a[2]), **kw)
     elif g == "rand":
         t = torch.rand(spec.shape, generator=gen, dtype=dtype).to(device)
     elif g == "randn":

@@ -255,7 +255,21 @@ MARKUP = [
     case("markup-unclosed-bracket-program", ["x*2 + [/red]", *X1], "[/red]"),
 ]
 
-BAD_INPUT = ESCAPES + UNICODE + BOMBS + VALUES + OPTIONS + GRAD + MARKUP
+SYNTAX = [
+    case("invalid-decimal", ["x*1if x else 2", *X1], "invalid decimal literal"),
+    case("implicit-multiplication", ["2(x + 1)", *X1], "Multiplication is written with '*'"),
+    case("double-equals-assign", ["y = = x", *X1], "not valid Python syntax"),
+    case("missing-colon", ["y = x\nif x > 0\n    y = x", *X1], "not valid Python syntax"),
+    case("bad-indent", ["\ty = x", *X1], "indent"),
+    case("unterminated-string", ["x + 'abc", *X1], "not valid Python syntax"),
+    case("dangling-operator", ["x +", *X1], "not valid Python syntax"),
+    case("close-before-open", [")(", *X1], "Unmatched ')'"),
+    case("mismatched-brackets", ["log(x]", *X1], "Unmatched ']'"),
+    case("unclosed-call", ["log(x", *X1], "'(' is never closed"),
+    case("backslash-continuation", ["x \\", *X1], "not valid Python syntax"),
+]
+
+BAD_INPUT = ESCAPES + UNICODE + BOMBS + VALUES + OPTIONS + GRAD + MARKUP + SYNTAX
 
 # hostile-looking but legal: must run (exit 0) and show the user's text literally
 OK_CASES = [
@@ -294,7 +308,6 @@ FILE_CASES = {
     "string-in-array": (b'program = "x*2"\n[inputs]\nx = ["a"]\n', "not a number"),
     "huge-hex-int": (b'program = "x*2"\n[inputs]\nx = [1, 0x' + b"f" * 5000 + b"]\n", "not a finite number"),
     "markup-value": (b'program = "x*2 # [/red]"\n[inputs]\nx = "[/red]"\n', "[/red]"),
-    "utf8-bom": (b'\xef\xbb\xbfprogram = "x*2"\n[inputs]\nx = 1\n', "TOML"),
     "long-program": (b'program = "x' + b" " * 30000 + b'"\n[inputs]\nx = 1\n', "characters long"),
     "huge-decimal-int": (b'program = "x*2"\n[inputs]\nx = [1, ' + b"9" * 5000 + b"]\n", "digits"),
 }

@@ -208,3 +208,16 @@ def test_nonfinite_values_in_json_are_strings(vjp):
     assert d["checks"]["symbolic"]["status"] == "agree"
     assert d["checks"]["symbolic"]["undefined"] == ["x[0]"]
     assert any(n["code"] == "nonfinite_grad" for n in d["notes"])
+
+
+def test_reported_edge_cases(vjp):
+    # transposing a 0-d value is a no-op in torch, and in the symbolic route
+    ok(vjp("run", "z = transpose(x.sum(), 0, 0)", "--x", "1,2"))
+    # sympy overflowing is a skipped check, not a crash
+    r = ok(vjp("run", "z = -3 ** (pow(c, c) / 3)", "--c", "1e30", "--dtype", "float64", "--json"))
+    assert json.loads(r.stdout)["checks"]["symbolic"]["status"] == "skipped"
+    # a variable named like an option: only --var works, and the message says so
+    bad(vjp("run", "grad*2", "--grad", "1"), "--var grad=VALUE")
+    bad(vjp("run", "2*3"), "no inputs")
+    r = bad(vjp("run", "y = x*2\nz = y", "--x", "1", "--y", "2"), "intermediate")
+    assert "did you mean" not in r.stderr

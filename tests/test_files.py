@@ -147,3 +147,11 @@ def test_file_too_large_and_too_deep(vjp, tmp_path):
     deep = write(tmp_path, 'program = "x"\n[inputs]\nx = ' + "[" * 5000 + "]" * 5000 + "\n", "deep.toml")
     r = vjp("run", "--file", deep)
     assert r.exit_code == 2 and "nested too deeply" in r.stderr, r.stderr
+
+
+def test_a_utf8_byte_order_mark_is_accepted(vjp, tmp_path):
+    p = tmp_path / "bom.toml"
+    p.write_bytes(b'\xef\xbb\xbfprogram = "x*2"\ngrad = "ones"\n[inputs]\nx = [1, 2]\n')
+    r = vjp("run", "--file", str(p), "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["grads"]["x"] == [2.0, 2.0]

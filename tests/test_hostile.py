@@ -91,6 +91,22 @@ def test_errors_leave_json_stdout_empty(vjp, args):
     assert_bad_input(r, elapsed, "")
 
 
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        (["__import__('os').system('id')", "--x", "1"], "'__import__'"),
+        (["x.__class__", "--x", "1"], "'__class__' is not allowed"),
+        (["\uff4c\uff4f\uff47(x)", "--x", "1"], "did you mean 'l'?"),
+        (["x*y", "--x", "zeros(100000,1)", "--y", "zeros(1,100000)", "--grad", "ones"], "shape [100000, 100000]"),
+        (["x*2", "--x", "[/red]"], "[/red]"),
+    ],
+    ids=["escape", "dunder", "fullwidth", "broadcast", "markup"],
+)
+def test_explain_refuses_the_same_input(vjp, args, phrase):
+    r, elapsed = timed(vjp, "explain", *args)
+    assert_bad_input(r, elapsed, phrase)
+
+
 def _underlined(stderr: str) -> str:
     """The text above the ^^^ marker's carets."""
     lines = stderr.splitlines()
@@ -119,6 +135,21 @@ def test_marker_points_at_the_offending_span(vjp, args, under):
     r, elapsed = timed(vjp, "run", *args)
     assert_bad_input(r, elapsed, "")
     assert _underlined(r.stderr) == under, r.stderr
+
+
+def test_parser_prints_no_python_warnings():
+    # CPython warns on stderr about '1if x' and '"\\d"'; the parser turns those into its own errors
+    import warnings
+
+    from vjp_explorer.errors import VjpError
+    from vjp_explorer.language.parser import parse_program
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for src in ["x*1if x else 2", "y = x\nz = '\\d'", "0x1for"]:
+            with pytest.raises(VjpError):
+                parse_program(src)
+    assert [str(w.message) for w in caught] == []
 
 
 # ---------------------------------------------------------------------------- expression files

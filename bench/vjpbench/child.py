@@ -1,4 +1,5 @@
-"""Run one command as the only child of this small, fresh process; print its cost as one JSON line.
+"""Run one command as the only child of this small, fresh process; print its cost as one JSON line:
+wall time, CPU time (user + sys) and peak RSS.
 
 Usage: python child.py TIMEOUT_S MAX_RSS_KB CMD [ARG...]
 
@@ -61,13 +62,18 @@ def main() -> None:
         err.seek(0)
         stderr_tail = err.read()[-1500:].decode(errors="replace")
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({
-        "wall_s": wall,
-        "max_rss_kb": usage.ru_maxrss,
-        "returncode": returncode,
-        "killed": why[0] if why else None,
-        "stderr_tail": stderr_tail,
-    }))
+    print(
+        json.dumps(
+            {
+                "wall_s": wall,
+                "cpu_s": usage.ru_utime + usage.ru_stime,
+                "max_rss_kb": usage.ru_maxrss,
+                "returncode": returncode,
+                "killed": why[0] if why else None,
+                "stderr_tail": stderr_tail,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

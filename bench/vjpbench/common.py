@@ -36,6 +36,11 @@ class Target:
         return {True: "PASS", False: "**FAIL**", None: "n/a"}[self.passed]
 
 
+def median(s: Series | None) -> float | None:
+    """The median of a series that may be missing."""
+    return None if s is None else s.median
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     """a / b, or None when either is missing."""
     return None if a is None or b is None or b == 0 else a / b

@@ -1,7 +1,8 @@
 """(c) the explicit Jacobian, our engine vs torch.func, and (d) the sympy cross-check as n grows.
 
-In-process and warm: each measurement runs once untimed, then `repeats` times. Our engine is
-timed by the library itself: Result.timings["jacobian"] / ["symbolic"] (seconds).
+In-process. Our engine is timed by the library itself: Result.timings["jacobian"] / ["symbolic"]
+(seconds). Jacobians are timed warm (one untimed call first) and interleaved with torch.func;
+the symbolic check is timed with a cold sympy cache, as every `vjp run` has.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple
 
 import sympy
 import torch
@@ -17,17 +18,15 @@ import torch.func
 
 from vjp_explorer import Result, explore
 
-from .common import Section, Series, Target, fmt_ratio, fmt_s, fmt_series_s, md_table, ratio
+from .common import Section, Series, Target, fmt_ratio, fmt_s, fmt_series_s, md_table, median, ratio
 from .plans import Plan
 from .process import SEED_PROGRAM, Log
 
-SEED = 0  # --seed for randn(...): W is then torch.randn((n, n), generator=Generator().manual_seed(0))
+SEED = 0  # --seed for randn(...): W is then torch.randn((n, n), generator=Generator().manual_seed(0)), as below
 TARGET_N = 3000  # the n of the Jacobian targets
 SYMBOLIC_TARGET_N = 1_000_000
 MIN_TOTAL_S = 1.0  # quick calls are repeated (up to MAX_REPEATS) until this much time has passed
 MAX_REPEATS = 50
-
-T = TypeVar("T")
 
 
 def timed(fn: Callable[[], object]) -> Callable[[], float]:
@@ -72,7 +71,7 @@ class JacProgram:
     kind: str
     program: str
     uses_w: bool  # W is a constant randn(n, n)
-    torch_fn: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]  # the same program in plain torch
+    torch_fn: Callable[..., torch.Tensor]  # (x, W) -> y: the same program in plain torch
 
     def request(self, n: int) -> tuple[dict[str, str], dict[str, str]]:
         return {"x": f"linspace(-1,1,{n})"}, ({"W": f"randn({n},{n})"} if self.uses_w else {})
@@ -98,7 +97,7 @@ class JacRow:
     error: str | None = None
 
     def versus(self, other: Series | None) -> float | None:
-        return ratio(self.ours and self.ours.median, other and other.median)
+        return ratio(median(self.ours), median(other))
 
     @property
     def best(self) -> Series | None:
@@ -143,8 +142,9 @@ def jacobian_row(prog: JacProgram, n: int, repeats: int) -> JacRow:
     return row
 
 
-def _jacobian_target(name: str, limit: str, row: JacRow | None, value: Callable[[JacRow], float | None],
-                     ok: Callable[[float], bool]) -> Target:
+def _jacobian_target(
+    name: str, limit: str, row: JacRow | None, value: Callable[[JacRow], float | None], ok: Callable[[float], bool]
+) -> Target:
     if row is None:
         return Target(name, limit, "not run in this mode", None)
     if row.error:
@@ -159,12 +159,17 @@ def _jacobian_targets(rows: list[JacRow]) -> list[Target]:
 
     return [
         _jacobian_target(
-            f"dense Jacobian `tanh(W@x)`, n={TARGET_N}: ours / faster of jacrev, jacfwd", "≤ 1.10×", at("dense"),
-            lambda r: r.versus(r.best), lambda x: x <= 1.10,
+            f"dense Jacobian `tanh(W@x)`, n={TARGET_N}: ours / faster of jacrev, jacfwd",
+            "≤ 1.10×",
+            at("dense"),
+            lambda r: r.versus(r.best),
+            lambda x: x <= 1.10,
         ),
         _jacobian_target(
-            f"elementwise Jacobian `tanh(x)*x`, n={TARGET_N}: speed-up over jacrev (jacrev / ours)", "≥ 5×",
-            at("elementwise"), lambda r: ratio(r.jacrev and r.jacrev.median, r.ours and r.ours.median),
+            f"elementwise Jacobian `tanh(x)*x`, n={TARGET_N}: speed-up over jacrev (jacrev / ours)",
+            "≥ 5×",
+            at("elementwise"),
+            lambda r: ratio(median(r.jacrev), median(r.ours)),
             lambda x: x >= 5,
         ),
     ]
@@ -176,17 +181,44 @@ def run_jacobian(plan: Plan, log: Log) -> Section:
         for n in plan.jacobian_sizes:
             row = jacobian_row(prog, n, plan.jacobian_repeats)
             rows.append(row)
-            log(f"  jacobian {prog.program} n={n}: ours {fmt_s(row.ours and row.ours.median)} ({row.method}), "
-                f"jacrev {fmt_s(row.jacrev.median)}, jacfwd {fmt_s(row.jacfwd.median)}{' ' + row.error if row.error else ''}")
-    headers = ["kind", "program", "n", "our method", "runs ours/rev/fwd", "ours: median (min–max)", "jacrev", "jacfwd",
-               "ours / jacrev", "ours / jacfwd", "ours / best", "whole explore() (context)"]
-    table = md_table(headers, [
-        [r.prog.kind, f"`{r.prog.program}`", f"{r.n:,}", r.method,
-         "/".join(str(s.n if s else 0) for s in (r.ours, r.jacrev, r.jacfwd)), r.error or fmt_series_s(r.ours),
-         fmt_series_s(r.jacrev), fmt_series_s(r.jacfwd), fmt_ratio(r.versus(r.jacrev)), fmt_ratio(r.versus(r.jacfwd)),
-         fmt_ratio(r.versus(r.best)), fmt_series_s(r.explore_total)]
-        for r in rows
-    ])
+            log(
+                f"  jacobian {prog.program} n={n}: ours {fmt_s(median(row.ours))} ({row.method}), "
+                f"jacrev {fmt_s(median(row.jacrev))}, jacfwd {fmt_s(median(row.jacfwd))} {row.error or ''}"
+            )
+    headers = [
+        "kind",
+        "program",
+        "n",
+        "our method",
+        "runs ours/rev/fwd",
+        "ours: median (min–max)",
+        "jacrev",
+        "jacfwd",
+        "ours / jacrev",
+        "ours / jacfwd",
+        "ours / best",
+        "whole explore() (context)",
+    ]
+    table = md_table(
+        headers,
+        [
+            [
+                r.prog.kind,
+                f"`{r.prog.program}`",
+                f"{r.n:,}",
+                r.method,
+                "/".join(str(s.n if s else 0) for s in (r.ours, r.jacrev, r.jacfwd)),
+                r.error or fmt_series_s(r.ours),
+                fmt_series_s(r.jacrev),
+                fmt_series_s(r.jacfwd),
+                fmt_ratio(r.versus(r.jacrev)),
+                fmt_ratio(r.versus(r.jacfwd)),
+                fmt_ratio(r.versus(r.best)),
+                fmt_series_s(r.explore_total),
+            ]
+            for r in rows
+        ],
+    )
     body = (
         f"x = `linspace(-1,1,n)`, W = `randn(n,n)` given with `--const` (seed {SEED}), v = ones, float32. "
         f"Ours = `Result.timings['jacobian']` of `explore(..., symbolic=False)`; jacrev/jacfwd = "
@@ -198,6 +230,15 @@ def run_jacobian(plan: Plan, log: Log) -> Section:
 
 
 # ---------------------------------------------------------------------------- (d) symbolic
+class SymCase(NamedTuple):
+    label: str
+    program: str
+    n: int
+    leaves: int  # each of n elements
+    uses_w: bool  # x and a constant W = randn(n, n), instead of a, b, c
+    repeats: int
+
+
 @dataclass
 class SymRow:
     label: str
@@ -211,17 +252,18 @@ class SymRow:
     jacobian_check: str = "—"
 
 
-def symbolic_row(label: str, program: str, n: int, leaves: int, uses_w: bool, repeats: int) -> SymRow:
-    if uses_w:
+def symbolic_row(case: SymCase) -> SymRow:
+    n = case.n
+    if case.uses_w:
         values, consts = {"x": f"linspace(-1,1,{n})"}, {"W": f"randn({n},{n})"}
     else:
-        values, consts = {k: f"linspace(1,2,{n})" for k in "abc"}, {}
-    row = SymRow(label, program, n, n * n * leaves)
+        values, consts = dict.fromkeys("abc", f"linspace(1,2,{n})"), {}
+    row = SymRow(case.label, case.program, n, n * n * case.leaves)
     runs = []
     try:
-        for _ in range(repeats):
+        for _ in range(case.repeats):
             sympy.core.cache.clear_cache()  # every `vjp run` starts with a cold sympy cache
-            runs.append(explore(program, values, consts=consts, grad="ones", seed=SEED))
+            runs.append(explore(case.program, values, consts=consts, grad="ones", seed=SEED))
     except Exception as e:  # a crash in vjp itself: report it and carry on
         row.status = _error(e)
         return row
@@ -259,23 +301,48 @@ def _symbolic_target(big: SymRow, torch_time: Series) -> Target:
 
 
 def run_symbolic(plan: Plan, log: Log) -> Section:
-    explore(SEED_PROGRAM, {k: "1,2" for k in "abc"}, grad="ones")  # import sympy before timing anything
-    specs = [("elementwise", SEED_PROGRAM, n, 3, False, plan.symbolic_repeats) for n in plan.symbolic_elementwise]
-    specs += [("dense", "tanh(W@x)", n, 1, True, plan.symbolic_repeats) for n in plan.symbolic_dense]
-    specs.append(("elementwise (target)", SEED_PROGRAM, plan.symbolic_big, 3, False, 1))
+    explore(SEED_PROGRAM, dict.fromkeys("abc", "1,2"), grad="ones")  # import sympy before timing anything
+    cases = [
+        SymCase("elementwise", SEED_PROGRAM, n, 3, False, plan.symbolic_repeats) for n in plan.symbolic_elementwise
+    ]
+    cases += [SymCase("dense", "tanh(W@x)", n, 1, True, plan.symbolic_repeats) for n in plan.symbolic_dense]
+    cases.append(SymCase("elementwise (target)", SEED_PROGRAM, plan.symbolic_big, 3, False, 1))
     rows = []
-    for spec in specs:
-        rows.append(symbolic_row(*spec))
+    for case in cases:
+        rows.append(symbolic_row(case))
         r = rows[-1]
-        log(f"  symbolic {r.program} n={r.n:,}: {fmt_s(r.time and r.time.median)} {r.status} {r.reason[:60]}")
+        log(f"  symbolic {r.program} n={r.n:,}: {fmt_s(median(r.time))} {r.status} {r.reason[:60]}")
     torch_time = time_forward_backward(plan.symbolic_big, 5)
-    headers = ["kind", "program", "n", "outputs × inputs", "runs", "symbolic: median (min–max)", "status", "reason",
-               "jacobian check", "whole explore() (context)"]
-    table = md_table(headers, [
-        [r.label, f"`{r.program}`", f"{r.n:,}", f"{r.entries:,}", str(r.time.n if r.time else 0), fmt_series_s(r.time),
-         r.status, r.reason, r.jacobian_check, fmt_series_s(r.explore_total)]
-        for r in rows
-    ])
+    headers = [
+        "kind",
+        "program",
+        "n",
+        "outputs × inputs",
+        "runs",
+        "symbolic: median (min–max)",
+        "status",
+        "reason",
+        "jacobian check",
+        "whole explore() (context)",
+    ]
+    table = md_table(
+        headers,
+        [
+            [
+                r.label,
+                f"`{r.program}`",
+                f"{r.n:,}",
+                f"{r.entries:,}",
+                str(r.time.n if r.time else 0),
+                fmt_series_s(r.time),
+                r.status,
+                r.reason,
+                r.jacobian_check,
+                fmt_series_s(r.explore_total),
+            ]
+            for r in rows
+        ],
+    )
     body = (
         "`explore(...)` with the default limits (symbolic on), v = ones; elementwise: a=b=c=`linspace(1,2,n)`; "
         f"dense: x=`linspace(-1,1,n)`, W=`randn(n,n)` constant. Time = `Result.timings['symbolic']`, sympy's cache "

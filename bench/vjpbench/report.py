@@ -54,8 +54,10 @@ def machine(load_at_start: str) -> list[tuple[str, str]]:
 
     return [
         ("CPU", _cpu_model()),
-        ("cores", f"{os.cpu_count()} logical, {len(os.sched_getaffinity(0))} usable; torch threads "
-                  f"{torch.get_num_threads()}"),
+        (
+            "cores",
+            f"{os.cpu_count()} logical, {len(os.sched_getaffinity(0))} usable; torch threads {torch.get_num_threads()}",
+        ),
         ("memory", _mem_total_gib()),
         ("OS", platform.platform()),
         ("python", platform.python_version()),
@@ -63,8 +65,11 @@ def machine(load_at_start: str) -> list[tuple[str, str]]:
         ("sympy / typer / rich", " / ".join(_version(d) for d in ("sympy", "typer", "rich"))),
         ("vjp-explorer", f"{_version('vjp-explorer')}, commit {_git()}"),
         ("OPENBLAS_CORETYPE", os.environ.get("OPENBLAS_CORETYPE", "(not set)")),
-        ("PYTHONDONTWRITEBYTECODE", os.environ.get("PYTHONDONTWRITEBYTECODE", "(not set)")
-         + " (if set, modules without a cached .pyc, such as an editable install's, are compiled on every start)"),
+        (
+            "PYTHONDONTWRITEBYTECODE",
+            os.environ.get("PYTHONDONTWRITEBYTECODE", "(not set)")
+            + " (if set, modules without a cached .pyc, such as an editable install's, are compiled on every start)",
+        ),
         ("load average (1 min)", f"{load_at_start} at start, {load_average()} at end"),
     ]
 
@@ -76,7 +81,9 @@ def render(mode: str, sections: list[Section], elapsed_s: float, load_at_start: 
         f"# vjp benchmark ({mode} mode, {now}, {elapsed_s / 60:.1f} min)",
         md_table(["machine", ""], machine(load_at_start)),
         "## Targets\n\nReported, not enforced. n/a: not measured in this mode.\n\n"
-        + md_table(["target", "limit", "measured", "verdict"], [[t.name, t.limit, t.measured, t.verdict] for t in targets]),
+        + md_table(
+            ["target", "limit", "measured", "verdict"], [[t.name, t.limit, t.measured, t.verdict] for t in targets]
+        ),
         *(f"## {s.title}\n\n{s.body}" for s in sections),
     ]
     return "\n\n".join(parts) + "\n"

@@ -43,6 +43,7 @@ class Request:
     title: str | None = None
     source: str | None = None  # where the request came from (a file path), for messages
     description: str | None = None
+    reserved: frozenset[str] = frozenset()  # names the CLI keeps for its own options (--grad, --help, ...)
     expected: Any = None  # language.files.Expected: numbers a source printed, checked as "expected"
 
 
@@ -123,7 +124,12 @@ class _Run:
                 env[name] = Val(tensor, {})
         t = self.lap("inputs", t)
 
-        fwd = Interpreter(prog, self.limits, dtype).run(env)
+        try:
+            fwd = Interpreter(prog, self.limits, dtype).run(env)
+        except RecursionError:
+            raise LimitError(
+                "The program's expressions are nested too deeply to evaluate; split them into assignments."
+            ) from None
         out_val = fwd.output
         out = out_val.v
         if not isinstance(out, torch.Tensor) or not out.requires_grad:
@@ -281,7 +287,13 @@ class _Run:
         if both:
             raise UsageError(f"{both[0]!r} is given both as a value and as a --const; give it once.")
         given = {**req.values, **req.consts}
-        have = ", ".join(free) if free else "no free variables"
+        if not free:
+            raise ProgramError(
+                "The program has no inputs: every name in it is assigned, or it uses none, so it is a constant "
+                "and there is nothing to differentiate.",
+                hint="Use a variable that you give a value, e.g. 3*a --a 1,2.",
+            )
+        have = ", ".join(free)
         extra = [n for n in given if n not in free]
         if extra:
             n = extra[0]
@@ -296,15 +308,20 @@ class _Run:
                 f"A value was given for {n!r}, but {why}. The program's inputs are: {have}.",
                 hint=f"Did you mean {near[0]!r}?" if near else None,
             )
-            err.unknown_name = n  # type: ignore[attr-defined]  # the CLI adds "did you mean --option?"
+            if n not in prog.assigned:
+                err.unknown_name = n  # type: ignore[attr-defined]  # the CLI adds "did you mean --option?"
             raise err
         missing = [n for n in free if n not in given]
         if missing:
             n = missing[0]
             span = prog.first_use.get(n, (0, 1))
+            how = (
+                f"give it with --var {n}=VALUE (--{n} is one of vjp's own options)"
+                if n in req.reserved
+                else f"give each with --{n} VALUE (or --var {n}=VALUE, or --const {n}=VALUE for a constant)"
+            )
             raise ProgramError(
-                f"No value for {n!r}. The program's inputs are: {have}; give each with --{n} VALUE "
-                f"(or --var {n}=VALUE, or --const {n}=VALUE for a constant).",
+                f"No value for {n!r}. The program's inputs are: {have}; {how}.",
                 prog.source,
                 span[0],
                 span[1],
@@ -391,6 +408,8 @@ class _Run:
                 return None, None, f"not supported symbolically: {e}"
             except RecursionError:
                 return None, None, "the expression is too deep for sympy"
+            except (OverflowError, ValueError, ZeroDivisionError) as e:
+                return None, None, f"sympy could not evaluate the exact derivatives here ({type(e).__name__}: {e})"
             budget = max(0.05, budget - (time.perf_counter() - t0))  # one budget for both routes
             if sym is not None:
                 vf = v.detach().double().reshape(-1)
@@ -409,7 +428,7 @@ class _Run:
         except S.SymbolicTimeout:
             total = self.limits.symbolic_seconds
             return None, None, f"{reason}; the elementwise route did not finish within {total:g} s in all either"
-        except (S.Unsupported, RecursionError) as e:
+        except (S.Unsupported, RecursionError, OverflowError, ValueError, ZeroDivisionError) as e:
             return None, None, f"{reason}; the elementwise route failed: {e}"
         note = "elementwise program: each leaf's scalar derivative from sympy, evaluated on all elements"
         return None, grads, note

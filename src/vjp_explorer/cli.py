@@ -166,6 +166,7 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
     for name, value in consts:
         req.values.pop(name, None)
         req.consts[name] = value
+    req.reserved = frozenset(o.removeprefix("--") for o in options)
     if o["grad"] is not None:
         req.grad = o["grad"]
     if o["output"] is not None:
@@ -265,8 +266,8 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         if isinstance(e, VjpError) and name is not None:
             import difflib
 
-            near = difflib.get_close_matches("--" + name, ctx.meta.get("vjp_options", []), n=1)
-            if near:
+            near = difflib.get_close_matches("--" + name, ctx.meta.get("vjp_options", []), n=1, cutoff=0.75)
+            if near and len(name) > 2:
                 e.hint = f"--{name} is not an option either; did you mean {near[0]}?"
         raise _fail(e, debug) from None
     code = int(result.exit_code)

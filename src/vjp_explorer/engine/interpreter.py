@@ -217,6 +217,8 @@ class Interpreter:
         sa, sb = a.shape, b.shape
         try:
             shape = tuple(torch.broadcast_shapes(sa, sb))
+        except RecursionError:
+            raise
         except RuntimeError:
             raise self.err(
                 ShapeError,
@@ -298,6 +300,8 @@ class Interpreter:
                 d0 = self._dim(e, t, e.param("dim0"))
                 d1 = self._dim(e, t, e.param("dim1"))
                 return Val(t.transpose(d0, d1), dict(x.deps) if d0 == d1 else _dense(x), x.size)
+        except RecursionError:
+            raise
         except RuntimeError as err:
             raise self.err(ProgramError, f"{f}() failed: {_first_line(err)}", e.span) from None
         raise AssertionError(f)  # pragma: no cover

@@ -220,6 +220,8 @@ def reduce(x: SymTensor, dim: Any, keepdim: bool, combine: Callable[..., Any]) -
 def transpose(x: SymTensor, d0: int, d1: int) -> SymTensor:
     """Swap two dimensions."""
     nd = len(x.shape)
+    if nd == 0:
+        return x  # torch allows transpose(0, 0) of a 0-d tensor: a no-op
     d0, d1 = d0 % nd, d1 % nd
     perm = list(range(nd))
     perm[d0], perm[d1] = perm[d1], perm[d0]

@@ -77,6 +77,8 @@ def read_toml(path: Path, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
         raw = path.read_bytes()
     except OSError as e:
         raise _err(path, f"cannot be read ({e.strerror}).") from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]  # a UTF-8 byte-order mark, as some editors write: harmless
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -91,9 +93,9 @@ def read_toml(path: Path, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
         raise _err(path, f"is not valid TOML: {e}.") from None
     except RecursionError:
         raise _err(path, "is nested too deeply.") from None
-    except ValueError as e:  # e.g. an integer with more than 4300 digits
-        raise _err(path, f"holds a number that cannot be read ({e}); numbers must be finite and of a "
-                   "reasonable size.") from None
+    except ValueError:  # tomllib refuses integers of more than 4300 digits
+        raise _err(path, "holds an integer with thousands of digits; write numbers of a reasonable size "
+                   "(values must fit in float64 anyway).") from None
     return data
 
 

@@ -3,6 +3,12 @@
 The text is parsed by `ast.parse` only (never compiled or run); every node is
 then checked against the whitelist and rebuilt as our own representation.
 Anything not explicitly allowed is an error that points at its span.
+
+Hostile text is refused as early and as cheaply as possible, each step before
+the work it protects: its length (before anything), non-ASCII and control
+characters, bracket nesting, then a token scan for huge int literals and
+operator chains deep enough to overflow CPython's parser; only then ast.parse,
+followed by an iterative walk counting nodes and depth, and the whitelist.
 """
 
 from __future__ import annotations
@@ -98,6 +104,11 @@ def parse_program(
 
 class _Parser:
     def __init__(self, source: str, limits: Limits) -> None:
+        if len(source) > limits.program_chars:  # before any other work on the text
+            raise LimitError(
+                f"The program is {len(source):,} characters long; the limit is "
+                f"{limits.program_chars:,} (raise it with --limit program_chars=N)."
+            )
         # Python reads a lone '\r' as a line break too; with every break made '\n' the
         # line numbers of ast and of our markers agree
         source = source.replace("\r\n", "\n").replace("\r", "\n")
@@ -107,7 +118,6 @@ class _Parser:
         for m in re.finditer("\n", source):
             starts.append(m.end())
         self.line_starts = starts
-        self.nodes = 0
 
     # ------------------------------------------------------------------ errors
     def err(
@@ -132,11 +142,6 @@ class _Parser:
     # ------------------------------------------------------------------ entry
     def parse(self, output: str | None) -> P.Program:
         src = self.src
-        if len(src) > self.limits.program_chars:
-            raise LimitError(
-                f"The program is {len(src):,} characters long; the limit is "
-                f"{self.limits.program_chars:,} (raise it with --limit program_chars=N)."
-            )
         if not src.strip():
             raise ProgramSyntaxError("The program is empty.", src, 0, 1, "Give an expression such as '3*a + 2*b'.")
         bad = first_bad_char(src)
@@ -412,6 +417,43 @@ class _Parser:
             loop_vars=loop_vars,
         )
 
+    def _names(
+        self, body: tuple[P.Stmt, ...]
+    ) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, P.Span], tuple[str, ...]]:
+        """Free names (inputs), assigned names, first uses and loop variables, in program order."""
+        defined: set[str] = set()
+        free: list[str] = []
+        assigned: list[str] = []
+        first_use: dict[str, P.Span] = {}
+        loop_vars: list[str] = []
+
+        def visit(stmts: tuple[P.Stmt, ...]) -> None:
+            for s in stmts:
+                if isinstance(s, P.For):
+                    if s.var in defined and s.var not in loop_vars:
+                        raise self.err(f"The loop variable {s.var!r} is also a tensor variable.", s.span)
+                    loop_vars.append(s.var)
+                    defined.add(s.var)
+                for e in _stmt_exprs(s):
+                    for n in _names_in(e):
+                        first_use.setdefault(n.id, n.span)
+                        if n.id not in defined and n.id not in free:
+                            free.append(n.id)
+                if isinstance(s, P.Assign):
+                    if s.target in loop_vars:
+                        raise self.err(f"{s.target!r} is a loop variable and cannot be assigned.", s.span)
+                    defined.add(s.target)
+                    if s.target not in assigned:
+                        assigned.append(s.target)
+                elif isinstance(s, P.If):
+                    visit(s.body)
+                    visit(s.orelse)
+                elif isinstance(s, P.While | P.For):
+                    visit(s.body)
+
+        visit(body)
+        return tuple(free), tuple(assigned), first_use, tuple(dict.fromkeys(loop_vars))
+
     def _block(self, stmts: list[ast.stmt], top: bool = False) -> tuple[P.Stmt, ...]:
         out: list[P.Stmt] = []
         for s in stmts:
@@ -627,7 +669,7 @@ class _Parser:
         hint = f"Write {base}(x) or torch.{base}(x)." if base else f"The functions are: {function_list()}."
         return self.err(f"{name} is not available: only torch.<function> is, for the functions listed.", node, hint)
 
-    def unknown_function(self, name: str, node: ast.AST) -> ProgramSyntaxError:
+    def unknown_function(self, name: str, node: ast.AST) -> VjpError:
         import difflib
 
         base = name.removeprefix("torch.").split(".")[-1]
@@ -879,44 +921,3 @@ def _stmt_exprs(s: P.Stmt) -> list[P.Expr]:
     if isinstance(s, P.If | P.While):
         return [s.test]
     return []
-
-
-# mypy: attach as method (keeps _Parser readable)
-def _names(
-    self: _Parser, body: tuple[P.Stmt, ...]
-) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, P.Span], tuple[str, ...]]:
-    defined: set[str] = set()
-    free: list[str] = []
-    assigned: list[str] = []
-    first_use: dict[str, P.Span] = {}
-    loop_vars: list[str] = []
-
-    def visit(stmts: tuple[P.Stmt, ...]) -> None:
-        for s in stmts:
-            if isinstance(s, P.For):
-                if s.var in defined and s.var not in loop_vars:
-                    raise self.err(f"The loop variable {s.var!r} is also a tensor variable.", s.span)
-                loop_vars.append(s.var)
-                defined.add(s.var)
-            for e in _stmt_exprs(s):
-                for n in _names_in(e):
-                    first_use.setdefault(n.id, n.span)
-                    if n.id not in defined and n.id not in free:
-                        free.append(n.id)
-            if isinstance(s, P.Assign):
-                if s.target in loop_vars:
-                    raise self.err(f"{s.target!r} is a loop variable and cannot be assigned.", s.span)
-                defined.add(s.target)
-                if s.target not in assigned:
-                    assigned.append(s.target)
-            elif isinstance(s, P.If):
-                visit(s.body)
-                visit(s.orelse)
-            elif isinstance(s, P.While | P.For):
-                visit(s.body)
-
-    visit(body)
-    return tuple(free), tuple(assigned), first_use, tuple(dict.fromkeys(loop_vars))
-
-
-_Parser._names = _names  # type: ignore[attr-defined]

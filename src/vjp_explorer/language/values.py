@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import NoReturn
 
 from ..errors import LimitError, ValueSyntaxError
 from ..limits import DEFAULT_LIMITS, Limits
@@ -20,6 +21,7 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 # what a user may have meant as one number: 1e, 1e+, 0x10, 1_000, 1.2.3, 2x
 _NUMBERISH = re.compile(r"[+-]?[0-9.][0-9A-Za-z_.]*(?:(?<=[eE])[+-][0-9A-Za-z_.]*)?")
 _NOT_FINITE = ("nan", "inf", "infinity")
+_AFTER_NUMBER = frozenset(" \t\r\n,[]")  # what may follow a number in a literal
 # torch tensors have at most 64 dimensions, whatever --limit value_depth says; this also
 # keeps the shape bookkeeping below (tuples as long as the nesting) small
 _MAX_DIMS = 64
@@ -123,8 +125,10 @@ def _to_float(item: int | float, label: str) -> float:
         v = math.inf
     if not math.isfinite(v):
         # str() of an int with thousands of digits raises; such an int is shown by its size
-        big = isinstance(item, int) and item.bit_length() > 2000
-        shown = f"an integer of {item.bit_length():,} bits" if big else _clip(str(item))
+        if isinstance(item, int) and item.bit_length() > 2000:
+            shown = f"an integer of {item.bit_length():,} bits"
+        else:
+            shown = _clip(str(item))
         raise ValueSyntaxError(f"{label}: {shown} is not a finite number; inputs must be finite.")
     return v
 
@@ -277,11 +281,9 @@ class _ValueParser:
         i = 0
         n = len(text)
         flat: list[float] = []
-        # stack of open lists: [start position, item count, shape of the first item]
-        stack: list[list[object]] = [[-1, 0, None]]
+        # the open lists, innermost last; the bottom frame is the top level (1,2,3 is a list too)
+        stack = [_Frame(-1)]
         expect_item = True  # after '[' or ',' an item must follow
-        last_shape: tuple[int, ...] | None = None
-        top_items = 0
         depth = 0
         while i < n:
             ch = text[i]
@@ -301,21 +303,20 @@ class _ValueParser:
                         i + 1,
                         label=self.label,
                     )
-                stack.append([i, 0, None])
+                stack.append(_Frame(i))
                 expect_item = True
                 i += 1
                 continue
             if ch == "]":
                 if len(stack) == 1:
                     raise self.err("unmatched ']'.", i)
-                start, count, first = stack.pop()
+                frame = stack.pop()
                 depth -= 1
                 if expect_item:
-                    if count == 0:
-                        raise self.err("an empty list has nothing to differentiate.", start, i + 1)  # type: ignore[arg-type]
+                    if frame.count == 0:
+                        raise self.err("an empty list has nothing to differentiate.", frame.start, i + 1)
                     raise self.err("a trailing ',' before ']'.", i)
-                last_shape = (count, *first) if first is not None else (count,)  # type: ignore[misc]
-                self._add_item(stack[-1], last_shape, start, i + 1)  # type: ignore[arg-type]
+                self._add_item(stack[-1], frame.shape(), frame.start, i + 1)
                 expect_item = False
                 i += 1
                 continue
@@ -328,13 +329,13 @@ class _ValueParser:
             m = _NUMBER.match(text, i)
             if m is None:
                 self._not_a_number_at(i)
-            assert m is not None
             if not expect_item:
                 raise self.err("a ',' is missing between numbers.", i, m.end())
-            whole = _NUMBERISH.match(text, i)
-            if whole is not None and whole.end() > m.end():
-                # 1e+, 0x10, 1_000, 1.2.3: tell what is wrong with the whole token
-                raise self.err(f"{_not_a_number(whole.group(0))}.", i, whole.end())
+            if m.end() < n and text[m.end()] not in _AFTER_NUMBER:
+                # the number runs into other text (1e+, 0x10, 1_000, 1.2.3): say what is wrong with all of it
+                whole = _NUMBERISH.match(text, i)
+                if whole is not None and whole.end() > m.end():
+                    raise self.err(f"{_not_a_number(whole.group(0))}.", i, whole.end())
             v = float(m.group(0))
             if not math.isfinite(v):
                 raise self.err(f"{_clip(m.group(0))} overflows to infinity; inputs must be finite.", i, m.end())
@@ -345,19 +346,15 @@ class _ValueParser:
             expect_item = False
             i = m.end()
         if len(stack) > 1:
-            raise self.err("'[' is never closed.", stack[-1][0])  # type: ignore[arg-type]
+            raise self.err("'[' is never closed.", stack[-1].start)
         if expect_item:
             raise self.err("a trailing ','." if flat else "the value has no numbers.", max(0, n - 1))
-        top_start, top_items, top_first = stack[0]
-        del top_start
-        first_shape: tuple[int, ...] = top_first  # type: ignore[assignment]
-        if top_items == 1:
-            shape = first_shape
-        else:
-            shape = (int(top_items), *first_shape)  # type: ignore[call-overload]
-        return ValueSpec(text, tuple(shape), tuple(flat))
+        top = stack[0]
+        # one item at the top level is that item (5 is a scalar, [1,2] a vector); more form a list
+        shape = top.first if top.count == 1 and top.first is not None else top.shape()
+        return ValueSpec(text, shape, tuple(flat))
 
-    def _not_a_number_at(self, i: int) -> None:
+    def _not_a_number_at(self, i: int) -> NoReturn:
         """Raise the error for text at i that does not start a number."""
         text, ch = self.text, self.text[i]
         w = _WORD.match(text, i + 1 if ch in "+-" else i)
@@ -374,14 +371,26 @@ class _ValueParser:
             f"unexpected character {ch!r}.", i, i + 1, "Value forms: 0.1, 1,2,3, [[1,2],[3,4]], ones(2,2), randn(3)."
         )
 
-    def _add_item(self, frame: list[object], shape: tuple[int, ...], start: int, end: int) -> None:
-        frame[1] = int(frame[1]) + 1  # type: ignore[call-overload]
-        if frame[2] is None:
-            frame[2] = shape
-        elif frame[2] != shape:
-            want = frame[2]
+    def _add_item(self, frame: _Frame, shape: tuple[int, ...], start: int, end: int) -> None:
+        """Count one item of an open list; every item must have the shape of the first."""
+        frame.count += 1
+        if frame.first is None:
+            frame.first = shape
+        elif frame.first != shape:
             raise self.err(
-                f"ragged lists: this item has shape {list(shape)} but the first one has {list(want)}.",  # type: ignore[call-overload]
+                f"ragged lists: this item has shape {list(shape)} but the first one has {list(frame.first)}.",
                 start,
                 end,
             )
+
+
+@dataclass
+class _Frame:
+    """An open list while scanning: where it starts, how many items so far, the first item's shape."""
+
+    start: int
+    count: int = 0
+    first: tuple[int, ...] | None = None
+
+    def shape(self) -> tuple[int, ...]:
+        return (self.count, *(self.first or ()))

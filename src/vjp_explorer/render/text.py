@@ -83,7 +83,7 @@ def header(r: Result, view: View) -> RenderableType:
     for n, i in r.inputs.items():
         kind = "leaf, requires_grad=True" if i.requires_grad else "constant, requires_grad=False"
         t.add_row(Text(n), inline(i.value, view), Text(f"shape {fmt_shape(i.value.shape)}, {kind}"))
-    t.add_row(Text(r.output_name), inline(r.output, view), Text(f"shape {fmt_shape(r.output.shape)}, the output y"))
+    t.add_row(Text(r.output_name), inline(r.output, view), Text(f"shape {fmt_shape(r.output.shape)}, the output"))
     src = {"given": "given with --grad", "ones": "ones (--grad ones)"}.get(r.grad_source, r.grad_source)
     t.add_row(
         "v",

@@ -48,7 +48,9 @@ def test_dense_ledger_shares_and_dominant_term(vjp):
 def test_ones_note_only_when_J_is_not_diagonal(vjp):
     assert "ones_not_derivative" not in codes(explain(vjp, "x * x", "--x", "1,2", "--grad", "ones"))
     assert "ones_diagonal" in codes(explain(vjp, "x * x", "--x", "1,2", "--grad", "ones"))
-    assert "ones_not_derivative" not in codes(explain(vjp, "A @ x", "--x", "1,1", "--const", "A=eye(2)", "--grad", "1,2"))
+    assert "ones_not_derivative" not in codes(
+        explain(vjp, "A @ x", "--x", "1,1", "--const", "A=eye(2)", "--grad", "1,2")
+    )
     assert "ones_not_derivative" in codes(explain(vjp, "torch.softmax(z, dim=0)", "--z", "1,2", "--grad", "ones"))
 
 
@@ -93,6 +95,12 @@ def test_latex_formulas(vjp):
 def test_explain_terminal_sections(vjp):
     r = vjp("explain", "3*a+2*b*b+log(c)", "--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "0.1,1,0.0001")
     assert r.exit_code == 0, r.stderr
-    for phrase in ["1. who is who", "2. the Jacobian", "3. the ledger", "4. three routes", "∂y[k]/∂c[k] = 1/c[k]",
-                   "c[0].grad = v[0]·∂y[0]/∂c[0] = 0.1 × 1/c[0] = 0.1 × 0.166667 = 0.0166667"]:
+    for phrase in [
+        "1. who is who",
+        "2. the Jacobian",
+        "3. the ledger",
+        "4. three routes",
+        "∂y[k]/∂c[k] = 1/c[k]",
+        "c[0].grad = v[0]·∂y[0]/∂c[0] = 0.1 × 1/c[0] = 0.1 × 0.166667 = 0.0166667",
+    ]:
         assert phrase in r.stdout, phrase

@@ -107,8 +107,8 @@ BASE = 'program = "x * 2"\ngrad = [1, 1]\n[inputs]\nx = [1, 2]\n'
     [
         ("colour = 1\n" + BASE, ["unknown key 'colour'"]),
         ("programme = 'x'\n" + BASE, ["unknown key 'programme'", "'program'"]),
-        ('grad = [1, 1]\n[inputs]\nx = [1, 2]\n', ["'program' is missing"]),
-        ('program = 3\n[inputs]\nx = 1\n', ["key 'program'", "got an integer"]),
+        ("grad = [1, 1]\n[inputs]\nx = [1, 2]\n", ["'program' is missing"]),
+        ("program = 3\n[inputs]\nx = 1\n", ["key 'program'", "got an integer"]),
         ('program = "x"\n', ["[inputs]"]),
         ('program = "x*2"\n[inputs]\nx = true\n', ["inputs.x", "boolean"]),
         ('program = "x*2"\n[inputs]\nx = "1,,2"\n', ["inputs.x", "missing"]),

@@ -12,8 +12,12 @@ from vjp_explorer.limits import Limits
 
 
 def test_strategy_is_chosen_by_structure_then_size():
-    r = explore("y = 3*a + W @ b + 0*c.sum()", {"a": "ones(3)", "b": "ones(2)", "c": "ones(2)"},
-                consts={"W": "ones(3,2)"}, grad="ones")
+    r = explore(
+        "y = 3*a + W @ b + 0*c.sum()",
+        {"a": "ones(3)", "b": "ones(2)", "c": "ones(2)"},
+        consts={"W": "ones(3,2)"},
+        grad="ones",
+    )
     assert r.jacobians["a"].method == "diagonal"
     assert r.jacobians["b"].method == "autograd.grad rows"
     assert r.jacobians["c"].structure == "dense"  # 0*c.sum() still depends on c in the graph
@@ -23,19 +27,39 @@ def test_strategy_is_chosen_by_structure_then_size():
 
 
 def test_large_dense_uses_torch_func_reverse_and_forward():
-    r = explore("torch.tanh(W @ x)", {"x": "linspace(0, 1, 100)"}, consts={"W": "randn(80, 100)"}, seed=1,
-                grad="ones", dtype="float64", symbolic=False)
+    r = explore(
+        "torch.tanh(W @ x)",
+        {"x": "linspace(0, 1, 100)"},
+        consts={"W": "randn(80, 100)"},
+        seed=1,
+        grad="ones",
+        dtype="float64",
+        symbolic=False,
+    )
     assert r.jacobians["x"].method == "jacrev"
     assert r.checks["jtv"].status == "agree"
-    r = explore("torch.tanh(W @ x)", {"x": "linspace(0, 1, 70)"}, consts={"W": "randn(100, 70)"}, seed=1,
-                grad="ones", dtype="float64", symbolic=False)
+    r = explore(
+        "torch.tanh(W @ x)",
+        {"x": "linspace(0, 1, 70)"},
+        consts={"W": "randn(100, 70)"},
+        seed=1,
+        grad="ones",
+        dtype="float64",
+        symbolic=False,
+    )
     assert r.jacobians["x"].method == "jacfwd"
     assert r.checks["jtv"].status == "agree"
 
 
 def test_beyond_the_budget_j_is_null_and_jvp_checks_backward():
-    r = explore("torch.tanh(W @ x)", {"x": "linspace(0, 1, 100)"}, consts={"W": "randn(100, 100)"}, seed=2,
-                grad="ones", limits=Limits(jacobian_entries=1000))
+    r = explore(
+        "torch.tanh(W @ x)",
+        {"x": "linspace(0, 1, 100)"},
+        consts={"W": "randn(100, 100)"},
+        seed=2,
+        grad="ones",
+        limits=Limits(jacobian_entries=1000),
+    )
     j = r.jacobians["x"]
     assert j.value is None and j.method == "not materialised" and "budget" in (j.reason or "")
     assert r.jtv["x"] is None
@@ -47,7 +71,7 @@ def test_beyond_the_budget_j_is_null_and_jvp_checks_backward():
 
 def test_big_elementwise_keeps_the_diagonal_and_checks_symbolically():
     n = 200_000
-    r = explore("3*a + 2*b*b + torch.log(c)", {k: f"linspace(1, 2, {n})" for k in "abc"}, grad="ones")
+    r = explore("3*a + 2*b*b + torch.log(c)", dict.fromkeys("abc", f"linspace(1, 2, {n})"), grad="ones")
     for leaf in "abc":
         j = r.jacobians[leaf]
         assert j.structure == "diagonal" and j.value is None and j.diagonal is not None
@@ -58,8 +82,7 @@ def test_big_elementwise_keeps_the_diagonal_and_checks_symbolically():
 
 
 def test_symbolic_is_skipped_with_a_reason_for_large_dense():
-    r = explore("torch.tanh(W @ x)", {"x": "linspace(0, 1, 300)"}, consts={"W": "randn(300, 300)"}, seed=0,
-                grad="ones")
+    r = explore("torch.tanh(W @ x)", {"x": "linspace(0, 1, 300)"}, consts={"W": "randn(300, 300)"}, seed=0, grad="ones")
     assert r.checks["symbolic"].status == "skipped"
     assert "too large" in (r.checks["symbolic"].reason or "")
     assert r.exit_code == 0

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import ProgramError, ShapeError, UsageError
+from .errors import LimitError, ProgramError, ShapeError, UsageError
 from .language import program as P
 from .language.parser import parse_program
 from .language.values import ValueSpec, from_nested, parse_value
@@ -206,8 +206,11 @@ class _Run:
                 sym_grads = {n: g * calls for n, g in sym_grads.items()}
                 symbolic_grads = {n: to_data(g) for n, g in sym_grads.items()}
                 checks["symbolic"] = compare_tensors(
-                    "symbolic", _SYM + (f" ({reason})" if reason else ""),
-                    [(n, grads[n], sym_grads[n]) for n in leaves], tol, scale,
+                    "symbolic",
+                    _SYM + (f" ({reason})" if reason else ""),
+                    [(n, grads[n], sym_grads[n]) for n in leaves],
+                    tol,
+                    scale,
                 )
             if sym is not None:
                 jitems = [
@@ -217,8 +220,10 @@ class _Run:
                 ]
                 if jitems:
                     checks["jacobian"] = compare_tensors(
-                        "jacobian", "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry",
-                        jitems, tol,
+                        "jacobian",
+                        "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry",
+                        jitems,
+                        tol,
                     )
         t = self.lap("symbolic", t)
         if req.expected is not None:

@@ -79,7 +79,12 @@ def compute_jacobians(
             else:
                 reason = "an all-zero block too large to materialise"
             res[n] = LeafJacobian(
-                "zero", "zero", full, None, torch.zeros_like(leaves[n]), reason,
+                "zero",
+                "zero",
+                full,
+                None,
+                torch.zeros_like(leaves[n]),
+                reason,
                 why=f"the program shows {output_name} does not depend on {n}: a zero block, no autodiff",
             )
 
@@ -95,7 +100,12 @@ def compute_jacobians(
             else:
                 reason = f"diagonal: {m:,} x {m:,} entries, only the {m:,} on the diagonal are kept"
             res[n] = LeafJacobian(
-                "diagonal", "diagonal", full, d, v * d, reason,
+                "diagonal",
+                "diagonal",
+                full,
+                d,
+                v * d,
+                reason,
                 why=f"the program shows {output_name} depends on {n} elementwise: one autograd.grad with v = ones "
                 f"gives every ∂{output_name}[k]/∂{n}[k]",
             )

@@ -94,8 +94,11 @@ def read_toml(path: Path, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
     except RecursionError:
         raise _err(path, "is nested too deeply.") from None
     except ValueError:  # tomllib refuses integers of more than 4300 digits
-        raise _err(path, "holds an integer with thousands of digits; write numbers of a reasonable size "
-                   "(values must fit in float64 anyway).") from None
+        raise _err(
+            path,
+            "holds an integer with thousands of digits; write numbers of a reasonable size "
+            "(values must fit in float64 anyway).",
+        ) from None
     return data
 
 

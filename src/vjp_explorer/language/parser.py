@@ -95,9 +95,7 @@ _MAX_DIGITS = 309
 _MAX_DIM = 64  # a dim= value, or the length of a dim=(...) tuple: no tensor here has more dims
 
 
-def parse_program(
-    source: str, output: str | None = None, limits: Limits = DEFAULT_LIMITS
-) -> P.Program:
+def parse_program(source: str, output: str | None = None, limits: Limits = DEFAULT_LIMITS) -> P.Program:
     """Parse program text into a Program, or raise ProgramSyntaxError / LimitError."""
     return _Parser(source, limits).parse(output)
 
@@ -368,8 +366,7 @@ class _Parser:
         nstmts = sum(1 for _ in _iter_stmts(body))
         if nstmts > self.limits.statements:
             raise LimitError(
-                f"The program has {nstmts} statements; the limit is {self.limits.statements} "
-                f"(--limit statements=N)."
+                f"The program has {nstmts} statements; the limit is {self.limits.statements} (--limit statements=N)."
             )
         for stmt in body[:-1]:
             if isinstance(stmt, P.ExprStmt):
@@ -400,8 +397,7 @@ class _Parser:
             target = _last_target(body[-1])
             if target is None:
                 raise self.err(
-                    "Cannot tell which variable is the output: the last statement's branches "
-                    "assign different names.",
+                    "Cannot tell which variable is the output: the last statement's branches assign different names.",
                     body[-1].span,
                     "Name it with --output NAME.",
                 )
@@ -502,8 +498,11 @@ class _Parser:
             return None
         if isinstance(s, ast.AnnAssign):
             raise self.err("Type annotations are not part of the language; write 'y = ...'.", s)
-        raise self.err(_NODE_WORDS.get(type(s), f"'{type(s).__name__}' statements are not part of the language."), s,
-                       "A program is assignments (y = ...), one final expression, and if/while/for.")
+        raise self.err(
+            _NODE_WORDS.get(type(s), f"'{type(s).__name__}' statements are not part of the language."),
+            s,
+            "A program is assignments (y = ...), one final expression, and if/while/for.",
+        )
 
     def _for(self, s: ast.For, sp: P.Span) -> P.For:
         if s.orelse:
@@ -581,8 +580,7 @@ class _Parser:
                 fv = float(v) if not isinstance(v, int) or abs(v) < 10**300 else math.inf
                 if not math.isfinite(fv) or abs(fv) > self.limits.literal:
                     raise self.err(
-                        f"This number literal is larger than {self.limits.literal:g} "
-                        f"(--limit literal=X to raise it).",
+                        f"This number literal is larger than {self.limits.literal:g} (--limit literal=X to raise it).",
                         sp,
                         cls=LimitError,
                     )
@@ -738,9 +736,7 @@ class _Parser:
 
     @staticmethod
     def _signature(spec: FunctionSpec) -> str:
-        parts = ["x", "y"][: spec.tensors] + [
-            p.name if p.required else f"{p.name}=..." for p in spec.params
-        ]
+        parts = ["x", "y"][: spec.tensors] + [p.name if p.required else f"{p.name}=..." for p in spec.params]
         return f"{spec.name}({', '.join(parts)})"
 
     def _static(self, p: Param, node: ast.expr, fname: str) -> P.Static:

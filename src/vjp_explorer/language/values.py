@@ -362,9 +362,7 @@ class _ValueParser:
             word = text[i : w.end()]
             if w.group(0).lower() in _NOT_FINITE:
                 raise self.err(f"{word} is not allowed: inputs must be finite numbers.", i, w.end())
-            raise self.err(
-                f"{_clip(word)!r} is not a number (generators such as ones(3) stand alone).", i, w.end()
-            )
+            raise self.err(f"{_clip(word)!r} is not a number (generators such as ones(3) stand alone).", i, w.end())
         if ch in "+-":
             raise self.err(f"a number must follow {ch!r}.", i, i + 1)
         raise self.err(

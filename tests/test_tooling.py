@@ -1,0 +1,51 @@
+"""Lint, format and types are part of the test run, so CI checks them with the README's one command."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name, path=str(Path(sys.executable).parent))
+    if path is None:
+        pytest.skip(f"{name} is not installed (pip install -e '.[test]')")
+    return path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["ruff", "check", "src", "tests", "bench"], ["ruff", "format", "--check", "src", "tests", "bench"], ["mypy"]],
+    ids=["ruff-check", "ruff-format", "mypy"],
+)
+def test_tool_is_clean(args):
+    proc = subprocess.run([_tool(args[0]), *args[1:]], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_only_render_and_cli_import_rich():
+    for path in (ROOT / "src/vjp_explorer").rglob("*.py"):
+        rel = path.relative_to(ROOT / "src/vjp_explorer").as_posix()
+        if rel.startswith("render/") or rel == "cli.py":
+            continue
+        assert "import rich" not in path.read_text() and "from rich" not in path.read_text(), rel
+
+
+def test_the_language_never_imports_torch_or_sympy():
+    for path in (ROOT / "src/vjp_explorer/language").glob("*.py"):
+        text = path.read_text()
+        for mod in ("torch", "sympy"):
+            assert f"import {mod}" not in text and f"from {mod}" not in text, (path.name, mod)
+
+
+def test_renderers_never_import_torch_or_sympy():
+    for path in (ROOT / "src/vjp_explorer/render").glob("*.py"):
+        text = path.read_text()
+        for mod in ("torch", "sympy"):
+            assert f"import {mod}" not in text and f"from {mod}" not in text, (path.name, mod)

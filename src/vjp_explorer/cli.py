@@ -23,6 +23,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: typer's rich help imports rich.markdown and doubles start-up
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -80,37 +81,39 @@ class VariableOptions(TyperCommand):
 # ---------------------------------------------------------------------------- shared options
 Expression = Annotated[
     str | None,
-    typer.Argument(help="The program, e.g. '3*a + 2*b*b + log(c)'; '-' reads it from stdin.", show_default=False),
+    typer.Argument(
+        metavar="PROGRAM", help="The program, e.g. '3*a + 2*b*b + log(c)'; '-' reads it from stdin.", show_default=False
+    ),
 ]
 FileOpt = Annotated[
-    Path | None, typer.Option("--file", "-f", help="Run an expression file (TOML); command-line options override it.")
+    Path | None, typer.Option("--file", "-f", metavar="FILE", help="Run an expression file (TOML); command-line options override it.")
 ]
-VarOpt = Annotated[list[str] | None, typer.Option("--var", help="NAME=VALUE for a leaf (requires grad); repeatable.")]
+VarOpt = Annotated[list[str] | None, typer.Option("--var", metavar="NAME=VALUE", help="NAME=VALUE for a leaf (requires grad); repeatable.")]
 ConstOpt = Annotated[
-    list[str] | None, typer.Option("--const", help="NAME=VALUE for a constant (no grad, no Jacobian); repeatable.")
+    list[str] | None, typer.Option("--const", metavar="NAME=VALUE", help="NAME=VALUE for a constant (no grad, no Jacobian); repeatable.")
 ]
 GradOpt = Annotated[
     str | None,
-    typer.Option("--grad", help="v of y.backward(v): same forms as values, or 'ones'. Default 1 for a scalar output."),
+    typer.Option("--grad", metavar="V", help="v of y.backward(v): same forms as values, or 'ones'. Default 1 for a scalar output."),
 ]
 OutputOpt = Annotated[
-    str | None, typer.Option("--output", help="The variable to differentiate (default: the last one).")
+    str | None, typer.Option("--output", metavar="NAME", help="The variable to differentiate (default: the last one).")
 ]
-DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="float32 (torch's default) or float64.")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for rand(...)/randn(...) values.")]
+DtypeOpt = Annotated[str | None, typer.Option("--dtype", metavar="float32|float64", help="float32 (torch's default) or float64.")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", metavar="N", help="Seed for rand(...)/randn(...) values.")]
 CallsOpt = Annotated[
-    int | None, typer.Option("--backward-calls", help="Call backward N times without zeroing .grad (it accumulates).")
+    int | None, typer.Option("--backward-calls", metavar="N", help="Call backward N times without zeroing .grad (it accumulates).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout (schema in the README).")]
 FullOpt = Annotated[bool, typer.Option("--full", help="Show every element and every Jacobian entry.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also show methods and timings.")]
 DigitsOpt = Annotated[
-    int | None, typer.Option("--digits", help="Significant digits shown (default 6; 10 for float64).")
+    int | None, typer.Option("--digits", metavar="N", help="Significant digits shown (default 6; 10 for float64).")
 ]
 SymOpt = Annotated[bool, typer.Option("--symbolic/--no-symbolic", help="Run the sympy cross-check.")]
-MaxJacOpt = Annotated[int | None, typer.Option("--max-jacobian", help="Most entries of one materialised Jacobian.")]
-LimitOpt = Annotated[list[str] | None, typer.Option("--limit", help="NAME=VALUE to change a limit (see README).")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
+MaxJacOpt = Annotated[int | None, typer.Option("--max-jacobian", metavar="N", help="Most entries of one materialised Jacobian.")]
+LimitOpt = Annotated[list[str] | None, typer.Option("--limit", metavar="NAME=VALUE", help="NAME=VALUE to change a limit (see README).")]
+DeviceOpt = Annotated[str, typer.Option("--device", metavar="cpu|cuda", help="cpu or cuda.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show a traceback for internal errors.")]
 
 
@@ -232,9 +235,10 @@ def _stdout() -> Any:
 
 def _emit(result: Any, json_: bool, full: bool, verbose: bool, digits: int | None, explain: bool = False) -> None:
     if json_:
-        from .render.json_out import dumps
+        from .render.json_out import write_json
 
-        sys.stdout.write(dumps(result) + "\n")
+        write_json(result, sys.stdout.write)
+        sys.stdout.write("\n")
         return
     from .render import text
 
@@ -318,7 +322,10 @@ def _opts(local: dict[str, Any]) -> dict[str, Any]:
 def explain_cmd(
     ctx: typer.Context,
     expression: Annotated[
-        str | None, typer.Argument(help="An expression file (.toml), or a program as for 'run'.", show_default=False)
+        str | None,
+        typer.Argument(
+            metavar="FILE|PROGRAM", help="An expression file (.toml), or a program as for 'run'.", show_default=False
+        ),
     ] = None,
     file: FileOpt = None,
     var: VarOpt = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,17 +21,14 @@ def _clean(x: Any) -> Any:
     return x
 
 
-def values(t: TensorData) -> Any:
-    """The nested list (or number) of a tensor, JSON-safe."""
+def _values(t: TensorData, lazy: bool = False) -> Any:
+    """The nested list (or number) of a tensor, JSON-safe; with lazy, the TensorData itself (streamed later)."""
+    if lazy:
+        return t
     v = t.tolist()
     if t.stats.nan or t.stats.inf:
         return _clean(v)
     return v
-
-
-def tensor(t: TensorData) -> dict[str, Any]:
-    """{shape, value}."""
-    return {"shape": list(t.shape), "value": values(t)}
 
 
 def check(c: Check) -> dict[str, Any]:
@@ -47,8 +45,12 @@ def check(c: Check) -> dict[str, Any]:
     }
 
 
-def result_to_dict(r: Result) -> dict[str, Any]:
-    """The whole result in the README's schema."""
+def result_to_dict(r: Result, lazy: bool = False) -> dict[str, Any]:
+    """The whole result in the README's schema (lazy: tensors left as TensorData, for streaming)."""
+
+    def values(t: TensorData) -> Any:
+        return _values(t, lazy)
+
     d: dict[str, Any] = {
         "schema": 1,
         "program": r.program,
@@ -95,6 +97,76 @@ def result_to_dict(r: Result) -> dict[str, Any]:
     return d
 
 
-def dumps(r: Result, indent: int | None = 2) -> str:
+PRETTY_LIMIT = 100_000  # numbers in all: up to here the JSON is indented, beyond it compact and streamed
+CHUNK = 65_536
+
+
+def dumps(r: Result) -> str:
     """The JSON text (strict: allow_nan=False, so a stray nan would fail loudly here)."""
-    return json.dumps(result_to_dict(r), indent=indent, allow_nan=False, ensure_ascii=False)
+    parts: list[str] = []
+    write_json(r, parts.append)
+    return "".join(parts)
+
+
+def write_json(r: Result, write: Callable[[str], Any]) -> None:
+    """Write the JSON: indented when small; compact and streamed tensor by tensor when big, so that
+    10^7-element tensors never exist as Python lists all at once (json's indenting encoder is pure Python)."""
+    tensors = [*r.inputs.values(), *r.intermediates.values()]
+    total = sum(t.value.numel for t in tensors) + r.output.numel + r.grad.numel
+    total += sum(g.numel for g in r.grads.values()) * 4
+    if total <= PRETTY_LIMIT:
+        write(json.dumps(result_to_dict(r), indent=2, allow_nan=False, ensure_ascii=False))
+        return
+    _stream(result_to_dict(r, lazy=True), write)
+
+
+def _stream(obj: Any, write: Callable[[str], Any]) -> None:
+    from ..result import TensorData
+
+    if isinstance(obj, TensorData):
+        _stream_tensor(obj, write)
+    elif isinstance(obj, dict):
+        write("{")
+        for k, (key, value) in enumerate(obj.items()):
+            write(("," if k else "") + json.dumps(key, ensure_ascii=False) + ":")
+            _stream(value, write)
+        write("}")
+    elif isinstance(obj, list | tuple):
+        write("[")
+        for k, value in enumerate(obj):
+            if k:
+                write(",")
+            _stream(value, write)
+        write("]")
+    else:
+        write(json.dumps(_clean(obj), allow_nan=False, ensure_ascii=False))
+
+
+def _stream_tensor(t: TensorData, write: Callable[[str], Any]) -> None:
+    """A tensor as nested JSON arrays, one row (last dimension) at a time, in chunks."""
+    if not t.shape:
+        write(json.dumps(_clean(float(t.flat[0])), allow_nan=False))
+        return
+    clean = bool(t.stats.nan or t.stats.inf)
+    last = t.shape[-1]
+    outer = t.shape[:-1]
+    rows = t.numel // last if last else 0
+    for r in range(rows):
+        idx = []
+        k = r
+        for n in reversed(outer):
+            idx.append(k % n)  # innermost outer dimension first
+            k //= n
+        opens = next((i for i, (j, _) in enumerate(zip(idx, reversed(outer), strict=True)) if j != 0), len(idx))
+        closes = next(
+            (i for i, (j, n) in enumerate(zip(idx, reversed(outer), strict=True)) if j != n - 1), len(idx)
+        )
+        write("[" * opens + "[")
+        for start in range(r * last, (r + 1) * last, CHUNK):
+            seg = t.flat[start : min(start + CHUNK, (r + 1) * last)]
+            chunk = seg.tolist() if isinstance(seg, memoryview) else list(seg)
+            if clean:
+                chunk = _clean(chunk)
+            text = json.dumps(chunk, allow_nan=False)[1:-1]
+            write(("," if start > r * last else "") + text)
+        write("]" + "]" * closes + ("," if r < rows - 1 else ""))

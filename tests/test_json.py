@@ -10,16 +10,45 @@ from vjp_explorer import explore
 from vjp_explorer.render import json_out
 
 TOP = {
-    "schema", "program", "dtype", "device", "seed", "inputs", "output", "grad", "backward_calls", "grads",
-    "jacobian", "jtv", "symbolic", "checks", "intermediates", "control", "notes", "exit_code",
+    "schema",
+    "program",
+    "dtype",
+    "device",
+    "seed",
+    "inputs",
+    "output",
+    "grad",
+    "backward_calls",
+    "grads",
+    "jacobian",
+    "jtv",
+    "symbolic",
+    "checks",
+    "intermediates",
+    "control",
+    "notes",
+    "exit_code",
 }
 CHECK = {"status", "compares", "max_abs_diff", "max_rel_diff", "tolerance", "reason", "undefined", "worst"}
 JAC = {"shape", "value", "method", "structure", "diagonal", "reason", "why"}
 
 
 def test_schema_is_pinned(vjp):
-    r = vjp("run", "y = W @ x + b; z = y.sum()", "--x", "1,2", "--b", "0.5", "--const", "W=[[1,2],[3,4]]",
-            "--output", "y", "--grad", "1,1", "--json")
+    r = vjp(
+        "run",
+        "y = W @ x + b; z = y.sum()",
+        "--x",
+        "1,2",
+        "--b",
+        "0.5",
+        "--const",
+        "W=[[1,2],[3,4]]",
+        "--output",
+        "y",
+        "--grad",
+        "1,1",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert set(d) == TOP

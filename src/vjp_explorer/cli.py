@@ -86,23 +86,37 @@ Expression = Annotated[
     ),
 ]
 FileOpt = Annotated[
-    Path | None, typer.Option("--file", "-f", metavar="FILE", help="Run an expression file (TOML); command-line options override it.")
+    Path | None,
+    typer.Option(
+        "--file", "-f", metavar="FILE", help="Run an expression file (TOML); command-line options override it."
+    ),
 ]
-VarOpt = Annotated[list[str] | None, typer.Option("--var", metavar="NAME=VALUE", help="NAME=VALUE for a leaf (requires grad); repeatable.")]
+VarOpt = Annotated[
+    list[str] | None,
+    typer.Option("--var", metavar="NAME=VALUE", help="NAME=VALUE for a leaf (requires grad); repeatable."),
+]
 ConstOpt = Annotated[
-    list[str] | None, typer.Option("--const", metavar="NAME=VALUE", help="NAME=VALUE for a constant (no grad, no Jacobian); repeatable.")
+    list[str] | None,
+    typer.Option("--const", metavar="NAME=VALUE", help="NAME=VALUE for a constant (no grad, no Jacobian); repeatable."),
 ]
 GradOpt = Annotated[
     str | None,
-    typer.Option("--grad", metavar="V", help="v of y.backward(v): same forms as values, or 'ones'. Default 1 for a scalar output."),
+    typer.Option(
+        "--grad",
+        metavar="V",
+        help="v of y.backward(v): same forms as values, or 'ones'. Default 1 for a scalar output.",
+    ),
 ]
 OutputOpt = Annotated[
     str | None, typer.Option("--output", metavar="NAME", help="The variable to differentiate (default: the last one).")
 ]
-DtypeOpt = Annotated[str | None, typer.Option("--dtype", metavar="float32|float64", help="float32 (torch's default) or float64.")]
+DtypeOpt = Annotated[
+    str | None, typer.Option("--dtype", metavar="float32|float64", help="float32 (torch's default) or float64.")
+]
 SeedOpt = Annotated[int | None, typer.Option("--seed", metavar="N", help="Seed for rand(...)/randn(...) values.")]
 CallsOpt = Annotated[
-    int | None, typer.Option("--backward-calls", metavar="N", help="Call backward N times without zeroing .grad (it accumulates).")
+    int | None,
+    typer.Option("--backward-calls", metavar="N", help="Call backward N times without zeroing .grad (it accumulates)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout (schema in the README).")]
 FullOpt = Annotated[bool, typer.Option("--full", help="Show every element and every Jacobian entry.")]
@@ -111,8 +125,12 @@ DigitsOpt = Annotated[
     int | None, typer.Option("--digits", metavar="N", help="Significant digits shown (default 6; 10 for float64).")
 ]
 SymOpt = Annotated[bool, typer.Option("--symbolic/--no-symbolic", help="Run the sympy cross-check.")]
-MaxJacOpt = Annotated[int | None, typer.Option("--max-jacobian", metavar="N", help="Most entries of one materialised Jacobian.")]
-LimitOpt = Annotated[list[str] | None, typer.Option("--limit", metavar="NAME=VALUE", help="NAME=VALUE to change a limit (see README).")]
+MaxJacOpt = Annotated[
+    int | None, typer.Option("--max-jacobian", metavar="N", help="Most entries of one materialised Jacobian.")
+]
+LimitOpt = Annotated[
+    list[str] | None, typer.Option("--limit", metavar="NAME=VALUE", help="NAME=VALUE to change a limit (see README).")
+]
 DeviceOpt = Annotated[str, typer.Option("--device", metavar="cpu|cuda", help="cpu or cuda.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show a traceback for internal errors.")]
 

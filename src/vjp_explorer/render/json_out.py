@@ -158,9 +158,7 @@ def _stream_tensor(t: TensorData, write: Callable[[str], Any]) -> None:
             idx.append(k % n)  # innermost outer dimension first
             k //= n
         opens = next((i for i, (j, _) in enumerate(zip(idx, reversed(outer), strict=True)) if j != 0), len(idx))
-        closes = next(
-            (i for i, (j, n) in enumerate(zip(idx, reversed(outer), strict=True)) if j != n - 1), len(idx)
-        )
+        closes = next((i for i, (j, n) in enumerate(zip(idx, reversed(outer), strict=True)) if j != n - 1), len(idx))
         write("[" * opens + "[")
         for start in range(r * last, (r + 1) * last, CHUNK):
             seg = t.flat[start : min(start + CHUNK, (r + 1) * last)]

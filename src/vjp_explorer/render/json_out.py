@@ -111,8 +111,8 @@ def dumps(r: Result) -> str:
 def write_json(r: Result, write: Callable[[str], Any]) -> None:
     """Write the JSON: indented when small; compact and streamed tensor by tensor when big, so that
     10^7-element tensors never exist as Python lists all at once (json's indenting encoder is pure Python)."""
-    tensors = [*r.inputs.values(), *r.intermediates.values()]
-    total = sum(t.value.numel for t in tensors) + r.output.numel + r.grad.numel
+    total = sum(i.value.numel for i in r.inputs.values()) + sum(i.value.numel for i in r.intermediates.values())
+    total += r.output.numel + r.grad.numel
     total += sum(g.numel for g in r.grads.values()) * 4
     if total <= PRETTY_LIMIT:
         write(json.dumps(result_to_dict(r), indent=2, allow_nan=False, ensure_ascii=False))

@@ -8,6 +8,8 @@ from typing import Any
 
 from ..result import Check, Tolerance
 
+CHUNK = 1 << 18
+
 # float32 keeps ~7 significant digits; a few ops in a chain lose a little more.
 TOLERANCES = {
     "float32": Tolerance(rtol=1e-4, atol=1e-5),
@@ -88,36 +90,39 @@ def compare_tensors(
     n_undefined = 0
     for leaf, got_t, want_t in items:
         shape = tuple(got_t.shape)
-        g = got_t.detach().reshape(-1).cpu().double()
-        w = want_t.detach().reshape(-1).cpu().double()
-        d = (g - w).abs()
-        if not d.numel():
-            continue
-        lo, hi = torch.aminmax(d)
-        if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
-            # slow path, only with inf/nan present: both non-finite means undefined at this point
-            finite = torch.isfinite(g) & torch.isfinite(w)
-            und = ~finite & ~torch.isfinite(g) & ((g == w) | torch.isnan(w) | (torch.isnan(g) & torch.isinf(w)))
-            mismatch = ~finite & ~und
-            if bool(mismatch.any()):
+        g_all = got_t.detach().reshape(-1).cpu()
+        w_all = want_t.detach().reshape(-1).cpu()
+        # in chunks: a few cache-sized float64 temporaries instead of many array-sized ones
+        for start in range(0, g_all.numel(), CHUNK):
+            g = g_all[start : start + CHUNK].double()
+            w = w_all[start : start + CHUNK].double()
+            d = (g - w).abs_()
+            lo, hi = torch.aminmax(d)
+            if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+                # only with inf/nan present: non-finite in both routes means undefined at this point
+                finite = torch.isfinite(g) & torch.isfinite(w)
+                und = ~finite & ~torch.isfinite(g) & ((g == w) | torch.isnan(w) | (torch.isnan(g) & torch.isinf(w)))
+                mismatch = ~finite & ~und
+                if bool(mismatch.any()):
+                    bad = True
+                    if max_abs != math.inf:
+                        k = start + int(mismatch.nonzero()[0])
+                        max_abs, worst = math.inf, _label(leaf, shape, k)
+                k_und = und.nonzero().reshape(-1) + start
+                n_undefined += int(k_und.numel())
+                room = max(0, 20 - len(undefined))
+                undefined += [_label(leaf, shape, int(k)) for k in k_und[:room]]
+                d = torch.where(finite, d, torch.zeros_like(d))
+                w = torch.where(finite, w, torch.zeros_like(w))
+            wabs = w.abs()  # not in place: .double() of a float64 tensor is the tensor itself
+            if bool((d > wabs * tol.rtol + atol).any()):
                 bad = True
-                if max_abs != math.inf:
-                    max_abs, worst = math.inf, _label(leaf, shape, int(mismatch.nonzero()[0]))
-            k_und = und.nonzero().reshape(-1)
-            n_undefined += int(k_und.numel())
-            room = max(0, 20 - len(undefined))
-            undefined += [_label(leaf, shape, int(k)) for k in k_und[:room]]
-            d = torch.where(finite, d, torch.zeros_like(d))
-            w = torch.where(finite, w, torch.zeros_like(w))
-        if bool((d > atol + tol.rtol * w.abs()).any()):
-            bad = True
-        k = int(d.argmax())
-        if float(d[k]) > max_abs:
-            max_abs, worst = float(d[k]), _label(leaf, shape, k)
-        rel = d / w.abs()  # 0/0 -> nan and x/0 -> inf are dropped below: rel is over nonzero references
-        rel = rel[w != 0]
-        if rel.numel():
-            max_rel = max(max_rel, float(rel.max()))
+            k = int(d.argmax())
+            if float(d[k]) > max_abs:
+                max_abs, worst = float(d[k]), _label(leaf, shape, start + k)
+            nz = wabs != 0
+            if bool(nz.any()):
+                max_rel = max(max_rel, float((d[nz] / wabs[nz]).max()))
     if n_undefined > len(undefined):
         undefined.append(f"... {n_undefined - len(undefined)} more")
     return Check(

@@ -400,15 +400,26 @@ def elementwise_vjp(
 
     env = {name: SymTensor((), [sp.Symbol(name, real=True)]) for name in [*leaves, *consts]}
     y = SymbolicProgram(env, lambda a: (_ for _ in ()).throw(Unsupported("detach"))).run(steps, output).items[0]
-    arrays = {name: t.detach().double() for name, t in [*leaves.items(), *consts.items()]}
-    vd = v.detach().double()
+    shape = tuple(v.shape)
+    n = v.numel()
+    flat = {
+        name: t.detach().expand(shape).reshape(-1) if tuple(t.shape) != shape else t.detach().reshape(-1)
+        for name, t in [*leaves.items(), *consts.items()]
+    }
+    vflat = v.detach().reshape(-1)
     grads = {}
     for name, x in leaves.items():
-        if name not in deps:
-            grads[name] = torch.zeros(x.shape, dtype=torch.float64)
-            continue
-        d = evaluate(sp.diff(y, env[name].items[0]), arrays).expand(v.shape)
-        grads[name] = torch.where(vd == 0, torch.zeros_like(vd), vd * d)
+        out = torch.zeros(n, dtype=torch.float64)
+        if name in deps:
+            formula = sp.diff(y, env[name].items[0])
+            # in chunks, in float64: cache-sized temporaries, and the exact formula at every element
+            for start in range(0, n, 1 << 18):
+                end = min(n, start + (1 << 18))
+                arrays = {k: t[start:end].double() for k, t in flat.items()}
+                vd = vflat[start:end].double()
+                d = evaluate(formula, arrays).expand(vd.shape)
+                out[start:end] = torch.where(vd == 0, torch.zeros_like(vd), vd * d)
+        grads[name] = out.reshape(x.shape)
     return grads
 
 

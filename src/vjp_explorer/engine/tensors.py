@@ -71,7 +71,10 @@ def to_data(t: torch.Tensor) -> TensorData:
     lo_t, hi_t = torch.aminmax(flat)
     lo, hi = float(lo_t), float(hi_t)
     if math.isfinite(lo) and math.isfinite(hi):  # the common case: two passes in all
-        stats = Stats(lo, hi, float(torch.linalg.vector_norm(flat, dtype=torch.float64)), 0, 0)
+        norm = float(torch.linalg.vector_norm(flat))  # native dtype: fast; float64 only if it overflows
+        if not math.isfinite(norm):
+            norm = float(torch.linalg.vector_norm(flat, dtype=torch.float64))
+        stats = Stats(lo, hi, norm, 0, 0)
     else:
         finite = torch.isfinite(flat)
         nfin = int(finite.sum())

@@ -235,7 +235,7 @@ OPTIONS = [
     case("all-const", ["x*2", "--const", "x=1"], "nothing to differentiate"),
     case("no-program", ["--x", "1"], "Give a program"),
     case("empty-program", ["", *X1], "The program is empty"),
-    case("single-dash-option", ["x*2", "-x", "1"], "Usage"),
+    case("single-dash-option", ["x*2", "-x", "1"], "No such option: -x"),
     case("bare-expression-not-last", ["x; x*2", *X1], "thrown away"),
     case("name-is-function", ["log = x", *X1], "'log' is a function"),
     case("reserved-name", ["range * 2"], "reserved"),

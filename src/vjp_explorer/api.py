@@ -11,10 +11,10 @@ import math
 import secrets
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import LimitError, ProgramError, ShapeError, UsageError
+from .errors import FileFormatError, LimitError, ProgramError, ShapeError, UsageError
 from .language import program as P
 from .language.parser import parse_program
 from .language.values import ValueSpec, from_nested, parse_value
@@ -43,8 +43,11 @@ class Request:
     title: str | None = None
     source: str | None = None  # where the request came from (a file path), for messages
     description: str | None = None
+    grad_label: str = "given"  # where v came from, for the output ("given", "given in the file")
+    latex: bool = False  # formulas of `explain` as LaTeX
     reserved: frozenset[str] = frozenset()  # names the CLI keeps for its own options (--grad, --help, ...)
     expected: Any = None  # language.files.Expected: numbers a source printed, checked as "expected"
+    expected_dropped: bool = False  # the file had [expect], but options overrode what it was for
 
 
 def explore(program: str | Request, values: Mapping[str, ValueLike] | None = None, **options: Any) -> Result:
@@ -107,7 +110,8 @@ class _Run:
                 )
         dtype = DTYPES[req.dtype]
         t = self.lap("import torch", t)
-        uses_random = any(s.generator in ("rand", "randn") for s in [*specs.values(), *const_specs.values()])
+        drawn = [*specs.values(), *const_specs.values(), *([grad_spec] if grad_spec is not None else [])]
+        uses_random = any(s.generator in ("rand", "randn") for s in drawn)
         seed = req.seed if req.seed is not None else (secrets.randbelow(2**31) if uses_random else 0)
         gen = torch.Generator().manual_seed(seed)
         leaves: dict[str, torch.Tensor] = {}
@@ -142,7 +146,7 @@ class _Run:
             )
         if out.dtype != dtype:
             out = out.to(dtype)
-        v, grad_source = self._grad(grad_spec, out, prog, torch)
+        v, grad_source = self._grad(grad_spec, out, prog, torch, gen)
         # the v that arrives at each intermediate: keep their grads
         inter_tensors = {
             n: env[n].v
@@ -174,11 +178,12 @@ class _Run:
 
         tol = TOLERANCES[req.dtype]
         checks: dict[str, Check] = {}
-        scale = _scale(v, jacs)
+        mags = _magnitudes(v, jacs, calls)
+        big = float(torch.finfo(dtype).max)
         # route 2: Jᵀv contracted from the explicit Jacobian (or the JVP identity where J is too big)
         have = [(n, grads[n], j.jtv * calls) for n, j in jacs.items() if j.jtv is not None]
         if have:
-            checks["jtv"] = compare_tensors("jtv", _JTV, have, tol, scale)
+            checks["jtv"] = compare_tensors("jtv", _JTV, have, tol, mags, big)
         missing = [n for n, j in jacs.items() if j.jtv is None]
         if missing:
             a, b = random_vjp_check(
@@ -210,7 +215,8 @@ class _Run:
                     _SYM + (f" ({reason})" if reason else ""),
                     [(n, grads[n], sym_grads[n]) for n in leaves],
                     tol,
-                    scale,
+                    mags,
+                    big,
                 )
             if sym is not None:
                 jitems = [
@@ -224,13 +230,14 @@ class _Run:
                         "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry",
                         jitems,
                         tol,
+                        overflow_at=big,
                     )
         t = self.lap("symbolic", t)
         if req.expected is not None:
-            checks["expected"] = _expected_check(req.expected, prog, out, grads, fwd)
+            checks["expected"] = _expected_check(req.expected, prog, out, grads, fwd, req.source or "the file")
 
         # ------------------------------------------------------------------ notes
-        self._notes(prog, fwd, leaves, grads, jacs, v, grad_source, none_grads, calls, torch)
+        self._notes(prog, fwd, leaves, grads, jacs, v, grad_source, none_grads, calls, torch, checks)
         control = [
             Control(c.kind, prog.source.count("\n", 0, c.span[0]) + 1, c.count, _control_text(c.kind, c.count))
             for c in fwd.control
@@ -339,7 +346,7 @@ class _Run:
             )
         return specs, const_specs
 
-    def _grad(self, spec: ValueSpec | None, out: Any, prog: P.Program, torch: Any) -> tuple[Any, str]:
+    def _grad(self, spec: ValueSpec | None, out: Any, prog: P.Program, torch: Any, gen: Any) -> tuple[Any, str]:
         shape = list(out.shape)
         if spec is None:
             if out.numel() != 1:
@@ -367,8 +374,8 @@ class _Run:
                 hint="Give --grad with the output's shape, or --grad ones.",
                 label="--grad",
             )
-        g = torch.Generator().manual_seed((self.req.seed or 0) + 7919)
-        return make_tensor(spec, "--grad", out.dtype, g, self.req.device), "given"
+        # the same generator as the inputs, after them: the seed shown reproduces v too
+        return make_tensor(spec, "--grad", out.dtype, gen, self.req.device), self.req.grad_label
 
     def _symbolic(
         self, fwd: Any, leaves: dict[str, Any], consts: dict[str, Any], out: Any, v: Any, output: str
@@ -417,7 +424,7 @@ class _Run:
                 return None, None, f"sympy could not evaluate the exact derivatives here ({type(e).__name__}: {e})"
             budget = max(0.05, budget - (time.perf_counter() - t0))  # one budget for both routes
             if sym is not None:
-                vf = v.detach().double().reshape(-1)
+                vf = v.detach().double().cpu().reshape(-1)
                 grads = {}
                 for name, x in leaves.items():
                     J = sym.matrix(name)
@@ -450,8 +457,10 @@ class _Run:
         none_grads: list[str],
         calls: int,
         torch: Any,
+        checks: dict[str, Check],
     ) -> None:
         add = self.notes.append
+        overflowed = {e for c in checks.values() for e in c.overflow}
         out = prog.output
         if grad_source.startswith("default"):
             add(
@@ -487,6 +496,14 @@ class _Run:
                     f"element is the derivative of the matching output element, d{out}[k]/dx[k].",
                 )
             )
+        if self.req.expected_dropped:
+            add(
+                Note(
+                    "expect_skipped",
+                    "the file's [expect] numbers were not checked: options on the command line "
+                    "changed what they were printed for.",
+                )
+            )
         if calls > 1:
             add(
                 Note(
@@ -500,15 +517,41 @@ class _Run:
             if bool(bad.any()):
                 k = int(bad.reshape(-1).nonzero()[0])
                 val = float(g.reshape(-1)[k])
+                label = _elem(n, tuple(g.shape), k)
+                if label in overflowed:
+                    why = (
+                        f"{self.req.dtype} overflowed: the exact derivative is finite but larger than the "
+                        f"dtype's range (run with --dtype float64)"
+                    )
+                elif val != val:  # nan
+                    why = (
+                        "nan comes from 0 x inf or 0/0 in the chain rule (e.g. a factor that is 0 times a derivative "
+                        "that is infinite here, such as sqrt or log at 0), or from a point where the derivative "
+                        "is undefined"
+                    )
+                else:
+                    why = "the derivative is infinite at this point (e.g. log or 1/x at 0, sqrt at 0)"
                 add(
                     Note(
                         "nonfinite_grad",
-                        f"{_elem(n, tuple(g.shape), k)}.grad is {val} "
-                        f"({int(bad.sum())} non-finite element(s) in {n}.grad): the derivative is infinite or "
-                        "undefined at this point (e.g. log or 1/x at 0, sqrt at 0), or 0 x inf = nan arose in "
-                        "the chain rule.",
+                        f"{label}.grad is {val} ({int(bad.sum())} non-finite element(s) in {n}.grad): {why}.",
                     )
                 )
+        aug = [s for s in _walk_statements(prog.body) if isinstance(s, P.Assign) and s.augmented]
+        if aug:
+            names = sorted({s.target for s in aug})
+            on_leaf = [n for n in names if n in prog.free]
+            text = (
+                f"{', '.join(n + ' += ...' for n in names)} (and -=, *=, /=) runs out of place, as "
+                f"{names[0]} = {names[0]} + ...: a new tensor. In PyTorch an in-place += on a tensor that autograd saved for backward raises 'one of the "
+                "variables needed for gradient computation has been modified by an inplace operation'"
+            )
+            if on_leaf:
+                text += (
+                    f"; on the leaf {on_leaf[0]!r} it raises 'a leaf Variable that requires grad is being used in an "
+                    "in-place operation'"
+                )
+            add(Note("augmented_assignment", text + "."))
         for c in fwd.control:
             line = prog.source.count("\n", 0, c.span[0]) + 1
             add(
@@ -536,7 +579,7 @@ def _flatten(x: Any) -> list[float]:
     return out
 
 
-def _expected_check(exp: Any, prog: P.Program, out: Any, grads: dict[str, Any], fwd: Any) -> Check:
+def _expected_check(exp: Any, prog: P.Program, out: Any, grads: dict[str, Any], fwd: Any, where: str) -> Check:
     """The run against the numbers the source document printed (an expression file's [expect])."""
     from .engine.compare import compare
     from .result import Tolerance
@@ -547,13 +590,17 @@ def _expected_check(exp: Any, prog: P.Program, out: Any, grads: dict[str, Any], 
         wanted.append((prog.output, out, exp.output))
     for name, numbers in (exp.grads or {}).items():
         if name not in grads:
-            raise ProgramError(f"expect.grads.{name}: {name!r} is not a leaf of the program ({', '.join(grads)}).")
+            raise FileFormatError(
+                f"{where}: key 'expect.grads.{name}': {name!r} is not a leaf of the program ({', '.join(grads)})."
+            )
         wanted.append((f"{name}.grad", grads[name], numbers))
     for label, tensor, numbers in wanted:
         got = tensor.detach().reshape(-1).tolist()
         want = _flatten(numbers)
         if len(got) != len(want):
-            raise ProgramError(f"expect: {label} has {len(got)} element(s) but the file lists {len(want)} number(s).")
+            raise FileFormatError(
+                f"{where}: [expect]: {label} has {len(got)} element(s) but the file lists {len(want)} number(s)."
+            )
         shape = tuple(tensor.shape)
         pairs += [(_elem(label, shape, k), a, b) for k, (a, b) in enumerate(zip(got, want, strict=True))]
     if exp.loops is not None:
@@ -586,6 +633,19 @@ def _output_hint(prog: P.Program, env: dict[str, Any], torch: Any) -> str:
     return "Use the leaves in the output, or pass them with --NAME/--var instead of --const."
 
 
+def _walk_statements(body: tuple[P.Stmt, ...]) -> list[P.Stmt]:
+    out: list[P.Stmt] = []
+    stack = list(reversed(body))
+    while stack:
+        s = stack.pop()
+        out.append(s)
+        if isinstance(s, P.If):
+            stack += list(reversed(s.orelse)) + list(reversed(s.body))
+        elif isinstance(s, P.While | P.For):
+            stack += list(reversed(s.body))
+    return out
+
+
 def _control_text(kind: str, count: int) -> str:
     if kind == "if":
         return "the if took its " + ("first branch" if count else "else branch")
@@ -607,41 +667,21 @@ def _elem(name: str, shape: tuple[int, ...], k: int) -> str:
     return f"{name}[{','.join(map(str, reversed(idx)))}]"
 
 
-def _fsum(terms: list[float]) -> float:
-    if any(not math.isfinite(t) for t in terms):
-        return sum(terms)
-    return math.fsum(terms)
+def _magnitudes(v: Any, jacs: dict[str, Any], calls: int) -> dict[str, Any]:
+    """Per leaf element, Σᵢ |v[i]·∂y[i]/∂x[j]|: the size of the terms a grad element sums, for tolerances."""
+    av = v.detach().abs().reshape(-1).nan_to_num(0.0, 0.0, 0.0)
+    out = {}
+    for n, j in jacs.items():
+        if j.diagonal is not None:
+            m = av.reshape(j.diagonal.shape) * j.diagonal.detach().abs().nan_to_num(0.0, 0.0, 0.0)
+        elif j.full is not None:
+            leaf_shape = j.full.shape[v.dim() :]
+            jm = j.full.detach().abs().reshape(av.numel(), -1).nan_to_num(0.0, 0.0, 0.0)
+            m = (av @ jm).reshape(leaf_shape)
+        else:
+            continue
+        out[n] = m * calls if calls > 1 else m
+    return out
 
 
-def _plain(shape: tuple[int, ...], flat: list[float]) -> TensorData:
-    from .result import Stats
-
-    fin = [x for x in flat if math.isfinite(x)]
-    stats = Stats(
-        min(fin) if fin else math.nan,
-        max(fin) if fin else math.nan,
-        math.sqrt(math.fsum(x * x for x in fin)),
-        sum(1 for x in flat if math.isnan(x)),
-        sum(1 for x in flat if math.isinf(x)),
-    )
-    return TensorData(shape, flat, stats)
-
-
-def _scale(v: Any, jacs: dict[str, Any]) -> float:
-    # terms of Jᵀv can cancel: allow atol relative to the largest term, not just the result
-    import torch
-
-    vmax = float(v.detach().abs().max()) if v.numel() else 0.0
-    jmax = 0.0
-    for j in jacs.values():
-        src = j.full if j.full is not None else j.diagonal
-        if src is not None and src.numel():
-            big = float(src.detach().abs().max())
-            if not math.isfinite(big):
-                finite = src[torch.isfinite(src)]
-                big = float(finite.abs().max()) if finite.numel() else 0.0
-            jmax = max(jmax, big)
-    return vmax * jmax if math.isfinite(vmax) else 0.0
-
-
-__all__ = ["Request", "explore", "replace"]
+__all__ = ["Request", "explore"]

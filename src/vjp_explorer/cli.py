@@ -67,9 +67,8 @@ class VariableOptions(TyperCommand):
                 i += 1
                 continue
             if a.startswith("-") and len(a) > 1 and a[1:2].isalpha() and a[:2] not in takes_value:
-                problems.append(f"No such option: {a} (variables are given as --NAME VALUE).")
-                i += 1
-                continue
+                problems.append(f"No such option: {a} (variables are given as --NAME VALUE, with two dashes).")
+                break
             rest.append(a)
             i += 1
         ctx.meta["vjp_variables"] = found
@@ -147,7 +146,6 @@ def _pairs(items: list[str] | None, flag: str) -> list[tuple[str, str]]:
 
 def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any) -> Any:
     from .api import Request
-    from .limits import DEFAULT_LIMITS
 
     for problem in ctx.meta.get("vjp_problems", []):
         raise UsageError(problem)
@@ -168,18 +166,26 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
         if name in seen:
             raise UsageError(f"The variable {name!r} is given twice; give each variable once.")
         seen.add(name)
+    limits = _limits(o)
     if expression == "-":
-        expression = sys.stdin.read()
+        expression = sys.stdin.read().rstrip()
     if file is not None:
         from .language.files import load_request
 
-        req = load_request(file)
         if expression is not None:
             raise UsageError("Give either an expression or --file, not both.")
+        req = load_request(file, limits)
     else:
         if expression is None:
             raise UsageError("Give a program, e.g. vjp run '3*a + 2*b' --a 1,2 --b 3,4 (or --file FILE).")
         req = Request(expression)
+    overridden = bool(variables or consts) or any(
+        o[k] is not None for k in ("grad", "output", "dtype", "seed", "backward_calls")
+    )
+    if overridden and req.expected is not None:
+        # the numbers the file's source printed were for the file's own values, not these
+        req.expected = None
+        req.expected_dropped = True
     # command-line values override the file's
     for name, value in variables:
         req.consts.pop(name, None)
@@ -190,6 +196,7 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
     req.reserved = frozenset(o.removeprefix("--") for o in options)
     if o["grad"] is not None:
         req.grad = o["grad"]
+        req.grad_label = "given"
     if o["output"] is not None:
         req.output = o["output"]
     if o["dtype"] is not None:
@@ -200,23 +207,27 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
         req.backward_calls = o["backward_calls"]
     req.symbolic = req.symbolic and o["symbolic"]
     req.device = o["device"]
-    limits = req.limits if req.limits is not None else DEFAULT_LIMITS
-    overrides = dict(_pairs(o["limit"], "--limit"))
-    if o["max_jacobian"] is not None:
-        overrides["jacobian_entries"] = str(o["max_jacobian"])
-    if overrides:
-        from .limits import limit_names
-
-        try:
-            limits = limits.with_overrides(overrides)
-        except KeyError as e:
-            raise UsageError(
-                f"--limit: unknown limit {e.args[0]!r}; the limits are: {', '.join(limit_names())}."
-            ) from None
-        except ValueError as e:
-            raise UsageError(f"--limit: {e}.") from None
     req.limits = limits
     return req
+
+
+def _limits(o: dict[str, Any]) -> Any:
+    """The limits with --limit and --max-jacobian applied (before any file is read: file_bytes counts)."""
+    from .limits import DEFAULT_LIMITS, limit_names
+
+    overrides = dict(_pairs(o["limit"], "--limit"))
+    if o["max_jacobian"] is not None:
+        if o["max_jacobian"] < 1:
+            raise UsageError(f"--max-jacobian must be a positive number of entries, not {o['max_jacobian']}.")
+        overrides["jacobian_entries"] = str(o["max_jacobian"])
+    if not overrides:
+        return DEFAULT_LIMITS
+    try:
+        return DEFAULT_LIMITS.with_overrides(overrides)
+    except KeyError as e:
+        raise UsageError(f"--limit: unknown limit {e.args[0]!r}; the limits are: {', '.join(limit_names())}.") from None
+    except ValueError as e:
+        raise UsageError(f"--limit: {e}.") from None
 
 
 def _fail(e: BaseException, debug: bool) -> typer.Exit:
@@ -239,16 +250,20 @@ def _fail(e: BaseException, debug: bool) -> typer.Exit:
     return typer.Exit(int(ExitCode.INTERNAL))
 
 
-def _stderr() -> Any:
+def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    # NO_COLOR (no-color.org) means no ANSI codes at all, not just no colours: no bold or dim either
+    plain = "NO_COLOR" in os.environ and os.environ["NO_COLOR"] != ""
+    return Console(stderr=stderr, highlight=False, color_system=None if plain else "auto")
+
+
+def _stderr() -> Any:
+    return _console(stderr=True)
 
 
 def _stdout() -> Any:
-    from rich.console import Console
-
-    return Console(highlight=False)
+    return _console()
 
 
 def _emit(result: Any, json_: bool, full: bool, verbose: bool, digits: int | None, explain: bool = False) -> None:

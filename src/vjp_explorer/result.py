@@ -80,7 +80,8 @@ class Check:
     max_rel_diff: float | None = None
     tolerance: Tolerance | None = None
     reason: str | None = None
-    undefined: tuple[str, ...] = ()  # elements where the derivative is infinite/undefined in both routes
+    undefined: tuple[str, ...] = ()  # elements where the derivative is infinite or undefined (nan) here
+    overflow: tuple[str, ...] = ()  # elements where the dtype overflowed (inf) but the exact value is finite
     worst: str | None = None  # element with the largest difference
 
 

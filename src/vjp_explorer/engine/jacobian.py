@@ -74,7 +74,7 @@ def compute_jacobians(
             entries = m * leaves[n].numel()
             reason = None
             if entries <= limits.jacobian_entries and entries * bytes_per <= budget_bytes:
-                full = torch.zeros((*out.shape, *leaves[n].shape), dtype=out.dtype)
+                full = torch.zeros((*out.shape, *leaves[n].shape), dtype=out.dtype, device=out.device)
                 budget_bytes -= entries * bytes_per
             else:
                 reason = "an all-zero block too large to materialise"
@@ -151,7 +151,7 @@ def _dense_blocks(
         rows: list[list[torch.Tensor]] = [[] for _ in names]
         for i in range(m):
             # a fresh one-hot each time: autograd may return views of grad_outputs (sum's backward expands it)
-            onehot = torch.zeros(m, dtype=out.dtype)
+            onehot = torch.zeros(m, dtype=out.dtype, device=out.device)
             onehot[i] = 1
             gs = torch.autograd.grad(out, inputs, onehot.reshape(out.shape), retain_graph=True, allow_unused=True)
             for k, g in enumerate(gs):
@@ -203,7 +203,7 @@ def random_vjp_check(
     g = torch.Generator().manual_seed(seed)
     env: dict[str, Any] = {k: t.detach() for k, t in leaves.items()}
     env.update(consts)
-    us = {n: torch.randn(leaves[n].shape, generator=g, dtype=torch.float64).to(leaves[n].dtype) for n in names}
+    us = {n: torch.randn(leaves[n].shape, generator=g, dtype=torch.float64).to(leaves[n]) for n in names}
     with quiet_torch_internals(), fwad.dual_level():
         for n in names:
             env[n] = fwad.make_dual(env[n], us[n])

@@ -403,10 +403,10 @@ def elementwise_vjp(
     shape = tuple(v.shape)
     n = v.numel()
     flat = {
-        name: t.detach().expand(shape).reshape(-1) if tuple(t.shape) != shape else t.detach().reshape(-1)
+        name: (t.detach().expand(shape).reshape(-1) if tuple(t.shape) != shape else t.detach().reshape(-1)).cpu()
         for name, t in [*leaves.items(), *consts.items()]
     }
-    vflat = v.detach().reshape(-1)
+    vflat = v.detach().reshape(-1).cpu()
     grads = {}
     for name, x in leaves.items():
         out = torch.zeros(n, dtype=torch.float64)

@@ -178,7 +178,7 @@ def _value(path: Path, key: str, v: Any, limits: Limits, allow_ones: bool = Fals
         raise
 
 
-def load_request(path: Path | str, limits: Limits = DEFAULT_LIMITS) -> Any:
+def load_request(path: Path | str, limits: Limits = DEFAULT_LIMITS) -> Any:  # -> api.Request
     """Read an expression file into a Request (values already parsed)."""
     from ..api import Request
 
@@ -239,8 +239,10 @@ def load_request(path: Path | str, limits: Limits = DEFAULT_LIMITS) -> Any:
         symbolic=True if symbolic is None else symbolic,
         title=get("title", str),
         source=str(path),
+        grad_label="given in the file",
         description=get("description", str),
         expected=_expected(path, get("expect", dict)),
+        limits=limits,
     )
     get("source", str)  # type-checked; shown by `vjp examples`
     return req
@@ -258,6 +260,24 @@ def _expected(path: Path, table: dict[str, Any] | None) -> Expected | None:
     for k in ("rtol", "atol"):
         if k in table and (isinstance(table[k], bool) or not isinstance(table[k], int | float) or table[k] < 0):
             raise _err(path, f"key 'expect.{k}': expected a non-negative number.")
+
+    def numbers(key: str, v: Any) -> None:
+        stack = [v]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, list):
+                stack.extend(item)
+            elif isinstance(item, bool) or not isinstance(item, int | float):
+                raise _err(
+                    path, f"key 'expect.{key}': expected numbers (or nested arrays of numbers), got {_type_name(item)}."
+                )
+            elif not math.isfinite(float(item)):
+                raise _err(path, f"key 'expect.{key}': expected finite numbers, got {item}.")
+
+    if "output" in table:
+        numbers("output", table["output"])
+    for name, v in (grads or {}).items():
+        numbers(f"grads.{name}", v)
     loops = table.get("loops")
     if loops is not None and not (isinstance(loops, list) and all(type(x) is int for x in loops)):
         raise _err(path, "key 'expect.loops': expected an array of integers (iterations of each loop).")

@@ -473,7 +473,7 @@ class _Parser:
                 raise self.err(_WHY_NOT.get(type(s.op), "This operator is not supported."), s)
             target = self._target(s.target)
             tspan = self.span(s.target)
-            return P.Assign(target, P.BinOp(op, P.Name(target, tspan), self._expr(s.value), sp), sp)
+            return P.Assign(target, P.BinOp(op, P.Name(target, tspan), self._expr(s.value), sp), sp, augmented=True)
         if isinstance(s, ast.Expr):
             return P.ExprStmt(self._expr(s.value), sp)
         if isinstance(s, ast.If):

@@ -96,6 +96,7 @@ class Assign:
     target: str
     value: Expr
     span: Span
+    augmented: bool = False  # written `y += ...`: run out of place, as `y = y + ...`
 
 
 @dataclass(frozen=True)

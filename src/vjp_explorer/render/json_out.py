@@ -41,6 +41,7 @@ def check(c: Check) -> dict[str, Any]:
         "tolerance": None if c.tolerance is None else {"rtol": c.tolerance.rtol, "atol": c.tolerance.atol},
         "reason": c.reason,
         "undefined": list(c.undefined),
+        "overflow": list(c.overflow),
         "worst": c.worst,
     }
 
@@ -114,6 +115,7 @@ def write_json(r: Result, write: Callable[[str], Any]) -> None:
     total = sum(i.value.numel for i in r.inputs.values()) + sum(i.value.numel for i in r.intermediates.values())
     total += r.output.numel + r.grad.numel
     total += sum(g.numel for g in r.grads.values()) * 4
+    total += sum(j.value.numel for j in r.jacobians.values() if j.value is not None)
     if total <= PRETTY_LIMIT:
         write(json.dumps(result_to_dict(r), indent=2, allow_nan=False, ensure_ascii=False))
         return

@@ -84,7 +84,7 @@ def header(r: Result, view: View) -> RenderableType:
         kind = "leaf, requires_grad=True" if i.requires_grad else "constant, requires_grad=False"
         t.add_row(Text(n), inline(i.value, view), Text(f"shape {fmt_shape(i.value.shape)}, {kind}"))
     t.add_row(Text(r.output_name), inline(r.output, view), Text(f"shape {fmt_shape(r.output.shape)}, the output"))
-    src = {"given": "given with --grad", "ones": "ones (--grad ones)"}.get(r.grad_source, r.grad_source)
+    src = {"given": "given with --grad", "ones": "ones"}.get(r.grad_source, r.grad_source)
     t.add_row(
         "v",
         inline(r.grad, view),
@@ -196,12 +196,18 @@ def check_detail(c: Check) -> Text:
     if c.max_abs_diff is not None:
         t.append(f"\nmax |Δ| = {fmt(c.max_abs_diff, 3)}, max rel = {fmt(c.max_rel_diff or 0.0, 3)}")
     if c.tolerance is not None:
-        t.append(f"; tolerance |Δ| <= {fmt(c.tolerance.atol, 3)} + {fmt(c.tolerance.rtol, 3)}·|reference|")
+        t.append(f"; tolerance |Δ| <= {fmt(c.tolerance.atol, 3)} + {fmt(c.tolerance.rtol, 3)}·max(|exact|, Σ|terms|)")
     if c.status == "disagree" and c.worst:
         t.append(f"\nlargest difference at {c.worst}", "red")
     if c.undefined:
         shown = ", ".join(c.undefined[:6]) + (" ..." if len(c.undefined) > 6 else "")
-        t.append(f"\nundefined or infinite at this point in both routes: {shown}", "yellow")
+        why = "inf/nan: 0·inf, 0/0, or a convention at a kink"
+        t.append(f"\nundefined or infinite at this point ({why}): {shown}", "yellow")
+    if c.overflow:
+        shown = ", ".join(c.overflow[:6]) + (" ..." if len(c.overflow) > 6 else "")
+        t.append(
+            f"\noverflowed the dtype (inf) where the exact value is finite: {shown}; try --dtype float64", "yellow"
+        )
     return t
 
 

@@ -544,7 +544,8 @@ class _Run:
             text = (
                 f"{', '.join(n + ' += ...' for n in names)} (and -=, *=, /=) runs out of place, as "
                 f"{names[0]} = {names[0]} + ...: a new tensor. In PyTorch an in-place += on a tensor that "
-                "autograd saved for backward raises 'one of the variables needed for gradient computation has been modified by an inplace operation'"
+                "autograd saved for backward raises 'one of the variables needed for gradient computation has "
+                "been modified by an inplace operation'"
             )
             if on_leaf:
                 text += (

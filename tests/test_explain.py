@@ -89,7 +89,7 @@ def test_latex_formulas(vjp):
     r = vjp("explain", "torch.log(c)", "--c", "2", "--latex", "--json")
     assert r.exit_code == 0, r.stderr
     ex = json.loads(r.stdout)["explain"]
-    assert ex["jacobian_formulas"]["c"]["generic"] == "∂y/∂c = \\frac{1}{c}"
+    assert ex["jacobian_formulas"]["c"]["generic"] == "\\frac{\\partial y}{\\partial c} = \\frac{1}{c}"
 
 
 def test_explain_terminal_sections(vjp):

@@ -11,6 +11,9 @@ from vjp_explorer.render import json_out
 
 TOP = {
     "schema",
+    "title",
+    "description",
+    "source",
     "program",
     "dtype",
     "device",

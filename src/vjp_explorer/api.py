@@ -43,6 +43,7 @@ class Request:
     title: str | None = None
     source: str | None = None  # where the request came from (a file path), for messages
     description: str | None = None
+    source_note: str | None = None  # an expression file's `source`: where the example comes from
     grad_label: str = "given"  # where v came from, for the output ("given", "given in the file")
     latex: bool = False  # formulas of `explain` as LaTeX
     reserved: frozenset[str] = frozenset()  # names the CLI keeps for its own options (--grad, --help, ...)
@@ -282,7 +283,15 @@ class _Run:
             control=control,
             intermediates=intermediates,
             timings=self.timings,
-            meta={"seed": seed, "title": req.title, "file": req.source, "uses_random": uses_random},
+            meta={
+                "seed": seed,
+                "title": req.title,
+                "description": req.description,
+                "file": req.source,
+                "source_note": req.source_note,
+                "uses_random": uses_random,
+                "latex": req.latex,
+            },
         )
         self.lap("result", t)
         self.timings["total"] = round(time.perf_counter() - self.t0, 6)

@@ -290,8 +290,10 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
     try:
         if o["digits"] is not None and not 1 <= o["digits"] <= 17:
             raise UsageError(f"--digits must be between 1 and 17, not {o['digits']}.")
+        latex = o.pop("latex", False)
         req = _build_request(ctx, expression, file, **o)
         req.explain = explain
+        req.latex = latex
         from .api import explore
 
         result = explore(req)
@@ -306,6 +308,15 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
             near = difflib.get_close_matches("--" + name, ctx.meta.get("vjp_options", []), n=1, cutoff=0.75)
             if near and len(name) > 2:
                 e.hint = f"--{name} is not an option either; did you mean {near[0]}?"
+        if (
+            isinstance(e, VjpError)
+            and explain
+            and file is None
+            and expression is not None
+            and expression.isidentifier()
+            and not ctx.meta.get("vjp_variables")
+        ):
+            e.hint = f"If {expression!r} was meant as an example file, 'vjp examples' lists the bundled ones."
         raise _fail(e, debug) from None
     code = int(result.exit_code)
     if code:
@@ -384,8 +395,7 @@ def explain_cmd(
     Accepts an expression file or, like 'run', an inline program with values.
     """
     o = _opts(locals())
-    o.pop("latex")
-    os.environ["VJP_LATEX"] = "1" if latex else ""
+    o["latex"] = latex
     if file is None and expression is not None and _looks_like_file(expression):
         file, expression = Path(expression), None
     _command(ctx, expression, file, True, **o)

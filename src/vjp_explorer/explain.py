@@ -49,7 +49,7 @@ class LeafJacobianFormula:
     """The symbolic Jacobian block of one leaf."""
 
     leaf: str
-    structure: str  # diagonal | dense | sparse | zero
+    structure: str  # diagonal | block | dense | zero, from the exact formulas
     description: str
     generic: str | None  # one formula for all k, when the block is diagonal and uniform
     entries: list[dict[str, Any]] = field(default_factory=list)  # {i, j, y, x, formula}
@@ -100,9 +100,7 @@ def _label(name: str, shape: tuple[int, ...], k: int) -> str:
 
 def build_explanation(res: Result, prog: Any, fwd: Any, sym: Any, limits: Any) -> Explanation:
     """Assemble the explanation; `sym` is the SymbolicJacobian (with formulas) or None."""
-    import os
-
-    latex = bool(os.environ.get("VJP_LATEX"))
+    latex = bool(res.meta.get("latex"))
     out = res.output_name
     out_shape = res.output.shape
     m = res.output.numel
@@ -120,7 +118,7 @@ def build_explanation(res: Result, prog: Any, fwd: Any, sym: Any, limits: Any) -
                 "shape": list(it.value.shape),
             }
         )
-    cast.append({"name": out, "role": "output y", "shape": list(out_shape)})
+    cast.append({"name": out, "role": "the output (y): backward starts here", "shape": list(out_shape)})
     cast.append(
         {
             "name": "v",
@@ -159,7 +157,7 @@ def build_explanation(res: Result, prog: Any, fwd: Any, sym: Any, limits: Any) -
         formulas[n] = _formula_block(n, out, out_shape, shape, values, f_rows, latex, res.jacobians[n].structure)
         entries = []
         calls = res.backward_calls
-        for j in range(nn):
+        for j in _ledger_elements(nn, m):
             terms = []
             zero = 0
             for i in range(m):
@@ -167,7 +165,11 @@ def build_explanation(res: Result, prog: Any, fwd: Any, sym: Any, limits: Any) -
                 if vflat[i] == 0 or d == 0:
                     zero += 1
                     continue
-                f = _fmt_expr(f_rows[i][j], latex) if f_rows is not None else None
+                f = None
+                if f_rows is not None:
+                    f = _fmt_expr(f_rows[i][j], latex)
+                    if f_rows[i][j].is_Add:  # v[i] × (a + b), not v[i] × a + b
+                        f = f"({f})"
                 terms.append(Term(i, _label(out, out_shape, i), vflat[i], d, f, vflat[i] * d * calls, 0.0))
             total_abs = math.fsum(abs(t.value) for t in terms if math.isfinite(t.value))
             for t in terms:
@@ -189,10 +191,26 @@ def build_explanation(res: Result, prog: Any, fwd: Any, sym: Any, limits: Any) -
     return Explanation(cast, summary, formulas, ledger, source, latex)
 
 
+MAX_LEDGER_TERMS = 200_000  # terms kept in all per leaf; past it the ledger holds the first and last elements
+
+
+def _ledger_elements(n: int, m: int) -> range | list[int]:
+    """Which leaf elements get a ledger entry: all, unless that is more than MAX_LEDGER_TERMS terms."""
+    if n * m <= MAX_LEDGER_TERMS:
+        return range(n)
+    keep = max(2, MAX_LEDGER_TERMS // max(m, 1) // 2)
+    keep = min(keep, 50)
+    return [*range(keep), *range(max(keep, n - keep), n)]
+
+
 def _fmt_expr(e: Any, latex: bool) -> str:
     import sympy as sp
 
-    return sp.latex(e) if latex else sp.sstr(e)
+    if not latex:
+        return sp.sstr(e)
+    # b[1] -> b_{1}, W[0,1] -> W_{0,1}: subscripts, as a LaTeX reader expects
+    names = {s: s.name.replace("[", "_{").replace("]", "}") for s in e.free_symbols if "[" in s.name}
+    return sp.latex(e, symbol_names=names)
 
 
 def _formula_block(
@@ -227,8 +245,11 @@ def _formula_block(
         kind = "dense"
         desc = f"dense: every {out}[i] depends on every {leaf}[j], so each grad element mixes all of v"
     else:
-        kind = "sparse"
-        desc = f"sparse: {m * n - len(nonzero)} of {m * n} entries are structurally zero"
+        kind = "block"
+        desc = (
+            f"block: {m * n - len(nonzero)} of {m * n} entries are structurally zero, so each grad element "
+            "mixes only part of v"
+        )
     generic = None
     entries: list[dict[str, Any]] = []
     if f_rows is not None:
@@ -282,6 +303,13 @@ def _generic(
         back = {v: sp.Symbol(str(v).replace("[k]", idx), real=True) for v in k_syms.values()}
         if template.xreplace(back) != f_rows[k][k]:
             return None
-    lhs = f"∂{out}[k]/∂{leaf}[k]" if shape else f"∂{out}/∂{leaf}"
+    if latex:
+        lhs = (
+            rf"\frac{{\partial {out}_{{k}}}}{{\partial {leaf}_{{k}}}}"
+            if shape
+            else rf"\frac{{\partial {out}}}{{\partial {leaf}}}"
+        )
+    else:
+        lhs = f"∂{out}[k]/∂{leaf}[k]" if shape else f"∂{out}/∂{leaf}"
     body = _fmt_expr(template if shape else first, latex)
     return f"{lhs} = {body}"

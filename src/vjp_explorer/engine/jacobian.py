@@ -26,7 +26,7 @@ import torch
 from ..limits import Limits
 from .interpreter import DENSE, DIAG, Forward, replay
 
-SMALL_ROWS = 64
+SMALL_ROWS = 64  # at most this many output elements: a plain loop of autograd.grad is fastest
 
 
 @contextmanager
@@ -34,7 +34,7 @@ def quiet_torch_internals() -> Iterator[None]:
     """torch.func / forward AD may warn about torch's own internals (torch.jit.script): not the user's business."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        yield  # at most this many output elements: a plain loop of autograd.grad is fastest
+        yield
 
 
 @dataclass

@@ -241,10 +241,10 @@ def load_request(path: Path | str, limits: Limits = DEFAULT_LIMITS) -> Any:  # -
         source=str(path),
         grad_label="given in the file",
         description=get("description", str),
+        source_note=get("source", str),
         expected=_expected(path, get("expect", dict)),
         limits=limits,
     )
-    get("source", str)  # type-checked; shown by `vjp examples`
     return req
 
 

@@ -38,6 +38,8 @@ _BINOPS = {
     ast.MatMult: "@",
 }
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+# module names people paste from numpy/functional code: refused with a pointer to the torch name
+_OTHER_MODULES = {"np", "numpy", "F", "nn", "math", "jnp", "sp", "scipy"}
 _RESERVED = {"torch", "range", "True", "False", "None"}
 _WHY_NOT = {
     ast.BitXor: "'^' is bitwise xor in Python; write powers as '**' (x**2)",
@@ -596,7 +598,7 @@ class _Parser:
         if isinstance(node, ast.BinOp):
             op = _BINOPS.get(type(node.op))
             if op is None:
-                raise self.err(_WHY_NOT.get(type(node.op), "This operator is not supported."), node)
+                raise self.err(_WHY_NOT.get(type(node.op), "This operator is not supported."), self._op_span(node))
             out = P.BinOp(op, self._expr(node.left), self._expr(node.right), sp)
             self._check_constant(out)
             return out
@@ -667,9 +669,26 @@ class _Parser:
         hint = f"Write {base}(x) or torch.{base}(x)." if base else f"The functions are: {function_list()}."
         return self.err(f"{name} is not available: only torch.<function> is, for the functions listed.", node, hint)
 
+    def _op_span(self, node: ast.BinOp) -> P.Span:
+        """The span of the operator itself (the '^' in 2*b^2), for the marker."""
+        left_end = self.span(node.left)[1]
+        right_start = self.span(node.right)[0]
+        gap = self.src[left_end:right_start]
+        stripped = gap.strip(" \t()")
+        if stripped:
+            at = left_end + gap.index(stripped)
+            return at, at + len(stripped)
+        return self.span(node)
+
     def unknown_function(self, name: str, node: ast.AST) -> VjpError:
         import difflib
 
+        if name.endswith(".backward"):
+            return self.err(
+                "backward() is not part of the program: vjp calls y.backward(v) for you on the output.",
+                node,
+                "Give v with --grad (e.g. --grad 0.1,1,0.0001), and the output with --output NAME.",
+            )
         base = name.removeprefix("torch.").split(".")[-1]
         near = difflib.get_close_matches(base, list(FUNCTIONS), n=3)
         hint = f"Did you mean {', '.join(near)}?" if near else None
@@ -690,6 +709,17 @@ class _Parser:
                     raise self.unknown_function(f"torch.{func.attr}", func)
             elif _dotted(func.value).startswith("torch."):
                 raise self._torch_submodule(func)
+            elif (
+                isinstance(func.value, ast.Name)
+                and func.value.id in _OTHER_MODULES
+                and (func.attr not in FUNCTIONS or _looks_like_module_call(func.attr, node))
+            ):
+                raise self.err(
+                    f"{func.value.id}.{func.attr} is not available: only torch's names are. Write "
+                    f"torch.{func.attr}(x) or {func.attr}(x)."
+                    + ("" if func.attr in FUNCTIONS else f" The functions are: {function_list()}."),
+                    func,
+                )
             else:
                 if func.attr not in FUNCTIONS:
                     # report the leftmost problem first: in __import__('os').system() that is __import__
@@ -749,7 +779,7 @@ class _Parser:
             if v is None or not math.isfinite(v) or abs(v) > self.limits.literal:
                 raise self.err(f"{fname}(): {p.name} must be a number literal.", node)
             return v
-        if p.kind == "dims" and isinstance(node, ast.Tuple):
+        if p.kind == "dims" and isinstance(node, ast.Tuple | ast.List):
             if len(node.elts) > _MAX_DIM:
                 raise self.err(f"{fname}(): {p.name}= lists more than {_MAX_DIM} dimensions.", node)
             dims = tuple(self._dim(e, fname, p.name) for e in node.elts)
@@ -785,6 +815,14 @@ def _output_names() -> Iterator[str]:
     while True:
         yield f"y{k}"
         k += 1
+
+
+def _looks_like_module_call(name: str, node: ast.Call) -> bool:
+    """np.log(x) or F.softmax(x, dim=0): a module function given the tensor, not a method (F.sum())."""
+    spec = FUNCTIONS[name]
+    if spec.tensors != 1 or not node.args:
+        return False
+    return _literal_number(node.args[0]) is None and not isinstance(node.args[0], ast.Tuple)
 
 
 def _literal_number(node: ast.expr) -> float | None:

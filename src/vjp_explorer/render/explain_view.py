@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -23,7 +25,13 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
     parts: list[RenderableType] = []
     title = r.meta.get("title")
     if title:
-        parts += [Text(title, style="bold"), Text("")]
+        parts.append(Text(title, style="bold"))
+    if r.meta.get("description"):
+        parts.append(Text(" ".join(r.meta["description"].split())))
+    if r.meta.get("source_note"):
+        parts.append(Text("source: " + r.meta["source_note"], style="dim"))
+    if title or r.meta.get("description"):
+        parts.append(Text(""))
     parts += [T.header(r, view), Text("")]
 
     parts.append(_section("1. who is who"))
@@ -42,7 +50,7 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
         if f.generic:
             parts.append(Text("    " + f.generic))
         elif f.entries and f.entries[0]["formula"] is not None:
-            shown = f.entries if view.full else f.entries[: view.max_rows // 2]
+            shown = f.entries if view.full else f.entries[:8]
             for e in shown:
                 parts.append(Text(f"    ∂{e['y']}/∂{e['x']} = {_clip(e['formula'], view)}"))
             if len(shown) < len(f.entries):
@@ -78,16 +86,20 @@ def _term_text(r: Result, e, term, view: T.View) -> str:
     v_i = fmt(term.v_i, d)
     step = ""
     if term.formula and term.formula != fmt(term.dy_dx, d):
-        step = f" = {mult}{v_i} × {_clip(term.formula, view, 60)}"
-    return f"{mult}v[{term.i}]·∂{term.y}/∂{e.element}{step} = {mult}{v_i} × {fmt(term.dy_dx, d)} = {fmt(term.value, d)}"
+        f = _clip(term.formula, view, 60)
+        step = f" = {mult}{v_i} × {f}"
+    text = f"{mult}v[{term.i}]·∂{term.y}/∂{e.element}{step} = {mult}{v_i} × {fmt(term.dy_dx, d)} = {fmt(term.value, d)}"
+    if not math.isfinite(term.dy_dx):
+        text += "   ← this derivative is infinite or undefined here"
+    return text
 
 
 def _ledger_table(r: Result, leaf: str, entries: list, view: T.View) -> RenderableType:
     """x[j].grad = its terms, one per line; one-term sums on one line; zero terms counted."""
-    out = r.output_name
     d = view.digits
     lines: list[Text] = []
-    for k in view.rows(len(entries)):
+    rows = view.rows(len(entries)) if view.full else view.rows(len(entries))[: max(8, 30 // max(1, len(r.leaves)))]
+    for k in rows:
         if k is None:
             lines.append(Text("  ..."))
             continue
@@ -95,14 +107,18 @@ def _ledger_table(r: Result, leaf: str, entries: list, view: T.View) -> Renderab
         pad = " " * (len(e.element) + 10)
         tail = f"backward gave {fmt(e.grad, d)}"
         if e.zero_terms:
-            tail += f"; {e.zero_terms} zero term(s) (v[i] or ∂{out}[i]/∂{e.element} is 0) left out"
+            tail += f"; {e.zero_terms} zero term(s) left out"
         if not e.terms:
             lines.append(Text(f"  {e.element}.grad = 0"))
         elif len(e.terms) == 1:
             lines.append(Text(f"  {e.element}.grad = {_term_text(r, e, e.terms[0], view)}"))
         else:
             lines.append(Text(f"  {e.element}.grad = Σ of {len(e.terms)} terms = {fmt(e.sum, d)}"))
-            shown = e.terms if view.full else e.terms[:MAX_TERMS]
+            if view.full or len(e.terms) <= MAX_TERMS:
+                shown = e.terms
+            else:  # the largest terms (the ★ among them), in order of i
+                top = sorted(e.terms, key=lambda t: -abs(t.value) if math.isfinite(t.value) else -math.inf)
+                shown = sorted(top[:MAX_TERMS], key=lambda t: t.i)
             for term in shown:
                 star = "★" if e.dominant == term.i else " "
                 lines.append(Text(f"{pad[:-2]}{star} {_term_text(r, e, term, view)}   ({term.share:.0%})"))

@@ -7,6 +7,8 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..result import JSON_SCHEMA_VERSION
+
 if TYPE_CHECKING:
     from ..result import Check, Result, TensorData
 
@@ -53,7 +55,10 @@ def result_to_dict(r: Result, lazy: bool = False) -> dict[str, Any]:
         return _values(t, lazy)
 
     d: dict[str, Any] = {
-        "schema": 1,
+        "schema": JSON_SCHEMA_VERSION,
+        "title": r.meta.get("title"),
+        "description": r.meta.get("description"),
+        "source": r.meta.get("source_note"),
         "program": r.program,
         "dtype": r.dtype,
         "device": r.device,

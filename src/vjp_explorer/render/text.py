@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from rich.columns import Columns
 from rich.console import Group, RenderableType
-from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -40,6 +39,15 @@ class View:
         head = self.max_rows - 6
         return [*range(head), None, *range(n - 5, n)]
 
+
+METHOD_WORDS = {
+    "diagonal": "its diagonal from one autograd.grad",
+    "zero": "zero: no autodiff needed",
+    "autograd.grad rows": "one autograd.grad per row",
+    "jacrev": "by torch.func.jacrev",
+    "jacfwd": "by torch.func.jacfwd",
+    "not materialised": "not materialised (too large)",
+}
 
 STATUS_STYLE = {"agree": "bold green", "disagree": "bold red", "skipped": "yellow"}
 
@@ -94,7 +102,7 @@ def header(r: Result, view: View) -> RenderableType:
     lead = Text.assemble(
         (calls, "bold"),
         " leaves Jᵀv in each leaf's .grad: one weighted sum per input element, ",
-        ("x[j].grad = Σᵢ v[i]·∂y[i]/∂x[j]", "italic"),
+        (f"x[j].grad = Σᵢ v[i]·∂{r.output_name}[i]/∂x[j]", "italic"),
         "; J itself is never built.",
     )
     return Group(t, Text(""), lead)
@@ -108,7 +116,7 @@ def leaf_heading(r: Result, leaf: str, view: View) -> Text:
         ("leaf ", "bold"),
         (leaf, "bold cyan"),
         f"  shape {fmt_shape(inp.value.shape)}  ·  Jacobian ∂{r.output_name}/∂{leaf}: {jac.structure}, "
-        f"shape {fmt_shape(jac.shape)}, computed by {jac.method}",
+        f"shape {fmt_shape(jac.shape)}, {METHOD_WORDS.get(jac.method, 'computed by ' + jac.method)}",
     )
     if view.verbose and jac.why:
         text.append(f"\n  method: {jac.why}", "dim")
@@ -177,6 +185,28 @@ def leaf_section(r: Result, leaf: str, view: View) -> RenderableType:
     return Group(leaf_heading(r, leaf, view), Columns([table, jac], padding=(1, 4)))
 
 
+def intermediates(r: Result, view: View) -> RenderableType | None:
+    """Assigned variables: their value and the upstream gradient (the v) that reached them."""
+    rows = [i for n, i in r.intermediates.items() if n != r.output_name]
+    if not rows:
+        return None
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_column()
+    for i in rows:
+        grad = inline(i.grad, view) if i.grad is not None else Text("-")
+        t.add_row(
+            Text(i.name), Text.assemble("value ", inline(i.value, view)), Text.assemble(".grad reaching it ", grad)
+        )
+    note = Text(
+        "intermediates (not leaves: torch keeps their .grad only with .retain_grad()); "
+        "their .grad is the v that backward passes through them",
+        style="dim",
+    )
+    return Group(Text("intermediates", style="bold underline"), t, note)
+
+
 def check_rows(checks: Iterable[Check]) -> Table:
     """The checks as a grid: name, status, what is compared and how closely."""
     t = Table.grid(padding=(0, 2))
@@ -220,7 +250,7 @@ def notes(r: Result) -> list[RenderableType]:
         return []
     items: list[RenderableType] = [Text("notes", style="bold underline")]
     for n in r.notes:
-        items.append(Padding(Text("• " + n.text), (0, 0, 0, 0)))
+        items.append(Text("• " + n.text))
     return items
 
 
@@ -234,6 +264,9 @@ def render_run(r: Result, view: View) -> RenderableType:
     parts: list[RenderableType] = [header(r, view), Text("")]
     for leaf in r.leaves:
         parts += [leaf_section(r, leaf, view), Text("")]
+    inter = intermediates(r, view)
+    if inter is not None:
+        parts += [inter, Text("")]
     parts.append(checks(r))
     note_items = notes(r)
     if note_items:
@@ -241,7 +274,3 @@ def render_run(r: Result, view: View) -> RenderableType:
     if view.verbose:
         parts += [Text(""), timings(r)]
     return Group(*parts)
-
-
-def join(items: Iterable[RenderableType]) -> RenderableType:
-    return Group(*items)

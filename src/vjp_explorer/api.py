@@ -19,7 +19,7 @@ from .language import program as P
 from .language.parser import parse_program
 from .language.values import ValueSpec, from_nested, parse_value
 from .limits import DEFAULT_LIMITS, Limits
-from .result import Check, Control, Input, Intermediate, Jacobian, Note, Result, TensorData
+from .result import Check, Control, Input, Intermediate, Jacobian, Note, Result, TensorData, element_label
 
 ValueLike = str | float | int | list[Any] | ValueSpec
 
@@ -526,7 +526,7 @@ class _Run:
             if bool(bad.any()):
                 k = int(bad.reshape(-1).nonzero()[0])
                 val = float(g.reshape(-1)[k])
-                label = _elem(n, tuple(g.shape), k)
+                label = element_label(n, tuple(g.shape), k)
                 if label in overflowed:
                     why = (
                         f"{self.req.dtype} overflowed: the exact derivative is finite but larger than the "
@@ -612,7 +612,7 @@ def _expected_check(exp: Any, prog: P.Program, out: Any, grads: dict[str, Any], 
                 f"{where}: [expect]: {label} has {len(got)} element(s) but the file lists {len(want)} number(s)."
             )
         shape = tuple(tensor.shape)
-        pairs += [(_elem(label, shape, k), a, b) for k, (a, b) in enumerate(zip(got, want, strict=True))]
+        pairs += [(element_label(label, shape, k), a, b) for k, (a, b) in enumerate(zip(got, want, strict=True))]
     if exp.loops is not None:
         counts = [c.count for c in fwd.control if c.kind != "if"]
         pairs += [
@@ -665,16 +665,6 @@ def _control_text(kind: str, count: int) -> str:
 def _step_shape(fwd: Any, s: Any) -> tuple[int, ...]:
     val = fwd.env.get(s.target)
     return tuple(getattr(val.v, "shape", ())) if val is not None else ()
-
-
-def _elem(name: str, shape: tuple[int, ...], k: int) -> str:
-    if not shape:
-        return name
-    idx = []
-    for n in reversed(shape):
-        idx.append(k % n)
-        k //= n
-    return f"{name}[{','.join(map(str, reversed(idx)))}]"
 
 
 def _magnitudes(v: Any, jacs: dict[str, Any], calls: int) -> dict[str, Any]:

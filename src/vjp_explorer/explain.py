@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .result import Result
+from .result import element_label as _label
 
 MAX_FORMULA_ENTRIES = 400  # formulas kept per leaf (the ledger keeps every term)
 
@@ -86,16 +87,6 @@ class Explanation:
                 "ledger_source": self.ledger_source,
             }
         )
-
-
-def _label(name: str, shape: tuple[int, ...], k: int) -> str:
-    if not shape:
-        return name
-    idx = []
-    for n in reversed(shape):
-        idx.append(k % n)
-        k //= n
-    return f"{name}[{','.join(map(str, reversed(idx)))}]"
 
 
 def build_explanation(res: Result, prog: Any, fwd: Any, sym: Any, limits: Any) -> Explanation:

@@ -17,6 +17,20 @@ from .errors import ExitCode
 JSON_SCHEMA_VERSION = 1
 
 
+def unravel(shape: tuple[int, ...], k: int) -> tuple[int, ...]:
+    """The multi-index of flat (row-major) position k."""
+    idx = []
+    for n in reversed(shape):
+        idx.append(k % n)
+        k //= n
+    return tuple(reversed(idx))
+
+
+def element_label(name: str, shape: tuple[int, ...], k: int) -> str:
+    """`b[1]`, `W[0,1]` for flat position k of a tensor of this shape; the bare name for a 0-d one."""
+    return f"{name}[{','.join(map(str, unravel(shape, k)))}]" if shape else name
+
+
 @dataclass(frozen=True)
 class Stats:
     """Summary of a tensor: for big ones, instead of every element."""
@@ -54,11 +68,7 @@ class TensorData:
 
     def index(self, k: int) -> tuple[int, ...]:
         """The multi-index of flat position k."""
-        idx = []
-        for n in reversed(self.shape):
-            idx.append(k % n)
-            k //= n
-        return tuple(reversed(idx))
+        return unravel(self.shape, k)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..result import Check, Tolerance
+from ..result import element_label as _label
 
 CHUNK = 1 << 18
 
@@ -149,13 +150,3 @@ def compare_tensors(
         overflow=tuple(overflow[:20]),
         worst=worst,
     )
-
-
-def _label(name: str, shape: tuple[int, ...], k: int) -> str:
-    if not shape:
-        return name
-    idx = []
-    for n in reversed(shape):
-        idx.append(k % n)
-        k //= n
-    return f"{name}[{','.join(map(str, reversed(idx)))}]"

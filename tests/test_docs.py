@@ -10,7 +10,8 @@ import transcripts
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_readme_transcripts_are_current():
+def test_readme_transcripts_are_current(monkeypatch):
+    monkeypatch.chdir(ROOT)  # the transcripts name files relative to the repository
     text = transcripts.README.read_text()
     assert text.count("<!-- transcript -->") >= 5
     fresh = transcripts.regenerate(text)

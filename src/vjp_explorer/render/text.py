@@ -30,14 +30,17 @@ class View:
 
     @classmethod
     def for_result(cls, r: Result, digits: int | None, full: bool, verbose: bool = False) -> View:
-        return cls(digits or DEFAULT_DIGITS.get(r.dtype, 6), full, verbose=verbose)
+        # about a screenful in all: fewer rows per leaf when there are several leaves
+        rows = max(6, 24 // max(1, len(r.leaves)))
+        return cls(digits or DEFAULT_DIGITS.get(r.dtype, 6), full, max_rows=rows, verbose=verbose)
 
     def rows(self, n: int) -> list[int | None]:
         """Which element indices to show: all, or head ... tail with None as the gap."""
         if self.full or n <= self.max_rows:
             return list(range(n))
-        head = self.max_rows - 6
-        return [*range(head), None, *range(n - 5, n)]
+        tail = max(2, self.max_rows // 4)
+        head = self.max_rows - tail - 1
+        return [*range(head), None, *range(n - tail, n)]
 
 
 METHOD_WORDS = {

@@ -105,9 +105,11 @@ def compare_tensors(
         m_t = (magnitudes or {}).get(leaf)
         m_all = m_t.detach().reshape(-1).cpu() if m_t is not None else None
         # in chunks: a few cache-sized float64 temporaries instead of many array-sized ones
+        # same dtype on both sides (backward vs the J route): compare in it; else in float64
+        work = g_all.dtype if g_all.dtype == w_all.dtype and g_all.is_floating_point() else torch.float64
         for start in range(0, g_all.numel(), CHUNK):
-            g = g_all[start : start + CHUNK].double()
-            w = w_all[start : start + CHUNK].double()
+            g = g_all[start : start + CHUNK].to(work)
+            w = w_all[start : start + CHUNK].to(work)
             d = (g - w).abs_()
             lo, hi = torch.aminmax(d)
             if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
@@ -125,18 +127,17 @@ def compare_tensors(
                 overflow += [_label(leaf, shape, int(k) + start) for k in over.nonzero().reshape(-1)[:20]]
                 d = torch.where(finite, d, torch.zeros_like(d))
                 w = torch.where(finite, w, torch.zeros_like(w))
-            wabs = w.abs()  # not in place: .double() of a float64 tensor is the tensor itself
+            wabs = w.abs()  # not in place: .to() of a tensor already in that dtype is the tensor itself
             scale = wabs
             if m_all is not None:
-                scale = torch.maximum(wabs, m_all[start : start + CHUNK].double().nan_to_num(0.0, 0.0, 0.0))
+                scale = torch.maximum(wabs, m_all[start : start + CHUNK].to(work).nan_to_num(0.0, 0.0, 0.0))
             if bool((d > scale * tol.rtol + tol.atol).any()):
                 bad = True
             k = int(d.argmax())
             if float(d[k]) > max_abs:
                 max_abs, worst = float(d[k]), _label(leaf, shape, start + k)
-            nz = wabs != 0
-            if bool(nz.any()):
-                max_rel = max(max_rel, float((d[nz] / wabs[nz]).max()))
+            rel = torch.where(wabs != 0, d / wabs, torch.zeros_like(d))  # relative to nonzero references
+            max_rel = max(max_rel, float(rel.max()))
     if n_undefined > len(undefined):
         undefined.append(f"... {n_undefined - len(undefined)} more")
     return Check(

@@ -241,34 +241,18 @@ def _formula_block(
             f"block: {m * n - len(nonzero)} of {m * n} entries are structurally zero, so each grad element "
             "mixes only part of v"
         )
-    generic = None
-    entries: list[dict[str, Any]] = []
-    if f_rows is not None:
-        if diagonal and m > 0:
-            generic = _generic(leaf, out, out_shape, shape, f_rows, latex)
-        for i, j in nonzero[:MAX_FORMULA_ENTRIES]:
-            entries.append(
-                {
-                    "i": i,
-                    "j": j,
-                    "y": _label(out, out_shape, i),
-                    "x": _label(leaf, shape, j),
-                    "formula": _fmt_expr(f_rows[i][j], latex),
-                    "value": values[i][j],
-                }
-            )
-    else:
-        for i, j in nonzero[:MAX_FORMULA_ENTRIES]:
-            entries.append(
-                {
-                    "i": i,
-                    "j": j,
-                    "y": _label(out, out_shape, i),
-                    "x": _label(leaf, shape, j),
-                    "formula": None,
-                    "value": values[i][j],
-                }
-            )
+    generic = _generic(leaf, out, out_shape, shape, f_rows, latex) if f_rows is not None and diagonal else None
+    entries = [
+        {
+            "i": i,
+            "j": j,
+            "y": _label(out, out_shape, i),
+            "x": _label(leaf, shape, j),
+            "formula": _fmt_expr(f_rows[i][j], latex) if f_rows is not None else None,
+            "value": values[i][j],
+        }
+        for i, j in nonzero[:MAX_FORMULA_ENTRIES]
+    ]
     return LeafJacobianFormula(leaf, kind, desc, generic, entries)
 
 

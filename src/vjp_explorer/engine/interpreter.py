@@ -101,7 +101,7 @@ class Interpreter:
                         s.span,
                     )
                 expr = _bind(s.value, self.loop_values) if self.loop_values else s.value
-                env[s.target] = self.eval(expr, env)
+                env[s.target] = self.value_of(expr, env)
                 self.steps.append(Step(s.target, expr))
             elif isinstance(s, P.If):
                 taken = self.condition(s.test, env)
@@ -137,7 +137,7 @@ class Interpreter:
             )
 
     def condition(self, expr: P.Expr, env: dict[str, Val]) -> bool:
-        val = self.eval(expr, env).v
+        val = self.value_of(expr, env).v
         if isinstance(val, torch.Tensor):
             if val.numel() != 1:
                 raise self.err(
@@ -153,7 +153,7 @@ class Interpreter:
         return bool(val)
 
     # ------------------------------------------------------------------ expressions
-    def eval(self, e: P.Expr, env: dict[str, Val]) -> Val:
+    def value_of(self, e: P.Expr, env: dict[str, Val]) -> Val:
         if isinstance(e, P.Num):
             return Val(e.value)
         if isinstance(e, P.Name):
@@ -164,24 +164,24 @@ class Interpreter:
                 raise self.err(ProgramError, f"{e.id!r} is used before it is assigned on this path.", e.span)
             return got
         if isinstance(e, P.BinOp):
-            return self._binop(e, self.eval(e.left, env), self.eval(e.right, env))
+            return self._binop(e, self.value_of(e.left, env), self.value_of(e.right, env))
         if isinstance(e, P.UnaryOp):
-            x = self.eval(e.operand, env)
+            x = self.value_of(e.operand, env)
             if e.op == "-":
                 return Val(-x.v, dict(x.deps), _grow(x.size))
             return Val(not self._truth(x, e))
         if isinstance(e, P.Compare):
-            vals = [self.eval(o, env) for o in e.operands]
+            vals = [self.value_of(o, env) for o in e.operands]
             ok = True
             for op, a, b in zip(e.ops, vals, vals[1:], strict=False):
                 ok = ok and _compare(op, self._scalar(a, e), self._scalar(b, e))
             return Val(ok)
         if isinstance(e, P.BoolOp):
             if e.op == "and":
-                return Val(all(self._truth(self.eval(v, env), e) for v in e.values))
-            return Val(any(self._truth(self.eval(v, env), e) for v in e.values))
+                return Val(all(self._truth(self.value_of(v, env), e) for v in e.values))
+            return Val(any(self._truth(self.value_of(v, env), e) for v in e.values))
         if isinstance(e, P.Call):
-            return self._call(e, [self.eval(a, env) for a in e.args])
+            return self._call(e, [self.value_of(a, env) for a in e.args])
         raise AssertionError(e)  # pragma: no cover
 
     def _scalar(self, x: Val, e: P.Expr) -> float:
@@ -444,7 +444,7 @@ def replay(steps: list[Step], output: str, env: dict[str, Any], dtype: torch.dty
     it = _ReplayInterpreter()
     it.dtype = dtype
     for s in steps:
-        vals[s.target] = it.eval(s.expr, vals)
+        vals[s.target] = it.value_of(s.expr, vals)
     return vals[output].v
 
 

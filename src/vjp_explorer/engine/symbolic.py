@@ -94,24 +94,24 @@ class SymbolicProgram:
 
     def run(self, steps: list[Step], output: str) -> SymTensor:
         for s in steps:
-            self.env[s.target] = self.eval(s.expr)
+            self.env[s.target] = self.value_of(s.expr)
         return self.env[output]
 
-    def eval(self, e: P.Expr) -> SymTensor:
+    def value_of(self, e: P.Expr) -> SymTensor:
         if isinstance(e, P.Num):
             return SymTensor((), [_num(e.value, e.integral)])
         if isinstance(e, P.Name):
             return self.env[e.id]
         if isinstance(e, P.UnaryOp):
-            x = self.eval(e.operand)
+            x = self.value_of(e.operand)
             return SymTensor(x.shape, [-a for a in x.items])
         if isinstance(e, P.BinOp):
-            a, b = self.eval(e.left), self.eval(e.right)
+            a, b = self.value_of(e.left), self.value_of(e.right)
             if e.op == "@":
                 return matmul(a, b)
             return broadcast(a, b, _BIN[e.op])
         if isinstance(e, P.Call):
-            return self.call(e, [self.eval(a) for a in e.args])
+            return self.call(e, [self.value_of(a) for a in e.args])
         raise Unsupported(f"{type(e).__name__} in an assignment")
 
     def call(self, e: P.Call, args: list[SymTensor]) -> SymTensor:

@@ -174,7 +174,7 @@ class _Run:
         none_grads = [n for n, x in leaves.items() if x.grad is None]
         t = self.lap("backward", t)
 
-        from .engine.compare import TOLERANCES, compare, compare_tensors, skipped
+        from .engine.compare import TOLERANCES, compare_tensors, skipped
         from .engine.tensors import to_data
 
         tol = TOLERANCES[req.dtype]
@@ -187,16 +187,17 @@ class _Run:
             checks["jtv"] = compare_tensors("jtv", _JTV, have, tol, mags, big)
         missing = [n for n, j in jacs.items() if j.jtv is None]
         if missing:
-            a, b = random_vjp_check(
+            a, b, size = random_vjp_check(
                 fwd, leaves, consts, missing, {n: grads[n] / calls for n in missing}, v, prog.output
             )
-            checks["jvp"] = compare(
+            label = "<u, Jᵀv>"
+            checks["jvp"] = compare_tensors(
                 "jvp",
                 "<u, Jᵀv> from backward(v) vs <Ju, v> from a forward-mode JVP, random u "
                 f"(for {', '.join(missing)}, whose Jacobian is not materialised)",
-                [("<u, Jᵀv>", a, b)],
+                [(label, torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64))],
                 tol,
-                scale=float(abs(b)) ** 0.5 * 10,
+                {label: torch.tensor(size, dtype=torch.float64)},  # a sum of many terms: their size sets the scale
             )
         t = self.lap("jtv check", t)
 
@@ -597,10 +598,11 @@ def _flatten(x: Any) -> list[float]:
 
 def _expected_check(exp: Any, prog: P.Program, out: Any, grads: dict[str, Any], fwd: Any, where: str) -> Check:
     """The run against the numbers the source document printed (an expression file's [expect])."""
-    from .engine.compare import compare
+    import torch
+
+    from .engine.compare import compare_tensors
     from .result import Tolerance
 
-    pairs: list[tuple[str, float, float]] = []
     wanted: list[tuple[str, Any, Any]] = []
     if exp.output is not None:
         wanted.append((prog.output, out, exp.output))
@@ -610,27 +612,25 @@ def _expected_check(exp: Any, prog: P.Program, out: Any, grads: dict[str, Any], 
                 f"{where}: key 'expect.grads.{name}': {name!r} is not a leaf of the program ({', '.join(grads)})."
             )
         wanted.append((f"{name}.grad", grads[name], numbers))
+    items = []
     for label, tensor, numbers in wanted:
-        got = tensor.detach().reshape(-1).tolist()
         want = _flatten(numbers)
-        if len(got) != len(want):
+        if tensor.numel() != len(want):
             raise FileFormatError(
-                f"{where}: [expect]: {label} has {len(got)} element(s) but the file lists {len(want)} number(s)."
+                f"{where}: [expect]: {label} has {tensor.numel()} element(s) but the file lists {len(want)} number(s)."
             )
-        shape = tuple(tensor.shape)
-        pairs += [(element_label(label, shape, k), a, b) for k, (a, b) in enumerate(zip(got, want, strict=True))]
+        items.append((label, tensor.detach().cpu(), torch.tensor(want, dtype=torch.float64).reshape(tensor.shape)))
     if exp.loops is not None:
         counts = [c.count for c in fwd.control if c.kind != "if"]
-        pairs += [
-            (f"loop {k + 1} iterations", float(a), float(b))
-            for k, (a, b) in enumerate(zip(counts, exp.loops, strict=False))
-        ]
         if len(counts) != len(exp.loops):
-            pairs.append(("number of loops", float(len(counts)), float(len(exp.loops))))
-    return compare(
+            raise FileFormatError(
+                f"{where}: [expect]: 'loops' lists {len(exp.loops)} loop(s) but the run went through {len(counts)}."
+            )
+        items.append(("loop iterations", torch.tensor(counts, dtype=torch.float64), torch.tensor(exp.loops).double()))
+    return compare_tensors(
         "expected",
         "the run vs the numbers the source printed ([expect] of the file)",
-        pairs,
+        items,
         Tolerance(exp.rtol, exp.atol),
     )
 

@@ -18,55 +18,6 @@ TOLERANCES = {
 }
 
 
-def compare(
-    name: str,
-    compares: str,
-    pairs: Sequence[tuple[str, float, float]],
-    tol: Tolerance,
-    scale: float | None = None,
-) -> Check:
-    """Compare (label, got, want) triples; non-finite values agree when they match exactly.
-
-    Where `want` is undefined (nan: sympy's zoo/nan) and `got` is non-finite, the element is
-    reported as undefined at this point, not as a disagreement. `scale` widens atol for sums
-    of many terms (cancellation): atol * max(1, scale).
-    """
-    atol = tol.atol * max(1.0, scale or 0.0)
-    max_abs = 0.0
-    max_rel = 0.0
-    worst: str | None = None
-    bad = False
-    undefined: list[str] = []
-    for label, got, want in pairs:
-        if not (math.isfinite(got) and math.isfinite(want)):
-            # inf/nan in both routes: the derivative is infinite or undefined at this point
-            if got == want or math.isnan(want) or (math.isnan(got) and math.isinf(want)):
-                if not math.isfinite(got):
-                    undefined.append(label)
-                    continue
-            bad = True
-            if max_abs != math.inf:
-                max_abs, worst = math.inf, label
-            continue
-        d = abs(got - want)
-        if d > atol + tol.rtol * abs(want):
-            bad = True
-        if d > max_abs:
-            max_abs, worst = d, label
-        if want:
-            max_rel = max(max_rel, d / abs(want))
-    return Check(
-        name=name,
-        status="disagree" if bad else "agree",
-        compares=compares,
-        max_abs_diff=max_abs,
-        max_rel_diff=max_rel,
-        tolerance=Tolerance(tol.rtol, atol),
-        undefined=tuple(undefined),
-        worst=worst,
-    )
-
-
 def skipped(name: str, compares: str, reason: str) -> Check:
     """A check that did not run, with the reason."""
     return Check(name=name, status="skipped", compares=compares, reason=reason)

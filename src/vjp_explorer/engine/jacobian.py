@@ -196,8 +196,8 @@ def random_vjp_check(
     v: torch.Tensor,
     output_name: str,
     seed: int = 1234,
-) -> tuple[float, float]:
-    """<u, Jᵀv> from backward against <Ju, v> from a forward-mode JVP, for a random u."""
+) -> tuple[float, float, float]:
+    """<u, Jᵀv> from backward and <Ju, v> from a forward-mode JVP, for a random u; and Σ|u·Jᵀv| for the scale."""
     import torch.autograd.forward_ad as fwad
 
     g = torch.Generator().manual_seed(seed)
@@ -210,5 +210,7 @@ def random_vjp_check(
         out = replay(fwd.steps, output_name, env, v.dtype)
         tangent = fwad.unpack_dual(out).tangent
     jvp = 0.0 if tangent is None else float((tangent.double() * v.double()).sum())
-    vjp = math.fsum(float((us[n].double() * grads[n].double()).sum()) for n in names)
-    return vjp, jvp
+    terms = [us[n].double() * grads[n].double() for n in names]
+    vjp = math.fsum(float(t.sum()) for t in terms)
+    size = math.fsum(float(t.abs().sum()) for t in terms)  # Σ|terms|: the scale for the tolerance
+    return vjp, jvp, size

@@ -325,7 +325,9 @@ class _Run:
         extra = [n for n in given if n not in free]
         if extra:
             n = extra[0]
-            if n in prog.assigned:
+            if n == prog.output and prog.synthetic_output:
+                why = f"the program has no variable {n!r} ({n!r} is only the name vjp gives its output)"
+            elif n in prog.assigned:
                 why = f"{n!r} is assigned by the program (an intermediate), so it takes no value"
             else:
                 why = f"the program has no variable {n!r}"

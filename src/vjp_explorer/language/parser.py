@@ -399,7 +399,8 @@ class _Parser:
             target = _last_target(body[-1])
             if target is None:
                 raise self.err(
-                    "Cannot tell which variable is the output: the last statement's branches assign different names.",
+                    "Cannot tell which variable is the output: the last statement assigns none, or its branches "
+                    "assign different names.",
                     body[-1].span,
                     "Name it with --output NAME.",
                 )
@@ -412,6 +413,7 @@ class _Parser:
             output=out,
             first_use=first_use,
             has_control_flow=any(isinstance(s, P.If | P.While | P.For) for s in _iter_stmts(body)),
+            synthetic_output=synthetic is not None,
             loop_vars=loop_vars,
         )
 

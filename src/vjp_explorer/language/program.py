@@ -152,6 +152,7 @@ class Program:
     output: str  # the variable holding the output
     first_use: dict[str, Span] = field(default_factory=dict, compare=False)
     has_control_flow: bool = False
+    synthetic_output: bool = False  # the output is a bare final expression, named by us (y, out, ...)
     loop_vars: tuple[str, ...] = ()
 
 

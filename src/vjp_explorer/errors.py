@@ -74,14 +74,11 @@ class VjpError(Exception):
         return text
 
 
-SourceError = VjpError  # an error at a span of some source text
-
-
-class ProgramSyntaxError(SourceError):
+class ProgramSyntaxError(VjpError):
     """The program text is not in our language."""
 
 
-class ValueSyntaxError(SourceError):
+class ValueSyntaxError(VjpError):
     """A value (--NAME VALUE, --grad) is malformed."""
 
 

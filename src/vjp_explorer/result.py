@@ -26,9 +26,14 @@ def unravel(shape: tuple[int, ...], k: int) -> tuple[int, ...]:
     return tuple(reversed(idx))
 
 
+def index_label(name: str, idx: tuple[int, ...]) -> str:
+    """`b[1]`, `W[0,1]`; the bare name for a 0-d tensor (empty index)."""
+    return f"{name}[{','.join(map(str, idx))}]" if idx else name
+
+
 def element_label(name: str, shape: tuple[int, ...], k: int) -> str:
-    """`b[1]`, `W[0,1]` for flat position k of a tensor of this shape; the bare name for a 0-d one."""
-    return f"{name}[{','.join(map(str, unravel(shape, k)))}]" if shape else name
+    """The label of flat position k of a tensor of this shape."""
+    return index_label(name, unravel(shape, k))
 
 
 @dataclass(frozen=True)

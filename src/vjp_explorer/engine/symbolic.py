@@ -22,6 +22,7 @@ from typing import Any
 import sympy as sp
 
 from ..language import program as P
+from ..result import index_label
 from .interpreter import Step
 
 DPS = 30
@@ -49,15 +50,10 @@ class SymTensor:
         return self.items[k]
 
 
-def element_label(name: str, idx: tuple[int, ...]) -> str:
-    """`b[1]`, `W[0,1]`, or plain `a` for a 0-d value."""
-    return f"{name}[{','.join(map(str, idx))}]" if idx else name
-
-
 def leaf_symbols(name: str, shape: tuple[int, ...]) -> SymTensor:
     """One real symbol per element."""
     idxs = list(itertools.product(*[range(n) for n in shape]))
-    return SymTensor(shape, [sp.Symbol(element_label(name, i), real=True) for i in idxs])
+    return SymTensor(shape, [sp.Symbol(index_label(name, i), real=True) for i in idxs])
 
 
 def _num(x: float, integral: bool = False) -> Any:
@@ -337,7 +333,7 @@ def symbolic_jacobian(
             val = prog.env[target]
             for idx, item in zip(_indices(val.shape), val.items, strict=True):
                 if not item.is_Atom and item.free_symbols and item not in names:
-                    names[item] = sp.Symbol(element_label(target, idx), real=True)
+                    names[item] = sp.Symbol(index_label(target, idx), real=True)
     formulas: dict[str, list[list[Any]]] = {}
     values: dict[str, list[list[float]]] = {}
     for name in leaves:

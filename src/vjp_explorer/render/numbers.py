@@ -25,8 +25,3 @@ def fmt(x: float, digits: int = 6) -> str:
 def fmt_shape(shape: tuple[int, ...]) -> str:
     """[3], [2, 2], [] for a scalar."""
     return "[" + ", ".join(map(str, shape)) + "]"
-
-
-def label(name: str, idx: tuple[int, ...]) -> str:
-    """b[1], W[0,1], or the bare name of a 0-d tensor."""
-    return f"{name}[{','.join(map(str, idx))}]" if idx else name

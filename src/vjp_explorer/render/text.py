@@ -15,7 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..result import Check, Result, TensorData
-from .numbers import DEFAULT_DIGITS, fmt, fmt_shape, label
+from ..result import index_label as label
+from .numbers import DEFAULT_DIGITS, fmt, fmt_shape
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy as sp
+import torch
 
 from ..language import program as P
 from ..result import index_label
@@ -282,8 +283,6 @@ class SymbolicJacobian:
 
     def matrix(self, leaf: str) -> Any:
         """The values as a float64 tensor of shape (out_numel, leaf_numel)."""
-        import torch
-
         return torch.tensor(self.values[leaf], dtype=torch.float64)
 
 
@@ -392,8 +391,6 @@ def elementwise_vjp(
     The derivative is sympy's; the evaluation is plain float64 arithmetic on the input values: no
     autograd is involved, so this stays an independent route at any size.
     """
-    import torch
-
     env = {name: SymTensor((), [sp.Symbol(name, real=True)]) for name in [*leaves, *consts]}
     y = SymbolicProgram(env, lambda a: (_ for _ in ()).throw(Unsupported("detach"))).run(steps, output).items[0]
     shape = tuple(v.shape)
@@ -421,8 +418,6 @@ def elementwise_vjp(
 
 def evaluate(expr: Any, arrays: dict[str, Any]) -> Any:
     """A sympy expression evaluated with torch float64 arithmetic (our own walk: no lambdify)."""
-    import torch
-
     if expr.is_Symbol:
         return arrays[expr.name]
     if expr is sp.zoo or expr is sp.nan:
@@ -457,8 +452,6 @@ def evaluate(expr: Any, arrays: dict[str, Any]) -> Any:
 
 
 def _condition(cond: Any, arrays: dict[str, Any]) -> Any:
-    import torch
-
     if cond is sp.true:
         return torch.tensor(True)
     if cond is sp.false:
@@ -483,28 +476,13 @@ def _condition(cond: Any, arrays: dict[str, Any]) -> Any:
     raise Unsupported(f"the condition {name}")
 
 
-def _torch_funcs() -> dict[str, Callable[..., Any]]:
-    import torch
-
-    return {
-        "exp": torch.exp,
-        "log": torch.log,
-        "sin": torch.sin,
-        "cos": torch.cos,
-        "tan": torch.tan,
-        "tanh": torch.tanh,
-        "Abs": torch.abs,
-        "sign": torch.sign,
-    }
-
-
-class _LazyFuncs(dict):  # type: ignore[type-arg]
-    """The torch functions by sympy class name, built on first use (torch loads lazily)."""
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if not self:
-            self.update(_torch_funcs())
-        return super().get(key, default)
-
-
-_TORCH_FUNCS = _LazyFuncs()
+_TORCH_FUNCS: dict[str, Callable[..., Any]] = {
+    "exp": torch.exp,
+    "log": torch.log,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "tan": torch.tan,
+    "tanh": torch.tanh,
+    "Abs": torch.abs,
+    "sign": torch.sign,
+}

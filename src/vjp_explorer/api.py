@@ -65,8 +65,9 @@ def _spec(value: ValueLike, label: str, limits: Limits, allow_ones: bool = False
     return from_nested(value, label, limits)
 
 
-def _label(name: str, kind: str = "value") -> str:
-    return "--grad" if kind == "grad" else f"the value of {name!r}"
+def _label(name: str) -> str:
+    """How a value is named in messages."""
+    return f"the value of {name!r}"
 
 
 class _Run:

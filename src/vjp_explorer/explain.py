@@ -145,7 +145,7 @@ def build_explanation(res: Result, prog: Any, fwd: Any, sym: Any, limits: Any) -
             f_rows = None
         else:
             continue
-        formulas[n] = _formula_block(n, out, out_shape, shape, values, f_rows, latex, res.jacobians[n].structure)
+        formulas[n] = _formula_block(n, out, out_shape, shape, values, f_rows, latex)
         entries = []
         calls = res.backward_calls
         for j in _ledger_elements(nn, m):
@@ -212,7 +212,6 @@ def _formula_block(
     values: list[list[float]],
     f_rows: list[list[Any]] | None,
     latex: bool,
-    structure: str,
 ) -> LeafJacobianFormula:
     m = len(values)
     n = len(values[0]) if values else 0

@@ -417,7 +417,10 @@ class _Run:
                 f"derivatives (limit {self.limits.symbolic_entries:,}; --limit symbolic_entries=N)"
             )
         elif work > self.limits.symbolic_entries * 5:
-            reason = f"the program computes {work:,} intermediate elements, too many for per-element sympy"
+            reason = (
+                f"the program computes {work:,} intermediate elements, more than 5 x symbolic_entries for "
+                "per-element sympy (--limit symbolic_entries=N)"
+            )
         elif m * min(fwd.output.size[0], 10**12) * min(fwd.output.size[1], n) > self.limits.symbolic_cost:
             nodes, syms = fwd.output.size
             reason = (

@@ -221,3 +221,52 @@ def test_reported_edge_cases(vjp):
     bad(vjp("run", "2*3"), "no inputs")
     r = bad(vjp("run", "y = x*2\nz = y", "--x", "1", "--y", "2"), "intermediate")
     assert "did you mean" not in r.stderr
+
+
+def test_full_stops_at_the_terminal_cap_and_says_so(vjp):
+    from vjp_explorer.render.text import FULL_MAX
+
+    r = ok(vjp("run", "2*a", "--a", f"linspace(0, 1, {FULL_MAX + 1})", "--grad", "ones", "--full"))
+    assert f"--full shows at most {FULL_MAX:,} rows; --json has all" in r.stdout
+    assert r.stdout.count("\n") < 200
+    r = ok(vjp("run", "2*a", "--a", "linspace(0, 1, 30)", "--grad", "ones", "--full"))
+    assert "a[29]" in r.stdout and "a[15]" in r.stdout and "at most" not in r.stdout
+
+
+def _console_script() -> str:
+    from pathlib import Path
+
+    path = Path(sys.executable).with_name("vjp")
+    if not path.exists():
+        pytest.skip("no vjp console script next to this python")
+    return str(path)
+
+
+def test_console_script_flushes_everything_and_keeps_exit_codes(tmp_path):
+    # main() leaves through os._exit after flushing: a redirect must still get every byte
+    vjp = _console_script()
+    out = tmp_path / "out.json"
+    with out.open("w") as f:
+        r = subprocess.run([vjp, *SEED, "--json"], stdout=f, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["grads"]["c"] == pytest.approx([0.1 / 6, 1 / 7, 0.0001 / 8])
+    r = subprocess.run([vjp, "run", "3*"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "column 3" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([vjp, "frobnicate"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "frobnicate" in r.stderr
+
+
+def test_a_reader_that_stops_early_is_not_an_error():
+    # `vjp run ... --json | head -c 100`: the pipe closes while vjp is still writing megabytes
+    vjp = _console_script()
+    with subprocess.Popen(
+        [vjp, "run", "2*a", "--a", "linspace(0, 1, 200000)", "--grad", "ones", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as p:
+        assert p.stdout is not None and p.stderr is not None
+        head = p.stdout.read(100)
+        p.stdout.close()
+        err = p.stderr.read().decode()
+        assert p.wait(timeout=120) == 0, err
+    assert head.startswith(b'{"schema"') and err == ""

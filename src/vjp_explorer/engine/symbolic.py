@@ -24,6 +24,7 @@ import torch
 
 from ..language import program as P
 from ..result import index_label
+from .compare import CHUNK
 from .interpreter import Step
 
 DPS = 30
@@ -400,19 +401,28 @@ def elementwise_vjp(
         for name, t in [*leaves.items(), *consts.items()]
     }
     vflat = v.detach().reshape(-1).cpu()
+    formulas = {name: sp.diff(y, env[name].items[0]) for name in leaves if name in deps}
+    used = {name: sorted(s.name for s in f.free_symbols) for name, f in formulas.items()}
+    # 0·inf: torch's backward gives 0 where v is 0 even if the derivative is infinite there; so do we
+    v_has_zero = bool((vflat == 0).any())
+    out = {name: torch.empty(n, dtype=torch.float64) for name in formulas}
+    # in chunks, in float64: cache-sized temporaries, and the exact formula at every element; each input
+    # converted once per chunk, and only the inputs a formula uses
+    for start in range(0, n, CHUNK):
+        end = min(n, start + CHUNK)
+        cache: dict[str, Any] = {}
+        vd = vflat[start:end].double()
+        for name, formula in formulas.items():
+            arrays = {k: cache.setdefault(k, flat[k][start:end].double()) for k in used[name]}
+            d = evaluate(formula, arrays)
+            dest = out[name][start:end]
+            torch.mul(vd, d, out=dest)
+            if v_has_zero:
+                dest.masked_fill_(vd == 0, 0.0)
     grads = {}
     for name, x in leaves.items():
-        out = torch.zeros(n, dtype=torch.float64)
-        if name in deps:
-            formula = sp.diff(y, env[name].items[0])
-            # in chunks, in float64: cache-sized temporaries, and the exact formula at every element
-            for start in range(0, n, 1 << 18):
-                end = min(n, start + (1 << 18))
-                arrays = {k: t[start:end].double() for k, t in flat.items()}
-                vd = vflat[start:end].double()
-                d = evaluate(formula, arrays).expand(vd.shape)
-                out[start:end] = torch.where(vd == 0, torch.zeros_like(vd), vd * d)
-        grads[name] = out.reshape(x.shape)
+        flat_grad = out[name] if name in out else torch.zeros(n, dtype=torch.float64)
+        grads[name] = flat_grad.reshape(x.shape)
     return grads
 
 

@@ -18,6 +18,10 @@ from ..result import Check, Result, TensorData
 from ..result import index_label as label
 from .numbers import DEFAULT_DIGITS, fmt, fmt_shape
 
+# --full in a terminal stops here: Rich lays out about 1,000 rows a second, so a table of 10^6 rows would
+# take many minutes; beyond it the table keeps its head ... tail and says so (--json has every number)
+FULL_MAX = 10_000
+
 
 @dataclass(frozen=True)
 class View:
@@ -35,9 +39,13 @@ class View:
         rows = max(6, 24 // max(1, len(r.leaves)))
         return cls(digits or DEFAULT_DIGITS.get(r.dtype, 6), full, max_rows=rows, verbose=verbose)
 
+    def shows_all(self, n: int) -> bool:
+        """Whether a table of n rows (or a matrix of n entries) is shown whole."""
+        return n <= self.max_rows or self.full and n <= FULL_MAX
+
     def rows(self, n: int) -> list[int | None]:
         """Which element indices to show: all, or head ... tail with None as the gap."""
-        if self.full or n <= self.max_rows:
+        if self.shows_all(n):
             return list(range(n))
         tail = max(2, self.max_rows // 4)
         head = self.max_rows - tail - 1
@@ -63,7 +71,7 @@ def inline(t: TensorData, view: View, limit: int = 12) -> Text:
         return Text("(empty)")
     if not t.shape:
         return Text(fmt(t.flat[0], view.digits))
-    if n <= limit or view.full and n <= 10_000:
+    if n <= limit or view.full and n <= FULL_MAX:
         return Text(_nested(t, view))
     head = ", ".join(fmt(t.flat[i], view.digits) for i in range(4))
     tail = ", ".join(fmt(t.flat[i], view.digits) for i in range(n - 2, n))
@@ -142,7 +150,8 @@ def leaf_table(r: Result, leaf: str, view: View) -> Table:
     t.add_column(Text(f"{mult}Jᵀv (sympy)"), justify="right", no_wrap=True)
     for k in view.rows(g.numel):
         if k is None:
-            t.add_row("...", "", "", "", "")
+            gap = f"... (--full shows at most {FULL_MAX:,} rows; --json has all)" if view.full else "..."
+            t.add_row(gap, "", "", "", "")
             continue
         idx = g.index(k)
         jv = "-" if jtv is None else fmt(jtv.flat[k] * r.backward_calls, view.digits)
@@ -162,10 +171,15 @@ def jacobian_view(r: Result, leaf: str, view: View) -> RenderableType:
         if jac.diagonal is not None:
             lines.append(Text.assemble(f"diagonal ∂{out}[k]/∂{leaf}[k]: ", inline(jac.diagonal, view)))
         return Group(*lines)
-    if not view.full and (m > view.max_rows or n > view.max_cols):
+    if not (view.full and m * n <= FULL_MAX) and (m > view.max_rows or n > view.max_cols):
         d = jac.value
+        more = (
+            f"more than --full shows in a terminal ({FULL_MAX:,}; --json has them all)"
+            if view.full
+            else "more than a screen (--full shows them)"
+        )
         return Text(
-            f"J has {m} x {n} entries, more than a screen (--full shows them): "
+            f"J has {m} x {n} entries, {more}: "
             f"min {fmt(d.stats.min, 4)}, max {fmt(d.stats.max, 4)}, norm {fmt(d.stats.norm, 4)}"
         )
     t = Table(show_edge=False, header_style="bold", pad_edge=False)

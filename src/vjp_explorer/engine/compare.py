@@ -55,13 +55,15 @@ def compare_tensors(
         w_all = want_t.detach().reshape(-1).cpu()
         m_t = (magnitudes or {}).get(leaf)
         m_all = m_t.detach().reshape(-1).cpu() if m_t is not None else None
-        # in chunks: a few cache-sized float64 temporaries instead of many array-sized ones
-        # same dtype on both sides (backward vs the J route): compare in it; else in float64
+        # in chunks: a few cache-sized temporaries instead of many array-sized ones. The same dtype on both
+        # sides (backward vs the J route): compare in it; float32 against float64 (vs sympy) promotes to float64
         work = g_all.dtype if g_all.dtype == w_all.dtype and g_all.is_floating_point() else torch.float64
+        if not g_all.is_floating_point():
+            g_all = g_all.to(work)
         for start in range(0, g_all.numel(), CHUNK):
-            g = g_all[start : start + CHUNK].to(work)
+            g = g_all[start : start + CHUNK]
             w = w_all[start : start + CHUNK].to(work)
-            d = (g - w).abs_()
+            d = torch.sub(g, w).abs_()  # float32 - float64 is computed in float64: no separate conversion pass
             hi, k_t = torch.max(d, 0)  # nan propagates: one pass gives the finite test and the worst element
             if not math.isfinite(float(hi)):
                 finite = torch.isfinite(g) & torch.isfinite(w)

@@ -411,14 +411,14 @@ def elementwise_vjp(
     for start in range(0, n, CHUNK):
         end = min(n, start + CHUNK)
         cache: dict[str, Any] = {}
-        vd = vflat[start:end].double()
+        vc = vflat[start:end].double()  # (a 0-d float64 derivative times float32 v would compute in float32)
         for name, formula in formulas.items():
             arrays = {k: cache.setdefault(k, flat[k][start:end].double()) for k in used[name]}
             d = evaluate(formula, arrays)
             dest = out[name][start:end]
-            torch.mul(vd, d, out=dest)
+            torch.mul(vc, d, out=dest)
             if v_has_zero:
-                dest.masked_fill_(vd == 0, 0.0)
+                dest.masked_fill_(vc == 0, 0.0)
     grads = {}
     for name, x in leaves.items():
         flat_grad = out[name] if name in out else torch.zeros(n, dtype=torch.float64)
@@ -449,6 +449,11 @@ def evaluate(expr: Any, arrays: dict[str, Any]) -> Any:
         base, exp = args
         if exp == sp.Rational(1, 2):
             return torch.sqrt(evaluate(base, arrays))
+        if exp == sp.Rational(-1, 2):
+            return torch.rsqrt(evaluate(base, arrays))
+        if exp.is_Integer:  # a scalar exponent: cheaper than a tensor one, and 1/x, x*x need no pow at all
+            x, k = evaluate(base, arrays), int(exp)
+            return torch.reciprocal(x) if k == -1 else x * x if k == 2 else torch.pow(x, k)
         return torch.pow(evaluate(base, arrays), evaluate(exp, arrays))
     if isinstance(expr, sp.Piecewise):
         result = torch.tensor(math.nan, dtype=torch.float64)

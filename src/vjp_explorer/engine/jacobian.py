@@ -90,6 +90,8 @@ def compute_jacobians(
 
     if diag:
         grads = torch.autograd.grad(out, [leaves[n] for n in diag], torch.ones_like(out), retain_graph=True)
+        # Jᵀv = v * diagonal; with v = ones that is the diagonal itself (x·1 is exact): no full-size copy
+        v_is_ones = bool((v == 1).all())
         for n, d in zip(diag, grads, strict=True):
             entries = m * m
             full = None
@@ -104,7 +106,7 @@ def compute_jacobians(
                 "diagonal",
                 full,
                 d,
-                v * d,
+                d if v_is_ones else v * d,
                 reason,
                 why=f"the program shows {output_name} depends on {n} elementwise: one autograd.grad with v = ones "
                 f"gives every ∂{output_name}[k]/∂{n}[k]",

@@ -1,6 +1,6 @@
 """Run the vjp benchmark suite and write bench/results/latest.md (also printed).
 
-    .venv/bin/python bench/run.py            # full: about 10 minutes on 2 cores
+    .venv/bin/python bench/run.py            # full: about 4 minutes on 2 cores
     .venv/bin/python bench/run.py --quick    # about a minute, smaller sizes, fewer repeats
     .venv/bin/python bench/run.py --only c,d # some sections: a (+e) whole process, b start-up, c Jacobian, d symbolic
 

@@ -270,3 +270,13 @@ def test_a_reader_that_stops_early_is_not_an_error():
         err = p.stderr.read().decode()
         assert p.wait(timeout=120) == 0, err
     assert head.startswith(b'{"schema"') and err == ""
+
+
+@pytest.mark.parametrize("args", [["examples", "--json"], [*SEED, "--json"], SEED])
+def test_a_closed_stdout_is_not_an_error(args):
+    import shlex
+
+    vjp = _console_script()
+    cmd = shlex.join([vjp, *args]) + " >&-"  # the shell starts vjp with descriptor 1 closed
+    r = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == "", r.stderr

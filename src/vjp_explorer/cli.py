@@ -489,6 +489,9 @@ def main() -> None:
     destructors) takes about 0.5 s on this project's machines, longer than most runs; nothing of ours needs it.
     The output is flushed first, so a redirect or a pipe gets every byte; the exit code is the app's.
     """
+    for name in ("stdout", "stderr"):  # started with a descriptor closed (`vjp ... >&-`): write nowhere, quietly
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))  # lives until os._exit below
     try:
         app()
         code: object = 0
@@ -499,7 +502,8 @@ def main() -> None:
         code = 1
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
-        except (BrokenPipeError, ValueError):  # the reader went away (`| head`), or the stream is closed
+            if stream is not None:  # None when started with the descriptor closed (`vjp ... >&-`)
+                stream.flush()
+        except (BrokenPipeError, ValueError, OSError):  # the reader went away (`| head`), or the stream is closed
             pass
     os._exit(code or 0)

@@ -413,7 +413,10 @@ def elementwise_vjp(
         cache: dict[str, Any] = {}
         vc = vflat[start:end].double()  # (a 0-d float64 derivative times float32 v would compute in float32)
         for name, formula in formulas.items():
-            arrays = {k: cache.setdefault(k, flat[k][start:end].double()) for k in used[name]}
+            for k in used[name]:
+                if k not in cache:
+                    cache[k] = flat[k][start:end].double()
+            arrays = {k: cache[k] for k in used[name]}
             d = evaluate(formula, arrays)
             dest = out[name][start:end]
             torch.mul(vc, d, out=dest)
@@ -449,9 +452,7 @@ def evaluate(expr: Any, arrays: dict[str, Any]) -> Any:
         base, exp = args
         if exp == sp.Rational(1, 2):
             return torch.sqrt(evaluate(base, arrays))
-        if exp == sp.Rational(-1, 2):
-            return torch.rsqrt(evaluate(base, arrays))
-        if exp.is_Integer:  # a scalar exponent: cheaper than a tensor one, and 1/x, x*x need no pow at all
+        if exp.is_Integer and abs(int(exp)) < 2**62:  # a scalar exponent is cheaper; 1/x, x*x need no pow
             x, k = evaluate(base, arrays), int(exp)
             return torch.reciprocal(x) if k == -1 else x * x if k == 2 else torch.pow(x, k)
         return torch.pow(evaluate(base, arrays), evaluate(exp, arrays))

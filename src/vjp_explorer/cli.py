@@ -502,8 +502,7 @@ def main() -> None:
         code = 1
     for stream in (sys.stdout, sys.stderr):
         try:
-            if stream is not None:  # None when started with the descriptor closed (`vjp ... >&-`)
-                stream.flush()
+            stream.flush()
         except (BrokenPipeError, ValueError, OSError):  # the reader went away (`| head`), or the stream is closed
             pass
     os._exit(code or 0)

@@ -403,7 +403,8 @@ def elementwise_vjp(
     vflat = v.detach().reshape(-1).cpu()
     formulas = {name: sp.diff(y, env[name].items[0]) for name in leaves if name in deps}
     used = {name: sorted(s.name for s in f.free_symbols) for name, f in formulas.items()}
-    # 0·inf: torch's backward gives 0 where v is 0 even if the derivative is infinite there; so do we
+    # where v is 0 the term is exactly 0, even where the derivative is infinite (0·inf would be nan); a nan
+    # from backward at such an element is reported by the check as undefined, not as a disagreement
     v_has_zero = bool((vflat == 0).any())
     out = {name: torch.empty(n, dtype=torch.float64) for name in formulas}
     # in chunks, in float64: cache-sized temporaries, and the exact formula at every element; each input

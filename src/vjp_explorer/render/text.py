@@ -39,9 +39,9 @@ class View:
         rows = max(6, 24 // max(1, len(r.leaves)))
         return cls(digits or DEFAULT_DIGITS.get(r.dtype, 6), full, max_rows=rows, verbose=verbose)
 
-    def shows_all(self, n: int) -> bool:
-        """Whether a table of n rows (or a matrix of n entries) is shown whole."""
-        return n <= self.max_rows or self.full and n <= FULL_MAX
+    def shows_all(self, n: int, limit: int | None = None) -> bool:
+        """Whether n rows (or n numbers on one line, with its own limit) are shown whole."""
+        return n <= (self.max_rows if limit is None else limit) or self.full and n <= FULL_MAX
 
     def rows(self, n: int) -> list[int | None]:
         """Which element indices to show: all, or head ... tail with None as the gap."""
@@ -71,7 +71,7 @@ def inline(t: TensorData, view: View, limit: int = 12) -> Text:
         return Text("(empty)")
     if not t.shape:
         return Text(fmt(t.flat[0], view.digits))
-    if n <= limit or view.full and n <= FULL_MAX:
+    if view.shows_all(n, limit):
         return Text(_nested(t, view))
     head = ", ".join(fmt(t.flat[i], view.digits) for i in range(4))
     tail = ", ".join(fmt(t.flat[i], view.digits) for i in range(n - 2, n))

@@ -248,6 +248,7 @@ class SymRow:
     time: Series | None = None
     explore_total: Series | None = None
     status: str = "—"
+    route: str = "—"
     reason: str = ""
     jacobian_check: str = "—"
 
@@ -269,6 +270,15 @@ def symbolic_row(case: SymCase) -> SymRow:
         return row
     check = runs[0].checks["symbolic"]
     row.status, row.reason = check.status, check.reason or ""
+    if check.status != "skipped":
+        route = check.compares
+        row.route = (
+            "matrix calculus"
+            if "matrix calculus" in route
+            else "elementwise"
+            if "elementwise" in route
+            else "per element"
+        )
     row.jacobian_check = runs[0].checks["jacobian"].status if "jacobian" in runs[0].checks else "—"
     row.time = Series(tuple(r.timings["symbolic"] for r in runs))
     row.explore_total = Series(tuple(r.timings["total"] for r in runs))
@@ -321,6 +331,7 @@ def run_symbolic(plan: Plan, log: Log) -> Section:
         "runs",
         "symbolic: median (min–max)",
         "status",
+        "route",
         "reason",
         "jacobian check",
         "whole explore() (context)",
@@ -336,6 +347,7 @@ def run_symbolic(plan: Plan, log: Log) -> Section:
                 str(r.time.n if r.time else 0),
                 fmt_series_s(r.time),
                 r.status,
+                r.route,
                 r.reason,
                 r.jacobian_check,
                 fmt_series_s(r.explore_total),

@@ -39,7 +39,7 @@ QUICK = Plan(
     jacobian_sizes=(100, 1000),
     jacobian_repeats=3,
     symbolic_elementwise=(3, 10),
-    symbolic_dense=(3, 5),
+    symbolic_dense=(3, 5, 300),  # past the per-element budget: matrix calculus
     symbolic_repeats=1,
     symbolic_big=100_000,
 )
@@ -54,7 +54,7 @@ FULL = Plan(
     jacobian_sizes=(100, 1000, 3000),
     jacobian_repeats=5,
     symbolic_elementwise=(3, 10, 30, 100),
-    symbolic_dense=(3, 5, 10),
+    symbolic_dense=(3, 5, 10, 300, 3000),  # 300 and 3000: matrix calculus
     symbolic_repeats=3,
     symbolic_big=1_000_000,
 )

@@ -207,7 +207,7 @@ class _Run:
         if not req.symbolic:
             checks["symbolic"] = skipped("symbolic", _SYM, "turned off (--no-symbolic)")
         else:
-            sym, sym_grads, reason = self._symbolic(fwd, leaves, consts, out, v, prog.output)
+            sym, sym_grads, reason, sym_sizes = self._symbolic(fwd, leaves, consts, out, v, prog.output)
             if sym_grads is None:
                 checks["symbolic"] = skipped("symbolic", _SYM, reason or "")
             else:
@@ -219,14 +219,14 @@ class _Run:
                     _SYM + (f" ({reason})" if reason else ""),
                     [(n, grads[n], sym_grads[n]) for n in leaves],
                     tol,
-                    mags,
+                    {**{n: m * calls for n, m in sym_sizes.items()}, **mags},  # J's own where it was built
                     big,
                 )
             if sym is None and sym_grads is not None and any(j.full is not None for j in jacs.values()):
                 checks["jacobian"] = skipped(
                     "jacobian",
                     "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry",
-                    "the elementwise route checks Jᵀv, not each entry of J",
+                    "the structure-aware route checks Jᵀv, not each entry of J",
                 )
             if sym is not None:
                 jitems = [
@@ -399,8 +399,9 @@ class _Run:
 
     def _symbolic(
         self, fwd: Any, leaves: dict[str, Any], consts: dict[str, Any], out: Any, v: Any, output: str
-    ) -> tuple[Any, dict[str, Any] | None, str | None]:
-        """(the per-element SymbolicJacobian or None, Jᵀv per leaf from sympy or None, a reason or note)."""
+    ) -> tuple[Any, dict[str, Any] | None, str | None, dict[str, Any]]:
+        """(the per-element SymbolicJacobian or None, Jᵀv per leaf from sympy or None, a reason or note,
+        the size of Jᵀv's terms per leaf where the route knows it and J is not built)."""
         import torch
 
         from .engine import symbolic as S
@@ -440,11 +441,11 @@ class _Run:
                 reason = f"sympy did not finish within {budget:g} s (--limit symbolic_seconds=S)"
                 sym = None
             except S.Unsupported as e:
-                return None, None, f"not supported symbolically: {e}"
+                return None, None, f"not supported symbolically: {e}", {}
             except RecursionError:
-                return None, None, "the expression is too deep for sympy"
+                return None, None, "the expression is too deep for sympy", {}
             except (OverflowError, ValueError, ZeroDivisionError) as e:
-                return None, None, f"sympy could not evaluate the exact derivatives here ({type(e).__name__}: {e})"
+                return None, None, f"sympy could not evaluate the exact derivatives here ({type(e).__name__}: {e})", {}
             budget = max(0.05, budget - (time.perf_counter() - t0))  # one budget for both routes
             if sym is not None:
                 vf = v.detach().double().cpu().reshape(-1)
@@ -453,20 +454,37 @@ class _Run:
                     J = sym.matrix(name)
                     terms = torch.where((vf != 0)[:, None] & (J != 0), vf[:, None] * J, torch.zeros_like(J))
                     grads[name] = terms.sum(0).reshape(x.shape)
-                return sym, grads, None
+                return sym, grads, None, {}
         if not elementwise:
-            return None, None, reason
+            return self._matrix_route(fwd, leaves, consts, v, output, reason or "", budget)
         # structure-aware: an elementwise program is one scalar formula; differentiate it once per leaf
         try:
             with S.time_budget(budget):
                 grads = S.elementwise_vjp(fwd.steps, output, leaves, consts, v, fwd.output.deps)
         except S.SymbolicTimeout:
             total = self.limits.symbolic_seconds
-            return None, None, f"{reason}; the elementwise route did not finish within {total:g} s in all either"
+            return None, None, f"{reason}; the elementwise route did not finish within {total:g} s in all either", {}
         except (S.Unsupported, RecursionError, OverflowError, ValueError, ZeroDivisionError) as e:
-            return None, None, f"{reason}; the elementwise route failed: {e}"
+            return None, None, f"{reason}; the elementwise route failed: {e}", {}
         note = "elementwise program: each leaf's scalar derivative from sympy, evaluated on all elements"
-        return None, grads, note
+        return None, grads, note, {}
+
+    def _matrix_route(
+        self, fwd: Any, leaves: dict[str, Any], consts: dict[str, Any], v: Any, output: str, reason: str, budget: float
+    ) -> tuple[None, dict[str, Any] | None, str, dict[str, Any]]:
+        """Jᵀv from sympy's matrix calculus on MatrixSymbols: a sympy cost that does not grow with n."""
+        from .engine import matrix_calculus as M
+        from .engine import symbolic as S
+
+        try:
+            with S.time_budget(budget):
+                grads, sizes = M.matrix_vjp(fwd.steps, output, leaves, consts, v, self.limits.elements)
+        except S.SymbolicTimeout:
+            total = self.limits.symbolic_seconds
+            return None, None, f"{reason}; matrix calculus did not finish within {total:g} s in all either", {}
+        except (S.Unsupported, RecursionError, OverflowError, ValueError, ZeroDivisionError) as e:
+            return None, None, f"{reason}; matrix calculus cannot follow this program: {e}", {}
+        return None, grads, M.NOTE, sizes
 
     def _notes(
         self,

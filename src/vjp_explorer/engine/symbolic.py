@@ -457,6 +457,15 @@ def evaluate(expr: Any, arrays: dict[str, Any]) -> Any:
             x, k = evaluate(base, arrays), int(exp)
             return torch.reciprocal(x) if k == -1 else x * x if k == 2 else torch.pow(x, k)
         return torch.pow(evaluate(base, arrays), evaluate(exp, arrays))
+    if isinstance(expr, sp.Heaviside):
+        h0 = float(args[1]) if len(args) > 1 else 0.5
+        return torch.heaviside(evaluate(args[0], arrays), torch.tensor(h0, dtype=torch.float64))
+    if isinstance(expr, sp.Max | sp.Min):
+        parts = [evaluate(a, arrays) for a in args]
+        out = parts[0]
+        for p in parts[1:]:
+            out = torch.maximum(out, p) if isinstance(expr, sp.Max) else torch.minimum(out, p)
+        return out
     if isinstance(expr, sp.Piecewise):
         result = torch.tensor(math.nan, dtype=torch.float64)
         for value, cond in reversed(args):

@@ -35,7 +35,8 @@ MATRIX_IDS = {
     "sum_dim1", "sum_keepdim_broadcast", "sum_all_keepdim", "mean_all_and_dim", "mean_keepdim", "detach_method",
     "data_attribute", "detach_other_leaf", "multi_statement", "output_intermediate",
     "output_intermediate_loss_default_v", "output_middle_of_three", "gen_ones_eye", "gen_eye3",
-    "jacrev_big_output", "dot_broadcast", "abs_sum_scalar", "scalar_leaf_with_vector",
+    "jacrev_big_output", "dot_broadcast", "abs_sum_scalar", "scalar_leaf_with_vector", "jacfwd_outer_product",
+    "norm_p2_default", "norm_p1", "norm_p3", "norm_dim", "norm_dim_keepdim_p1",
     "random_inputs_in_program_order", "gen_eye_rect_arange_step", "keepdim_leaf_shape_1",
 }  # fmt: skip
 
@@ -76,6 +77,18 @@ HARD = [
     ("sigmoid(W@x) * (1 - sigmoid(W@x))", lambda W, x: 1 / (1 + np.exp(-W @ x)) * (1 - 1 / (1 + np.exp(-W @ x)))),
     ("exp(W@tanh(W@x) + x).mean(dim=0)", lambda W, x: np.exp(W @ np.tanh(W @ x) + x).mean(axis=0)),
     ("x@W@x * (W*W).sum(dim=1)", lambda W, x: (x @ W @ x) * (W * W).sum(axis=1)),
+    # a constant added inside a function: sympy 1.14 dropped the shift from d/dt exp(t + 1) (patched)
+    ("relu(W@x - 0.5) + exp(W@x + 1)", lambda W, x: np.maximum(W @ x - 0.5, 0) + np.exp(W @ x + 1)),
+    ("sin(2*x + 1) @ W + exp(W + 1) @ x", lambda W, x: np.sin(2 * x + 1) @ W + np.exp(W + 1) @ x),
+    # chained products of one matrix: sympy writes W@W as a power, and fails to convert a power of a transpose
+    ("x@W@W + (W@W).T@x + W.T@W.T@x", lambda W, x: x @ W @ W + (W @ W).T @ x + W.T @ W.T @ x),
+    # too deep for sympy as one expression: differentiated step by step
+    ("tanh(W@tanh(W@tanh(W@x)))", lambda W, x: np.tanh(W @ np.tanh(W @ np.tanh(W @ x)))),
+    ("tanh(x*(W@x)) + (x*exp(W@x))**0.5", lambda W, x: np.tanh(x * (W @ x)) + (x * np.exp(W @ x)) ** 0.5),
+    (
+        "norm(W@x) * x + W.norm(dim=1, p=3)",
+        lambda W, x: np.sqrt(np.sum((W @ x) ** 2)) * x + np.sum(np.abs(W) ** 3, 1) ** (1 / 3),
+    ),
     (
         "(W/x) @ (x**2.5) + W.sum(dim=0, keepdim=True) @ x",
         lambda W, x: (W / x) @ (x**2.5) + W.sum(0, keepdims=True) @ x,
@@ -148,6 +161,50 @@ def test_evaluator_matches_sympys_explicit_expansion():
     assert checked == 21
 
 
+def test_a_loop_of_layers_is_carried_back_step_by_step():
+    prog = "h = x\nfor i in range(4):\n    h = tanh(W @ h + 0.1 * i)"
+    r = explore(prog, {"x": str(X4.tolist()), "W": str(W44.tolist())}, grad="ones", dtype="float64", limits=FORCE)
+    sym = r.checks["symbolic"]
+    assert sym.status == "agree" and "step by step" in sym.compares, (sym.status, sym.reason)
+
+    def f(W, x):
+        h = x
+        for i in range(4):
+            h = np.tanh(W @ h + 0.1 * i)
+        return h
+
+    env = {"x": X4, "W": W44}
+    for leaf in env:
+        want = fd_vjp(lambda e: f(e["W"], e["x"]), env, leaf, np.ones(4))
+        assert_close(arr(r.symbolic[leaf]), want, RTOL64, f"loop: [{leaf}] vs finite differences")
+
+
+@pytest.mark.parametrize(
+    "program", ["(x@W@W).detach()*x + W@x", "((W@x)/0).detach() + W@x", "x + (1/(2+tanh(exp(x.sum())))).data"]
+)
+def test_what_sympy_cannot_build_is_a_skip_not_a_crash(vjp, program):
+    import json
+
+    args = ["--x", "1,-2,3", "--grad", "ones", "--dtype", "float64", "--limit", "symbolic_entries=1", "--json"]
+    if "W" in program:
+        args += ["--W", "[[1,2,0.5],[0.3,-1,2],[0.1,0.2,-0.7]]"]
+    res = vjp("run", program, *args)
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["checks"]["symbolic"]["status"] in ("agree", "skipped")
+    assert "Warning" not in res.stderr
+
+
+def test_evaluator_counts_an_identity_summed_over():
+    from sympy.tensor.array.expressions import ArrayContraction, ArrayTensorProduct
+
+    a = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    i3 = sp.Identity(3)
+    A = sp.MatrixSymbol("A", 2, 2)
+    assert float(Evaluator({}, 100).tensor(ArrayContraction(i3, (0, 1)))) == 3.0
+    got = Evaluator({"A": a}, 100).tensor(ArrayContraction(ArrayTensorProduct(i3, A), (0, 1)))
+    assert torch.equal(got, 3 * a)
+
+
 def test_dense_layer_past_the_per_element_budget_float32():
     """At n = 1500 per-element sympy is far out of budget and J is not built: matrix calculus checks Jᵀv,
     with the size of its terms as the float32 scale, and matches the closed form."""
@@ -191,3 +248,11 @@ def test_cli_reports_the_route(vjp):
     assert res.exit_code == 0, res.stderr
     sym = json.loads(res.stdout)["checks"]["symbolic"]
     assert sym["status"] == "agree" and "matrix calculus" in sym["compares"]
+
+
+def test_a_shift_inside_a_kink_keeps_its_place():
+    """relu(W@x - 0.5): the first row sits at 0.2 - 0.5 < 0, so its derivative is 0 (sympy 1.14 alone gave 1)."""
+    r = explore("relu(W@x - 0.5)", {"W": "[[0.1,0.1],[1,1]]", "x": "1,1"}, grad="1,1", dtype="float64", limits=FORCE)
+    assert r.checks["symbolic"].status == "agree"
+    assert arr(r.symbolic["W"]).tolist() == [[0.0, 0.0], [1.0, 1.0]]
+    assert arr(r.symbolic["x"]).tolist() == [1.0, 1.0]

@@ -478,13 +478,13 @@ class _Run:
 
         try:
             with S.time_budget(budget):
-                grads, sizes = M.matrix_vjp(fwd.steps, output, leaves, consts, v, self.limits.elements)
+                grads, sizes, how = M.matrix_vjp(fwd.steps, output, leaves, consts, v, self.limits.elements)
         except S.SymbolicTimeout:
             total = self.limits.symbolic_seconds
             return None, None, f"{reason}; matrix calculus did not finish within {total:g} s in all either", {}
         except (S.Unsupported, RecursionError, OverflowError, ValueError, ZeroDivisionError) as e:
             return None, None, f"{reason}; matrix calculus cannot follow this program: {e}", {}
-        return None, grads, M.NOTE, sizes
+        return None, grads, f"{M.NOTE}, {how}", sizes
 
     def _notes(
         self,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,26 @@ from sympy.tensor.array.expressions.arrayexpr_derivatives import array_derive
 from ..language import program as P
 from .interpreter import Step
 from .symbolic import _BIN, _UNARY, Unsupported, evaluate
+
+
+def _function_fdiff(self: Any) -> Any:
+    """The derivative of an elementwise function, as a function.
+
+    sympy 1.14's own version returns the bare class whenever the derivative is one function call, dropping
+    its argument: d/dt exp(t + 1) came back as `exp`, d/dt Heaviside(t - 0.5) as `Heaviside`. This one keeps
+    the class only when the call is on the variable itself.
+    """
+    d = sp.Dummy("d")
+    fdiff = self.function(d).diff(d)
+    if isinstance(fdiff, sp.Function) and fdiff.args == (d,):
+        return type(fdiff)
+    return sp.Lambda(d, fdiff)
+
+
+# the two classes whose derivatives array_derive and MatrixExpr.diff take from this method; a correction of a
+# sympy bug, not a change of behaviour elsewhere (the result is the same wherever sympy's was right)
+ElementwiseApplyFunction._get_function_fdiff = _function_fdiff  # type: ignore[method-assign]
+ArrayElementwiseApplyFunc._get_function_fdiff = _function_fdiff  # type: ignore[method-assign]
 
 NOTE = "matrix calculus: each leaf's Jᵀv from sympy's array_derive on MatrixSymbols, evaluated with einsum"
 MAX_PRODUCTS = 256  # terms of the expanded Jᵀv expression; beyond it the route gives up
@@ -93,14 +114,19 @@ def _rows_cols(shape: tuple[int, ...]) -> tuple[int, int]:
 class MatrixProgram:
     """Evaluates a straight-line trace with sympy matrix expressions."""
 
-    def __init__(self, env: dict[str, MVal], detached: Any) -> None:
+    def __init__(self, env: dict[str, MVal], detached: Any, cut: Any = None) -> None:
         self.env = dict(env)
         self.detached = detached  # MVal -> a constant MatrixSymbol with that value
+        self.cut = cut or (lambda x: x)  # MVal -> the same value as a symbol of its own (the step-by-step pass)
 
     def run(self, steps: list[Step], output: str) -> MVal:
         for s in steps:
-            self.env[s.target] = self.value_of(s.expr)
+            self.env[s.target] = self.cut(self.value_of(s.expr))
         return self.env[output]
+
+    def cut_product(self, x: MVal) -> MVal:
+        """sympy cannot differentiate a function of a Hadamard product: in the step-by-step pass, cut it first."""
+        return self.cut(x) if not x.scalar and len(x.factors) > 1 else x
 
     def value_of(self, e: P.Expr) -> MVal:
         if isinstance(e, P.Num):
@@ -111,6 +137,8 @@ class MatrixProgram:
             return scale(self.value_of(e.operand), sp.Integer(-1))
         if isinstance(e, P.BinOp):
             a, b = self.value_of(e.left), self.value_of(e.right)
+            if e.op == "**":
+                a, b = self.cut_product(a), self.cut_product(b)
             return matmul(a, b) if e.op == "@" else binary(e.op, a, b)
         if isinstance(e, P.Call):
             return self.call(e, [self.value_of(a) for a in e.args])
@@ -121,13 +149,21 @@ class MatrixProgram:
         if f in _UNARY:
             if x.scalar:
                 return number(_UNARY[f](x.number))
-            return apply(_MATRIX_UNARY.get(f, _UNARY[f]), x)
+            return self.cut(apply(_MATRIX_UNARY.get(f, _UNARY[f]), self.cut_product(x)))
         if f == "pow":
-            return binary("**", x, args[1])
+            return binary("**", self.cut_product(x), self.cut_product(args[1]))
         if f in ("matmul", "mm"):
             return matmul(x, args[1])
         if f in ("sum", "mean"):
             return reduce_sum(x, e.param("dim"), bool(e.param("keepdim")), mean=f == "mean")
+        if f == "norm":
+            p = e.param("p")
+            pv = sp.Integer(2) if p is None else sp.nsimplify(float(p))  # type: ignore[arg-type]
+            if not (pv.is_finite and pv > 0):
+                raise Unsupported(f"norm with p={p}")
+            powered = apply((lambda t: t**2) if pv == 2 else (lambda t: sp.Abs(t) ** pv), self.cut_product(x))
+            total = reduce_sum(self.cut(powered), e.param("dim"), bool(e.param("keepdim")), mean=False)
+            return self.cut(apply(lambda t: t ** (1 / pv), total))
         if f == "t" or f == "transpose":
             nd = max(len(x.shape), 1)
             if f == "transpose" and len({int(e.param(k)) % nd for k in ("dim0", "dim1")}) == 1:  # type: ignore[arg-type]
@@ -275,6 +311,16 @@ def reduce_sum(x: MVal, dim: Any, keepdim: bool, mean: bool) -> MVal:
     return matrix(out, shape)
 
 
+def _to_array(expr: Any) -> Any:
+    """sympy's conversion of a matrix expression to an array expression, with (Bᵀ)**k written (B**k)ᵀ first:
+    sympy 1.14 fails to convert a power of a transpose (x@W@W gives (W**2) and, transposed, (Wᵀ)**2)."""
+    fixed = expr.replace(
+        lambda e: isinstance(e, sp.MatPow) and isinstance(e.base, sp.Transpose),
+        lambda e: sp.Transpose(sp.MatPow(e.base.arg, e.exp)),
+    )
+    return convert_matrix_to_array(fixed)
+
+
 # ---------------------------------------------------------------------------- einsum evaluation
 class Labels:
     """Index labels with sizes; an identity makes two labels one (union-find)."""
@@ -372,11 +418,17 @@ class Evaluator:
         if isinstance(expr, ArrayContraction):
             inner = self.term(expr.expr)
             drop = {i for g in expr.contraction_indices for i in g}
+            find = self.labels.find
             for p in inner.products:
+                summed = [p.out[g[0]] for g in expr.contraction_indices]
                 for g in expr.contraction_indices:
                     for i in g[1:]:
                         self.labels.union(p.out[g[0]], p.out[i])
                 p.out = tuple(a for i, a in enumerate(p.out) if i not in drop)
+                # a summed index that no factor carries (the trace of an identity) adds its size: n times 1
+                carried = {find(a) for _, labs in p.factors for a in labs} | {find(a) for a in p.out}
+                for a in {find(a) for a in summed} - carried:
+                    p.coeff *= self.labels.size[a]
             return Term(shape, inner.products)
         if isinstance(expr, ArrayDiagonal):
             inner = self.term(expr.expr)
@@ -403,12 +455,12 @@ class Evaluator:
             scalars = [a for a in expr.args if not getattr(a, "is_Matrix", False)]
             mats = [a for a in expr.args if getattr(a, "is_Matrix", False)]
             coeff = float(sp.Mul(*scalars)) if scalars else 1.0
-            t = self.term(convert_matrix_to_array(sp.MatMul(*mats)) if len(mats) > 1 else mats[0])
+            t = self.term(_to_array(sp.MatMul(*mats)) if len(mats) > 1 else mats[0])
             for p in t.products:
                 p.coeff *= coeff
             return Term(shape, t.products)
-        if isinstance(expr, sp.Transpose | sp.HadamardProduct | sp.Trace):
-            return self.term(convert_matrix_to_array(expr))
+        if isinstance(expr, sp.Transpose | sp.HadamardProduct | sp.Trace | sp.MatPow):
+            return self.term(_to_array(expr))
         if isinstance(expr, ElementwiseApplyFunction | ArrayElementwiseApplyFunc | sp.HadamardPower):
             return self._dense(self._apply(expr), shape)
         raise Unsupported(f"evaluating {type(expr).__name__}")
@@ -513,7 +565,7 @@ class Evaluator:
         unique = tuple(dict.fromkeys(out))
         result = self._einsum(factors, unique)
         if len(unique) < len(out):  # a label twice in the output: the diagonal of an identity, made explicit
-            self._budget(out)
+            self._budget(out, positions=True)
             order: list[int] = []
             eyes = []
             for a in out:
@@ -525,8 +577,9 @@ class Evaluator:
             result = self._einsum([(result, unique), *eyes], tuple(order))
         return coeff * result
 
-    def _budget(self, labs: tuple[int, ...]) -> None:
-        n = math.prod(self.labels.size[a] for a in dict.fromkeys(labs))
+    def _budget(self, labs: tuple[int, ...], positions: bool = False) -> None:
+        """Refuse an intermediate of more than max_elements: over distinct labels, or over every position."""
+        n = math.prod(self.labels.size[a] for a in (labs if positions else dict.fromkeys(labs)))
         if n > self.max_elements:
             raise Unsupported(f"evaluating the derivative would build a {n:,}-element intermediate")
 
@@ -545,74 +598,182 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 # ---------------------------------------------------------------------------- the route
-def matrix_vjp(
+def matrix_vjp(*args: Any) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(Jᵀv, the size of its terms, how) per leaf from sympy's matrix calculus, in float64; Unsupported where it
+    can't.
+
+    Arguments as `_matrix_vjp`. sympy's deprecation warnings about its own internals (non-Expr arguments in
+    Mul, from chained matrix products) are kept off the user's stderr.
+    """
+    from sympy.utilities.exceptions import SymPyDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SymPyDeprecationWarning)
+        return _matrix_vjp(*args)
+
+
+class DerivativeFailed(Unsupported):
+    """sympy's array calculus (or our evaluation of its result) failed on an expression it was given."""
+
+
+def _matrix_vjp(
     steps: list[Step],
     output: str,
     leaves: dict[str, Any],
     consts: dict[str, Any],
     v: Any,
     max_elements: int,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(Jᵀv, the size of its terms) per leaf from sympy's matrix calculus, in float64; Unsupported where it can't."""
-    values: dict[str, Any] = {}
-    env: dict[str, MVal] = {}
-    taken = set(leaves) | set(consts)
+) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The whole program differentiated at once; where sympy fails on it, step by step (see `Route.stepwise`)."""
+    route = Route(leaves, consts, max_elements)
+    y = route.build(steps, output)
+    try:
+        grads, sizes = route.whole(y, v)
+        how = "the whole program at once"
+    except DerivativeFailed as whole:
+        route = Route(leaves, consts, max_elements)
+        try:
+            grads, sizes, cuts = route.stepwise(steps, output, v)
+        except DerivativeFailed as e:
+            raise Unsupported(f"{whole}; step by step, {e}") from None
+        how = f"step by step, Jᵀv carried back through {cuts} intermediate values"
+    shaped = {n: grads[n].reshape(t.shape) for n, t in leaves.items()}
+    return shaped, {n: sizes[n].reshape(t.shape) for n, t in leaves.items()}, how
 
-    def symbol(stem: str, tensor: Any) -> sp.MatrixSymbol:
+
+class Route:
+    """The symbols of one run of the route, their values, and the derivative steps."""
+
+    def __init__(self, leaves: dict[str, Any], consts: dict[str, Any], max_elements: int) -> None:
+        self.values: dict[str, Any] = {}  # MatrixSymbol name -> float64 (rows, cols) tensor
+        self.taken = set(leaves) | set(consts)
+        self.max_elements = max_elements
+        self.leaves = leaves
+        self.env: dict[str, MVal] = {}
+        for name, t in leaves.items():
+            self.env[name] = matrix(self.symbol(name, t), tuple(t.shape))
+        for name, t in consts.items():
+            if t.dim() == 0:
+                self.env[name] = number(sp.Float(float(t), 30))
+            else:
+                self.env[name] = matrix(self.symbol(name, t), tuple(t.shape))
+        self.leaf_symbols = {name: self.env[name].expr for name in leaves}
+        self.tape: list[tuple[Any, Any]] = []  # (cut symbol, the expression it stands for), in program order
+
+    def symbol(self, stem: str, tensor: Any) -> Any:
         name = stem
         k = 0
-        while name in values or (name != stem and name in taken):
+        while name in self.values or (name != stem and name in self.taken):
             k += 1
             name = f"{stem}#{k}"
         r, c = _rows_cols(tuple(tensor.shape))
-        values[name] = tensor.detach().cpu().double().reshape(r, c)
+        self.values[name] = tensor.detach().cpu().double().reshape(r, c)
         return sp.MatrixSymbol(name, r, c)
 
-    for name, t in leaves.items():
-        env[name] = matrix(symbol(name, t), tuple(t.shape))
-    for name, t in consts.items():
-        if t.dim() == 0:
-            env[name] = number(sp.Float(float(t), 30))
-        else:
-            env[name] = matrix(symbol(name, t), tuple(t.shape))
+    def evaluate(self, expr: Any) -> Any:
+        try:
+            return Evaluator(self.values, self.max_elements).tensor(expr)
+        except (*_SYMPY_FAILURES, RuntimeError) as e:
+            raise Unsupported(f"a value could not be evaluated ({_why(e)})") from None
 
-    def detached(x: MVal) -> MVal:
-        value = Evaluator(values, max_elements).tensor(x.expr)
-        return matrix(symbol("detach", value), x.shape)
+    def detached(self, x: MVal) -> MVal:
+        return matrix(self.symbol("detach", self.evaluate(x.expr)), x.shape)
 
-    y = MatrixProgram(env, detached).run(steps, output)
-    if y.scalar:
-        raise Unsupported("an output that does not depend on any leaf")
-    vsym = symbol("v", v)
-    # L = trace(vᵀ y) = Σ v ⊙ y (a trace even for a column: sympy 1.14 fails on some Hadamard products of columns
-    # written as vᵀ y), split over the terms of a sum: its derivative is the sum of theirs, and sympy's array
-    # calculus copes with small expressions more often than with their sum
-    y_expr = y.expr
-    terms = y_expr.args if isinstance(y_expr, sp.MatAdd) else (y_expr,)
-    try:
-        losses = [convert_matrix_to_array(sp.Trace(vsym.T * term)) for term in terms]
-    except _SYMPY_FAILURES as e:
-        raise Unsupported(f"sympy could not write the program as an array expression ({_why(e)})") from None
-    grads, sizes = {}, {}
-    for name, t in leaves.items():
-        sym = env[name].expr
-        total = torch.zeros(t.shape, dtype=torch.float64)
-        size = torch.zeros(t.shape, dtype=torch.float64)
-        for loss in losses:
-            if not loss.has(sym):
-                continue
-            try:
-                d = array_derive(loss, sym)
-            except _SYMPY_FAILURES as e:
-                raise Unsupported(f"sympy's matrix calculus could not differentiate by {name} ({_why(e)})") from None
-            try:
-                value, magnitude = Evaluator(values, max_elements).value_and_magnitude(d)
-            except (*_SYMPY_FAILURES, RuntimeError) as e:
-                raise Unsupported(f"the derivative by {name} could not be evaluated ({_why(e)})") from None
-            total += value.reshape(t.shape)
-            size += magnitude.reshape(t.shape)
-        grads[name], sizes[name] = total, size
-    return grads, sizes
+    def cut(self, x: MVal) -> MVal:
+        """x replaced by a symbol of its own, holding its value (for the step-by-step pass)."""
+        if x.scalar or (len(x.factors) == 1 and x.factors[0][1] == _T and isinstance(x.factors[0][0], sp.MatrixSymbol)):
+            return x
+        expr = x.expr
+        sym = self.symbol("h", self.evaluate(expr))
+        self.tape.append((sym, expr))
+        return matrix(sym, x.shape)
+
+    def build(self, steps: list[Step], output: str, cut: bool = False) -> MVal:
+        try:
+            y = MatrixProgram(self.env, self.detached, self.cut if cut else None).run(steps, output)
+        except (*_SYMPY_FAILURES, RuntimeError) as e:
+            raise Unsupported(f"sympy could not build the program as matrix expressions ({_why(e)})") from None
+        if y.scalar:
+            raise Unsupported("an output that does not depend on any leaf")
+        return y
+
+    def pull_back(self, expr: Any, cot: Any, size: Any | None, wrt: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+        """∂ trace(uᵀ expr)/∂z for each symbol z of `wrt` in expr, with u = cot: (Jᵀu, the size of its terms).
+
+        The size is the same sums over |factors| with u = `size` (|cot| when None). L is a trace even for a
+        column (sympy 1.14 fails on some Hadamard products of columns written as uᵀ y), split over the terms of
+        a sum: its derivative is the sum of theirs, and sympy copes with small expressions more often.
+        """
+        u = self.symbol("v", cot)
+        terms = expr.args if isinstance(expr, sp.MatAdd) else (expr,)
+        try:
+            losses = [_to_array(sp.Trace(u.T * term)) for term in terms]
+        except _SYMPY_FAILURES as e:
+            raise DerivativeFailed(f"sympy could not write the program as an array expression ({_why(e)})") from None
+        out: dict[str, tuple[Any, Any]] = {}
+        for name, z in wrt.items():
+            total = torch.zeros(z.shape, dtype=torch.float64)
+            mag = torch.zeros(z.shape, dtype=torch.float64)
+            found = False
+            for loss in losses:
+                if not loss.has(z):
+                    continue
+                found = True
+                try:
+                    d = array_derive(loss, z)
+                except _SYMPY_FAILURES as e:
+                    raise DerivativeFailed(
+                        f"sympy's matrix calculus could not differentiate by {name} ({_why(e)})"
+                    ) from None
+                try:
+                    value, magnitude = Evaluator(self.values, self.max_elements).value_and_magnitude(d)
+                    if size is not None:
+                        sized = {**self.values, u.name: size}
+                        magnitude = Evaluator(sized, self.max_elements).value_and_magnitude(d)[1]
+                except (*_SYMPY_FAILURES, RuntimeError) as e:
+                    raise DerivativeFailed(f"the derivative by {name} could not be evaluated ({_why(e)})") from None
+                total += value.reshape(z.shape)
+                mag += magnitude.reshape(z.shape)
+            if found:
+                out[name] = (total, mag)
+        return out
+
+    def whole(self, y: MVal, v: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        pulled = self.pull_back(y.expr, v, None, self.leaf_symbols)
+        zeros = {n: torch.zeros(s.shape, dtype=torch.float64) for n, s in self.leaf_symbols.items()}
+        return {n: pulled[n][0] if n in pulled else zeros[n] for n in zeros}, {
+            n: pulled[n][1] if n in pulled else zeros[n] for n in zeros
+        }
+
+    def stepwise(self, steps: list[Step], output: str, v: Any) -> tuple[dict[str, Any], dict[str, Any], int]:
+        """Reverse accumulation over cuts: every assignment and every elementwise function's result becomes a
+        symbol of its own (its value computed from the inputs), and Jᵀv is carried back one piece at a time, each
+        piece's derivative still sympy's matrix calculus. sympy 1.14 fails on deep nestings such as
+        tanh(W@tanh(W@tanh(W@x))) as one expression, but not on their layers."""
+        y = self.build(steps, output, cut=True)
+        grads = {n: torch.zeros(s.shape, dtype=torch.float64) for n, s in self.leaf_symbols.items()}
+        sizes = {n: torch.zeros(s.shape, dtype=torch.float64) for n, s in self.leaf_symbols.items()}
+        r, c = _rows_cols(tuple(v.shape))
+        vv = v.detach().cpu().double().reshape(r, c)
+        cots: dict[str, tuple[Any, Any]] = {}
+        pieces: list[tuple[Any, Any]] = [(None, y.expr), *reversed(self.tape)]
+        cut_symbols = {sym.name: sym for sym, _ in self.tape}
+        for sym, expr in pieces:
+            if sym is None:
+                cot, size = vv, vv.abs()
+            elif sym.name in cots:
+                cot, size = cots[sym.name]
+            else:
+                continue  # the output does not depend on this value
+            wrt = {**self.leaf_symbols, **{n: s for n, s in cut_symbols.items() if expr.has(s)}}
+            for name, (value, mag) in self.pull_back(expr, cot, size, wrt).items():
+                if name in grads:
+                    grads[name] += value
+                    sizes[name] += mag
+                else:
+                    old = cots.get(name)
+                    cots[name] = (value, mag) if old is None else (old[0] + value, old[1] + mag)
+        return grads, sizes, len(self.tape)
 
 
 # what sympy 1.14's array calculus raises on expressions it cannot follow (its own bugs included)

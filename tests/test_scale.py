@@ -141,3 +141,12 @@ def test_elementwise_route_handles_huge_integer_exponents():
     r = explore("a**(2**70)", {"a": [1.0, -1.0, 0.5] * 70}, grad="ones")
     assert "elementwise" in r.checks["symbolic"].compares
     assert r.checks["symbolic"].status == "agree"
+
+
+def test_elementwise_route_ignores_a_leaf_of_another_shape_that_does_not_reach_the_output():
+    # past the per-element budget the elementwise route runs; W (300 x 300) cannot broadcast to y's [300]
+    r = explore("h = W * 2\ny = x * 2", {"x": "linspace(0, 1, 300)", "W": "randn(300, 300)"}, grad="ones", seed=1)
+    sym = r.checks["symbolic"]
+    assert sym.status == "agree" and "elementwise" in sym.compares
+    assert r.symbolic is not None and r.symbolic["W"].shape == (300, 300)
+    assert not any(r.symbolic["W"].tolist()[0])

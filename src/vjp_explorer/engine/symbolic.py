@@ -396,13 +396,17 @@ def elementwise_vjp(
     y = SymbolicProgram(env, lambda a: (_ for _ in ()).throw(Unsupported("detach"))).run(steps, output).items[0]
     shape = tuple(v.shape)
     n = v.numel()
-    flat = {
-        name: (t.detach().expand(shape).reshape(-1) if tuple(t.shape) != shape else t.detach().reshape(-1)).cpu()
-        for name, t in [*leaves.items(), *consts.items()]
-    }
     vflat = v.detach().reshape(-1).cpu()
     formulas = {name: sp.diff(y, env[name].items[0]) for name in leaves if name in deps}
     used = {name: sorted(s.name for s in f.free_symbols) for name, f in formulas.items()}
+    # only the inputs a formula reads: they broadcast to the output's shape; an unused one need not (W in
+    # `h = W*2; y = x` may be any shape)
+    inputs = {**leaves, **consts}
+    flat = {
+        name: (t.detach().expand(shape).reshape(-1) if tuple(t.shape) != shape else t.detach().reshape(-1)).cpu()
+        for name in sorted({k for names in used.values() for k in names})
+        for t in [inputs[name]]
+    }
     # where v is 0 the term is exactly 0, even where the derivative is infinite (0·inf would be nan); a nan
     # from backward at such an element is reported by the check as undefined, not as a disagreement
     v_has_zero = bool((vflat == 0).any())
@@ -425,8 +429,8 @@ def elementwise_vjp(
                 dest.masked_fill_(vc == 0, 0.0)
     grads = {}
     for name, x in leaves.items():
-        flat_grad = out[name] if name in out else torch.zeros(n, dtype=torch.float64)
-        grads[name] = flat_grad.reshape(x.shape)
+        # a leaf that does not reach the output has a zero grad of its own shape, whatever the output's
+        grads[name] = out[name].reshape(x.shape) if name in out else torch.zeros(x.shape, dtype=torch.float64)
     return grads
 
 
@@ -509,6 +513,8 @@ _TORCH_FUNCS: dict[str, Callable[..., Any]] = {
     "cos": torch.cos,
     "tan": torch.tan,
     "tanh": torch.tanh,
+    "sinh": torch.sinh,
+    "cosh": torch.cosh,
     "Abs": torch.abs,
     "sign": torch.sign,
 }

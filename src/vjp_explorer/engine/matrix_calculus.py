@@ -8,6 +8,11 @@ never a per-element formula: the sympy work does not grow with n. That expressio
 float64 with our own walk: contractions and diagonals become einsum labels (an identity or a
 diagonal matrix is a pair of labels made equal, never materialised), and a product of factors is
 contracted pairwise, smallest result first. No autograd is involved.
+
+Where sympy fails on the whole expression (it does on deep nestings), `Route.stepwise` carries Jᵀv back
+piece by piece over cuts at the program's assignments and elementwise functions, each piece still
+differentiated by sympy. Three sympy 1.14 bugs are worked around: see `_function_fdiff`, `_to_array` and
+`MVal` (fused elementwise formulas).
 """
 
 from __future__ import annotations

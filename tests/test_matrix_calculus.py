@@ -180,7 +180,13 @@ def test_a_loop_of_layers_is_carried_back_step_by_step():
 
 
 @pytest.mark.parametrize(
-    "program", ["(x@W@W).detach()*x + W@x", "((W@x)/0).detach() + W@x", "x + (1/(2+tanh(exp(x.sum())))).data"]
+    "program",
+    [
+        "(x@W@W).detach()*x + W@x",
+        "((W@x)/0).detach() + W@x",
+        "x + (1/(2+tanh(exp(x.sum())))).data",
+        "1/(1.5+tanh(sigmoid(x.sum()**2)))",  # sympy cannot write a function of this 1 x 1 value out
+    ],
 )
 def test_what_sympy_cannot_build_is_a_skip_not_a_crash(vjp, program):
     import json
@@ -256,3 +262,13 @@ def test_a_shift_inside_a_kink_keeps_its_place():
     assert r.checks["symbolic"].status == "agree"
     assert arr(r.symbolic["W"]).tolist() == [[0.0, 0.0], [1.0, 1.0]]
     assert arr(r.symbolic["x"]).tolist() == [1.0, 1.0]
+
+
+def test_a_long_loop_with_reuse_goes_straight_to_step_by_step():
+    """h used twice per iteration: one expression would grow as 2**10; step by step it is 30 small pieces."""
+    prog = "h = x\nfor i in range(10):\n    h = tanh(W@h)*h + sin(W@h)"
+    W3 = [[0.3, 0.2, 0.5], [0.3, -0.1, 0.2], [0.1, 0.2, -0.7]]
+    r = explore(prog, {"x": "1,-2,3", "W": str(W3)}, grad="0.1,1,0.0001", dtype="float64", limits=FORCE)
+    sym = r.checks["symbolic"]
+    assert sym.status == "agree" and "step by step" in sym.compares, (sym.status, sym.reason)
+    assert r.timings["symbolic"] < 8

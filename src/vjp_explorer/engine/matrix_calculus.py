@@ -631,19 +631,42 @@ def _matrix_vjp(
 ) -> tuple[dict[str, Any], dict[str, Any], str]:
     """The whole program differentiated at once; where sympy fails on it, step by step (see `Route.stepwise`)."""
     route = Route(leaves, consts, max_elements)
-    y = route.build(steps, output)
     try:
-        grads, sizes = route.whole(y, v)
+        if len(steps) > WHOLE_STEPS:
+            raise DerivativeFailed(f"not at once ({len(steps)} executed assignments)")
+        # a value used several times grows exponentially as one expression, and linearly step by step
+        y = route.build(steps, output)
+        expr = y.expr
+        if _tree_size(expr, WHOLE_NODES) >= WHOLE_NODES:
+            raise DerivativeFailed(f"the program is more than {WHOLE_NODES:,} expression nodes as one expression")
+        grads, sizes = route.whole(expr, v)
         how = "the whole program at once"
-    except DerivativeFailed as whole:
+    except (Unsupported, *_SYMPY_FAILURES) as failed:
+        whole = failed if isinstance(failed, Unsupported) else f"sympy could not write it out ({_why(failed)})"
         route = Route(leaves, consts, max_elements)
         try:
             grads, sizes, cuts = route.stepwise(steps, output, v)
-        except DerivativeFailed as e:
-            raise Unsupported(f"{whole}; step by step, {e}") from None
+        except Unsupported as e:
+            raise Unsupported(str(e) if str(e) == str(whole) else f"{whole}; step by step, {e}") from None
+        except (*_SYMPY_FAILURES, RuntimeError) as e:
+            raise Unsupported(f"{whole}; step by step, sympy failed ({_why(e)})") from None
         how = f"step by step, Jᵀv carried back through {cuts} intermediate values"
     shaped = {n: grads[n].reshape(t.shape) for n, t in leaves.items()}
     return shaped, {n: sizes[n].reshape(t.shape) for n, t in leaves.items()}, how
+
+
+WHOLE_NODES = 5_000  # nodes of the program as one sympy tree beyond which it goes straight to step by step
+WHOLE_STEPS = 4  # executed assignments beyond which it goes straight to step by step
+
+
+def _tree_size(expr: Any, limit: int) -> int:
+    """Nodes of expr as a tree, counting stops at `limit`."""
+    n = 0
+    for _ in sp.preorder_traversal(expr):
+        n += 1
+        if n >= limit:
+            break
+    return n
 
 
 class Route:
@@ -743,8 +766,8 @@ class Route:
                 out[name] = (total, mag)
         return out
 
-    def whole(self, y: MVal, v: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        pulled = self.pull_back(y.expr, v, None, self.leaf_symbols)
+    def whole(self, expr: Any, v: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        pulled = self.pull_back(expr, v, None, self.leaf_symbols)
         zeros = {n: torch.zeros(s.shape, dtype=torch.float64) for n, s in self.leaf_symbols.items()}
         return {n: pulled[n][0] if n in pulled else zeros[n] for n in zeros}, {
             n: pulled[n][1] if n in pulled else zeros[n] for n in zeros

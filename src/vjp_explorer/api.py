@@ -219,7 +219,7 @@ class _Run:
                     _SYM + (f" ({reason})" if reason else ""),
                     [(n, grads[n], sym_grads[n]) for n in leaves],
                     tol,
-                    {**{n: m * calls for n, m in sym_sizes.items()}, **mags},  # J's own where it was built
+                    _larger({n: m * calls for n, m in sym_sizes.items()}, mags),
                     big,
                 )
             if sym is None and sym_grads is not None and any(j.full is not None for j in jacs.values()):
@@ -696,6 +696,13 @@ def _control_text(kind: str, count: int) -> str:
 def _step_shape(fwd: Any, s: Any) -> tuple[int, ...]:
     val = fwd.env.get(s.target)
     return tuple(getattr(val.v, "shape", ())) if val is not None else ()
+
+
+def _larger(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Per leaf, the elementwise larger of two size estimates (where only one exists, that one)."""
+    import torch
+
+    return {n: torch.maximum(a[n], b[n].to(a[n].dtype)) if n in a and n in b else a.get(n, b.get(n)) for n in {*a, *b}}
 
 
 def _magnitudes(v: Any, jacs: dict[str, Any], calls: int) -> dict[str, Any]:

@@ -316,6 +316,18 @@ def reduce_sum(x: MVal, dim: Any, keepdim: bool, mean: bool) -> MVal:
     return matrix(out, shape)
 
 
+def _absolute_terms(expr: Any) -> Any:
+    """expr with every term of a sum and every factor made non-negative: the size of the numbers its float
+    evaluation adds up, which bounds the scale of its rounding (for 1 - tanh(u)**2: 1 + tanh(u)**2)."""
+    if expr.is_Number:
+        return abs(expr)
+    if expr.is_Add or expr.is_Mul:
+        return expr.func(*[_absolute_terms(a) for a in expr.args])
+    if expr.is_Pow and expr.exp.is_Number:
+        return _absolute_terms(expr.base) ** expr.exp
+    return sp.Abs(expr)
+
+
 def _to_array(expr: Any) -> Any:
     """sympy's conversion of a matrix expression to an array expression, with (Bᵀ)**k written (B**k)ᵀ first:
     sympy 1.14 fails to convert a power of a transpose (x@W@W gives (W**2) and, transposed, (Wᵀ)**2)."""
@@ -375,6 +387,10 @@ class Evaluator:
         self.values = values  # MatrixSymbol name -> float64 tensor of its (rows, cols) shape
         self.max_elements = max_elements
         self.labels = Labels()
+        # id(factor tensor) -> the scale of its rounding where that exceeds |value|: an elementwise formula
+        # evaluated with every term made |term| (1 - tanh(u)**2 is computed from numbers of size 1 + tanh(u)**2,
+        # and loses digits where tanh saturates)
+        self.scales: dict[int, Any] = {}
 
     # -- building terms
     def term(self, expr: Any) -> Term:
@@ -467,10 +483,12 @@ class Evaluator:
         if isinstance(expr, sp.Transpose | sp.HadamardProduct | sp.Trace | sp.MatPow):
             return self.term(_to_array(expr))
         if isinstance(expr, ElementwiseApplyFunction | ArrayElementwiseApplyFunc | sp.HadamardPower):
-            return self._dense(self._apply(expr), shape)
+            value, scale = self._apply(expr)
+            return self._dense(value, shape, scale)
         raise Unsupported(f"evaluating {type(expr).__name__}")
 
-    def _apply(self, expr: Any) -> Any:
+    def _apply(self, expr: Any) -> tuple[Any, Any]:
+        """(the value of an elementwise function of a matrix, the scale of its rounding or None)."""
         if isinstance(expr, sp.HadamardPower):
             base, exp = expr.args
             if getattr(exp, "is_Matrix", False) or not exp.is_Number:
@@ -478,8 +496,8 @@ class Evaluator:
             x = self.tensor(base)
             k = float(exp)
             if k.is_integer() and abs(k) < 2**62:
-                return torch.reciprocal(x) if k == -1 else x * x if k == 2 else torch.pow(x, int(k))
-            return torch.pow(x, k)
+                return (torch.reciprocal(x) if k == -1 else x * x if k == 2 else torch.pow(x, int(k))), None
+            return torch.pow(x, k), None
         fn = expr.function
         arg = sp.Symbol("_x", real=True)
         if isinstance(fn, sp.Lambda) and len(fn.variables) == 1:
@@ -495,10 +513,17 @@ class Evaluator:
             raise Unsupported(f"the elementwise function {fn} has free symbols")
         x = self.tensor(expr.expr)
         value = evaluate(body, {"_x": x})  # the whole array at once
-        return value if value.shape == x.shape else value.expand(x.shape)
+        scale = None
+        terms = _absolute_terms(body)
+        if terms != body and terms != sp.Abs(body):
+            scale = evaluate(terms, {"_x": x})
+            scale = scale if scale.shape == x.shape else scale.expand(x.shape)
+        return (value if value.shape == x.shape else value.expand(x.shape)), scale
 
-    def _dense(self, t: Any, shape: tuple[int, ...]) -> Term:
+    def _dense(self, t: Any, shape: tuple[int, ...], scale: Any = None) -> Term:
         t = t.reshape(shape)
+        if scale is not None:
+            self.scales[id(t)] = scale.reshape(shape)
         out = tuple(self.labels.new(s) for s in shape)
         return Term(shape, [Product(1.0, [(t, out)], out)])
 
@@ -543,7 +568,9 @@ class Evaluator:
 
     def contract(self, p: Product, absolute: bool = False) -> Any:
         find = self.labels.find
-        factors = [(t.abs() if absolute else t, tuple(find(a) for a in labs)) for t, labs in p.factors]
+        factors = [
+            (self.scales.get(id(t), t.abs()) if absolute else t, tuple(find(a) for a in labs)) for t, labs in p.factors
+        ]
         out = tuple(find(a) for a in p.out)
         present = {a for _, labs in factors for a in labs}
         for a in dict.fromkeys(out):

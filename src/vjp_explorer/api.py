@@ -457,34 +457,47 @@ class _Run:
                 return sym, grads, None, {}
         if not elementwise:
             return self._matrix_route(fwd, leaves, consts, v, output, reason or "", budget)
-        # structure-aware: an elementwise program is one scalar formula; differentiate it once per leaf
-        try:
-            with S.time_budget(budget):
-                grads = S.elementwise_vjp(fwd.steps, output, leaves, consts, v, fwd.output.deps)
-        except S.SymbolicTimeout:
-            total = self.limits.symbolic_seconds
-            return None, None, f"{reason}; the elementwise route did not finish within {total:g} s in all either", {}
-        except (S.Unsupported, RecursionError, OverflowError, ValueError, ZeroDivisionError) as e:
-            return None, None, f"{reason}; the elementwise route failed: {e}", {}
-        note = "elementwise program: each leaf's scalar derivative from sympy, evaluated on all elements"
-        return None, grads, note, {}
+        # structure-aware: an elementwise program is one scalar formula, differentiated once per leaf
+        return self._structured(
+            "the elementwise route",
+            "failed",
+            reason or "",
+            budget,
+            lambda: (
+                S.elementwise_vjp(fwd.steps, output, leaves, consts, v, fwd.output.deps),
+                {},
+                "elementwise program: each leaf's scalar derivative from sympy, evaluated on all elements",
+            ),
+        )
 
     def _matrix_route(
         self, fwd: Any, leaves: dict[str, Any], consts: dict[str, Any], v: Any, output: str, reason: str, budget: float
     ) -> tuple[None, dict[str, Any] | None, str, dict[str, Any]]:
         """Jᵀv from sympy's matrix calculus on MatrixSymbols: a sympy cost that does not grow with n."""
         from .engine import matrix_calculus as M
+
+        def run() -> tuple[dict[str, Any], dict[str, Any], str]:
+            grads, sizes, how = M.matrix_vjp(fwd.steps, output, leaves, consts, v, self.limits.elements)
+            return grads, sizes, f"{M.NOTE}, {how}"
+
+        return self._structured("matrix calculus", "cannot follow this program", reason, budget, run)
+
+    def _structured(
+        self, route: str, failed: str, reason: str, budget: float, run: Any
+    ) -> tuple[None, dict[str, Any] | None, str, dict[str, Any]]:
+        """A structure-aware route within what is left of the sympy budget: (None, Jᵀv, note, sizes), or the
+        reason the per-element check gave and this route's own."""
         from .engine import symbolic as S
 
         try:
             with S.time_budget(budget):
-                grads, sizes, how = M.matrix_vjp(fwd.steps, output, leaves, consts, v, self.limits.elements)
+                grads, sizes, note = run()
         except S.SymbolicTimeout:
             total = self.limits.symbolic_seconds
-            return None, None, f"{reason}; matrix calculus did not finish within {total:g} s in all either", {}
+            return None, None, f"{reason}; {route} did not finish within {total:g} s in all either", {}
         except (S.Unsupported, RecursionError, OverflowError, ValueError, ZeroDivisionError) as e:
-            return None, None, f"{reason}; matrix calculus cannot follow this program: {e}", {}
-        return None, grads, f"{M.NOTE}, {how}", sizes
+            return None, None, f"{reason}; {route} {failed}: {e}", {}
+        return None, grads, note, sizes
 
     def _notes(
         self,

@@ -17,16 +17,28 @@ import torch
 import torch.func
 
 from vjp_explorer import Result, explore
+from vjp_explorer.cli import _keep_freed_memory as keep_freed_memory
 
 from .common import Section, Series, Target, fmt_ratio, fmt_s, fmt_series_s, md_table, median, ratio
 from .plans import Plan
 from .process import SEED_PROGRAM, Log
+
+# The in-process sections run under the allocator setting every `vjp run` has (glibc keeps freed large
+# buffers for reuse); it applies to our engine and to the torch baselines alike.
+keep_freed_memory()
 
 SEED = 0  # --seed for randn(...): W is then torch.randn((n, n), generator=Generator().manual_seed(0)), as below
 TARGET_N = 3000  # the n of the Jacobian targets
 SYMBOLIC_TARGET_N = 1_000_000
 MIN_TOTAL_S = 1.0  # quick calls are repeated (up to MAX_REPEATS) until this much time has passed
 MAX_REPEATS = 50
+
+
+def release(results: list[Result]) -> None:
+    """Drop the previous run's Result before the next run, as torch.func's results are dropped between its
+    calls: every contender then allocates into memory the last run freed (under the allocator setting
+    `vjp run` uses: see keep_freed_memory), instead of ours paying page faults on fresh memory alone."""
+    results.clear()
 
 
 def timed(fn: Callable[[], object]) -> Callable[[], float]:
@@ -115,14 +127,17 @@ def torch_func_sampler(prog: JacProgram, n: int, transform: Callable) -> Callabl
 def jacobian_row(prog: JacProgram, n: int, repeats: int) -> JacRow:
     row = JacRow(prog, n)
     values, consts = prog.request(n)
-    results: list[Result] = []
+    last: list[Result] = []  # only the latest Result is kept: see release()
+    totals: list[float] = []
 
     def ours() -> float:
+        release(last)
         try:
-            results.append(explore(prog.program, values, consts=consts, grad="ones", symbolic=False, seed=SEED))
+            last.append(explore(prog.program, values, consts=consts, grad="ones", symbolic=False, seed=SEED))
         except Exception as e:
             raise EngineCrash(_error(e)) from e
-        return results[-1].timings["jacobian"]
+        totals.append(last[0].timings["total"])
+        return last[0].timings["jacobian"]
 
     samplers = {
         "ours": ours,
@@ -137,8 +152,9 @@ def jacobian_row(prog: JacProgram, n: int, repeats: int) -> JacRow:
         found = interleaved(samplers, repeats)
     row.ours, row.jacrev, row.jacfwd = found.get("ours"), found["jacrev"], found["jacfwd"]
     if row.ours is not None:
-        row.method = results[-1].jacobians["x"].method
-        row.explore_total = Series(tuple(r.timings["total"] for r in results[1:]))  # not the warm-up
+        row.method = last[0].jacobians["x"].method
+        row.explore_total = Series(tuple(totals[1:]))  # not the warm-up
+    release(last)
     return row
 
 
@@ -260,15 +276,22 @@ def symbolic_row(case: SymCase) -> SymRow:
     else:
         values, consts = dict.fromkeys("abc", f"linspace(1,2,{n})"), {}
     row = SymRow(case.label, case.program, n, n * n * case.leaves)
-    runs = []
+    checks: dict | None = None  # of the first run: plain Check objects, no tensors
+    times, totals = [], []
     try:
         for _ in range(case.repeats):
             sympy.core.cache.clear_cache()  # every `vjp run` starts with a cold sympy cache
-            runs.append(explore(case.program, values, consts=consts, grad="ones", seed=SEED))
+            # the previous run's Result is already gone (`del r`): see release()
+            r = explore(case.program, values, consts=consts, grad="ones", seed=SEED)
+            times.append(r.timings["symbolic"])
+            totals.append(r.timings["total"])
+            checks = r.checks if checks is None else checks
+            del r
     except Exception as e:  # a crash in vjp itself: report it and carry on
         row.status = _error(e)
         return row
-    check = runs[0].checks["symbolic"]
+    assert checks is not None
+    check = checks["symbolic"]
     row.status, row.reason = check.status, check.reason or ""
     if check.status != "skipped":
         route = check.compares
@@ -279,9 +302,9 @@ def symbolic_row(case: SymCase) -> SymRow:
             if "elementwise" in route
             else "per element"
         )
-    row.jacobian_check = runs[0].checks["jacobian"].status if "jacobian" in runs[0].checks else "—"
-    row.time = Series(tuple(r.timings["symbolic"] for r in runs))
-    row.explore_total = Series(tuple(r.timings["total"] for r in runs))
+    row.jacobian_check = checks["jacobian"].status if "jacobian" in checks else "—"
+    row.time = Series(tuple(times))
+    row.explore_total = Series(tuple(totals))
     return row
 
 

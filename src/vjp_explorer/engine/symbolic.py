@@ -409,22 +409,28 @@ def elementwise_vjp(
     }
     # where v is 0 the term is exactly 0, even where the derivative is infinite (0·inf would be nan); a nan
     # from backward at such an element is reported by the check as undefined, not as a disagreement
-    v_has_zero = bool((vflat == 0).any())
+    # (float reductions: on CPU a comparison to a bool tensor and .any() cost several float passes)
+    lo, hi = (float(t) for t in torch.aminmax(vflat)) if n else (1.0, 1.0)
+    v_ones = lo == hi == 1.0  # the common v (--grad ones, a scalar output): Jᵀv is the derivative itself
+    v_has_zero = not (lo > 0 or hi < 0) and bool((vflat == 0).any())
     out = {name: torch.empty(n, dtype=torch.float64) for name in formulas}
     # in chunks, in float64: cache-sized temporaries, and the exact formula at every element; each input
     # converted once per chunk, and only the inputs a formula uses
     for start in range(0, n, CHUNK):
         end = min(n, start + CHUNK)
         cache: dict[str, Any] = {}
-        vc = vflat[start:end].double()  # (a 0-d float64 derivative times float32 v would compute in float32)
+        if not v_ones:
+            vc = vflat[start:end].double()  # (a 0-d float64 derivative times float32 v would compute in float32)
         for name, formula in formulas.items():
             for k in used[name]:
                 if k not in cache:
                     cache[k] = flat[k][start:end].double()
             arrays = {k: cache[k] for k in used[name]}
-            d = evaluate(formula, arrays)
             dest = out[name][start:end]
-            torch.mul(vc, d, out=dest)
+            if v_ones:
+                evaluate(formula, arrays, out=dest)
+                continue
+            torch.mul(vc, evaluate(formula, arrays), out=dest)
             if v_has_zero:
                 dest.masked_fill_(vc == 0, 0.0)
     grads = {}
@@ -434,51 +440,69 @@ def elementwise_vjp(
     return grads
 
 
-def evaluate(expr: Any, arrays: dict[str, Any]) -> Any:
-    """A sympy expression evaluated with torch float64 arithmetic (our own walk: no lambdify)."""
+def evaluate(expr: Any, arrays: dict[str, Any], out: Any = None) -> Any:
+    """A sympy expression evaluated with torch float64 arithmetic (our own walk: no lambdify).
+
+    With `out` (float64, the arrays' shape), the last operation writes into it (no copy of the result).
+    """
     if expr.is_Symbol:
-        return arrays[expr.name]
+        return _give(arrays[expr.name], out)
     if expr is sp.zoo or expr is sp.nan:
-        return torch.tensor(math.nan, dtype=torch.float64)
+        return _give(torch.tensor(math.nan, dtype=torch.float64), out)
     if expr.is_Number:
-        return torch.tensor(float(expr), dtype=torch.float64)
+        return _give(torch.tensor(float(expr), dtype=torch.float64), out)
     args = expr.args
-    if expr.is_Add:
-        out = evaluate(args[0], arrays)
-        for a in args[1:]:
-            out = out + evaluate(a, arrays)
-        return out
-    if expr.is_Mul:
-        out = evaluate(args[0], arrays)
-        for a in args[1:]:
-            out = out * evaluate(a, arrays)
-        return out
+    if expr.is_Add or expr.is_Mul:
+        op: Callable[..., Any] = torch.add if expr.is_Add else torch.mul
+        acc = evaluate(args[0], arrays)
+        for a in args[1:-1]:
+            acc = op(acc, evaluate(a, arrays))
+        return _call(op, [acc, evaluate(args[-1], arrays)], out)
     if expr.is_Pow:
         base, exp = args
         if exp == sp.Rational(1, 2):
-            return torch.sqrt(evaluate(base, arrays))
+            return _call(torch.sqrt, [evaluate(base, arrays)], out)
         if exp.is_Integer and abs(int(exp)) < 2**62:  # a scalar exponent is cheaper; 1/x, x*x need no pow
             x, k = evaluate(base, arrays), int(exp)
-            return torch.reciprocal(x) if k == -1 else x * x if k == 2 else torch.pow(x, k)
-        return torch.pow(evaluate(base, arrays), evaluate(exp, arrays))
+            if k == -1:
+                return _call(torch.reciprocal, [x], out)
+            if k == 2:
+                return _call(torch.mul, [x, x], out)
+            return _call(lambda x, **o: torch.pow(x, k, **o), [x], out)
+        return _call(torch.pow, [evaluate(base, arrays), evaluate(exp, arrays)], out)
     if isinstance(expr, sp.Heaviside):
         h0 = float(args[1]) if len(args) > 1 else 0.5
-        return torch.heaviside(evaluate(args[0], arrays), torch.tensor(h0, dtype=torch.float64))
+        return _call(torch.heaviside, [evaluate(args[0], arrays), torch.tensor(h0, dtype=torch.float64)], out)
     if isinstance(expr, sp.Max | sp.Min):
-        parts = [evaluate(a, arrays) for a in args]
-        out = parts[0]
-        for p in parts[1:]:
-            out = torch.maximum(out, p) if isinstance(expr, sp.Max) else torch.minimum(out, p)
-        return out
+        op = torch.maximum if isinstance(expr, sp.Max) else torch.minimum
+        acc = evaluate(args[0], arrays)
+        for a in args[1:-1]:
+            acc = op(acc, evaluate(a, arrays))
+        return _call(op, [acc, evaluate(args[-1], arrays)], out)
     if isinstance(expr, sp.Piecewise):
         result = torch.tensor(math.nan, dtype=torch.float64)
         for value, cond in reversed(args):
             result = torch.where(_condition(cond, arrays), evaluate(value, arrays), result)
-        return result
+        return _give(result, out)
     fn = _TORCH_FUNCS.get(type(expr).__name__)
     if fn is None:
         raise Unsupported(f"evaluating {type(expr).__name__}")
-    return fn(*[evaluate(a, arrays) for a in args])
+    return _call(fn, [evaluate(a, arrays) for a in args], out)
+
+
+def _call(fn: Callable[..., Any], xs: list[Any], out: Any) -> Any:
+    """fn(*xs), written into `out` when given: directly where the result has out's shape (some x is an
+    array, not a 0-d number), else broadcast into it."""
+    if out is not None and any(x.dim() for x in xs):
+        return fn(*xs, out=out)
+    return _give(fn(*xs), out)
+
+
+def _give(value: Any, out: Any) -> Any:
+    if out is None:
+        return value
+    out.copy_(value)  # a 0-d value fills it
+    return out
 
 
 def _condition(cond: Any, arrays: dict[str, Any]) -> Any:

@@ -1,0 +1,178 @@
+"""The agreement check and the array evaluator, against plain-Python oracles.
+
+compare_tensors works in chunks with float reductions and shortcuts (an identical chunk, a chunk
+within rtol everywhere, the worst element located once at the end); the oracle below applies the
+documented rule element by element with the math module, so any shortcut that changes a verdict,
+a statistic or the worst element's label shows up here.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import sympy as sp
+import torch
+
+from vjp_explorer.engine import compare as C
+from vjp_explorer.engine.symbolic import evaluate
+from vjp_explorer.result import Tolerance, element_label
+
+
+def oracle(items, tol: Tolerance, magnitudes=None, overflow_at=math.inf):
+    """(status, max_abs, max_rel, worst, undefined count, overflow labels): the rule of compare_tensors'
+    docstring, one element at a time."""
+    bad, max_abs, max_rel, worst, n_und, over = False, 0.0, 0.0, None, 0, []
+    for leaf, got, want in items:
+        shape = tuple(got.shape)
+        g, w = got.reshape(-1).tolist(), want.reshape(-1).double().reshape(-1).tolist()
+        m = (magnitudes or {}).get(leaf)
+        m = m.reshape(-1).tolist() if m is not None else None
+        for k, (a, b) in enumerate(zip(g, w, strict=True)):
+            if not (math.isfinite(a) and math.isfinite(b)):
+                if math.isnan(a) or math.isnan(b) or a == b:
+                    n_und += 1
+                elif math.isinf(a) and abs(b) > overflow_at:
+                    over.append(element_label(leaf, shape, k))
+                else:
+                    bad = True
+                    if max_abs != math.inf:
+                        max_abs, worst = math.inf, element_label(leaf, shape, k)
+                continue
+            d = abs(a - b)
+            if d > max_abs:
+                max_abs, worst = d, element_label(leaf, shape, k)
+            if b != 0:
+                max_rel = max(max_rel, d / abs(b))
+            scale = abs(b) if m is None else max(abs(b), m[k] if math.isfinite(m[k]) else 0.0)
+            if d > tol.atol + tol.rtol * scale:
+                bad = True
+    return ("disagree" if bad else "agree"), max_abs, max_rel, worst, n_und, over
+
+
+def case(rng: random.Random, n: int, dtype: torch.dtype):
+    """References of mixed sizes (zeros, tiny, huge), got = ref plus errors within the tolerance, and in
+    some cases one element off by more than it: a relative error, or noise on a zero reference."""
+    ref = []
+    mixed = rng.random() < 0.5  # else ordinary sizes only: chunks within rtol take the shortcut
+    for _ in range(n):
+        r = rng.random() if mixed else 1.0
+        ref.append(
+            0.0
+            if r < 0.1
+            else rng.uniform(-1e-6, 1e-6)
+            if r < 0.2
+            else rng.uniform(-1e6, 1e6)
+            if r < 0.3
+            else rng.uniform(-3, 3)
+        )
+    want = torch.tensor(ref, dtype=torch.float64)
+    small = 1e-6 if dtype == torch.float32 else 1e-12
+    rel = torch.tensor([rng.choice([0.0, 0.0, small / 10, small]) for _ in range(n)], dtype=torch.float64)
+    noise = torch.tensor([rng.choice([0.0, 0.0, small / 100]) for _ in range(n)], dtype=torch.float64)
+    got = want * (1 + rel) + noise
+    if rng.random() < 0.6:
+        k = rng.randrange(n)
+        if rng.random() < 0.6:  # just inside or outside rtol, or far out
+            got[k] = want[k] * (
+                1 + rng.choice([-1, 1]) * rng.choice([3e-5, 2e-4, 5e-4, 1e-2]) * (1e-5 if dtype == torch.float64 else 1)
+            )
+        else:  # noise where the reference may be 0
+            got[k] = want[k] + rng.choice([1e-8, 1e-6, 1e-3])
+    return got.to(dtype), want
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_compare_matches_the_elementwise_rule(seed, monkeypatch):
+    monkeypatch.setattr(C, "CHUNK", 700)  # many chunks, each several blocks of the located maximum plus a tail
+    rng = random.Random(seed)
+    dtype = rng.choice([torch.float32, torch.float64])
+    tol = C.TOLERANCES["float32" if dtype == torch.float32 else "float64"]
+    items, mags = [], {}
+    for leaf in "ab"[: rng.choice([1, 2])]:
+        n = rng.choice([1, 5, 699, 700, 701, 2500])
+        got, want = case(rng, n, dtype)
+        if rng.random() < 0.3:  # a few non-finite elements: undefined, overflow or a mismatch
+            for _ in range(rng.randint(1, 3)):
+                k = rng.randrange(n)
+                got[k], want[k] = rng.choice(
+                    [(math.nan, 1.0), (math.inf, math.inf), (math.inf, 1e300), (math.inf, 2.0), (1.0, math.nan)]
+                )
+        if rng.random() < 0.3:  # sizes of cancelling terms: a larger scale than |ref|
+            mags[leaf] = want.abs() * rng.choice([1.0, 10.0, 1e4]) + rng.random()
+        if rng.random() < 0.5 and leaf == "a":
+            got, want = got.reshape(-1, 1), want.reshape(-1, 1)  # 2-d labels
+        items.append((leaf, got, want))
+    overflow_at = 1e38 if dtype == torch.float32 else math.inf
+    check = C.compare_tensors("t", "t", items, tol, mags or None, overflow_at)
+    status, max_abs, max_rel, worst, n_und, over = oracle(items, tol, mags or None, overflow_at)
+    assert check.status == status
+    assert check.max_abs_diff == pytest.approx(max_abs, rel=1e-12, abs=0)
+    assert check.max_rel_diff == pytest.approx(max_rel, rel=1e-12, abs=0)
+    if max_abs > 0:
+        assert check.worst == worst
+    n_listed = sum(1 for u in check.undefined if not u.startswith("..."))
+    extra = next((int(u.split()[1]) for u in check.undefined if u.startswith("...")), 0)
+    assert n_listed + extra == n_und
+    assert list(check.overflow) == over[:20]
+
+
+def test_a_zero_reference_is_judged_by_atol_alone():
+    tol = C.TOLERANCES["float32"]
+    for got, status in ((5e-8, "agree"), (1e-3, "disagree")):
+        check = C.compare_tensors(
+            "t", "t", [("x", torch.tensor([1.0, got]), torch.tensor([1.0, 0.0], dtype=torch.float64))], tol
+        )
+        assert check.status == status, got
+        assert check.max_rel_diff == 0.0  # relative only to nonzero references
+
+
+@pytest.mark.parametrize("n", [1, 2, 511, 512, 513, 1025, 5000, 70000])
+def test_argmax_finds_the_first_largest_element(n):
+    g = torch.Generator().manual_seed(n)
+    for ties in (False, True):
+        d = torch.rand(n, generator=g, dtype=torch.float64)
+        if ties:
+            d = torch.round(d * 3)
+        want = max(range(n), key=lambda k: (d[k].item(), -k))
+        assert C._argmax(d) == want
+
+
+x, y = sp.symbols("x y", real=True)
+EXPRS = [
+    x,
+    sp.Integer(3),
+    sp.Rational(1, 3),
+    sp.exp(2) * 3,  # a product of numbers that sympy keeps unevaluated: a 0-d result filling out
+    4 * x,
+    3 * x + 2 * y + 1,
+    x * y * y,
+    1 / x,
+    x**2,
+    x**5,
+    sp.sqrt(x),
+    x**y,
+    2**x,
+    sp.log(x) * sp.exp(-x),
+    sp.tanh(x) + sp.cosh(y),
+    sp.Abs(x - 1.5),
+    sp.sign(x - 1.5),
+    sp.Heaviside(x - 1.5),
+    sp.Max(x, y, 1.2),
+    sp.Min(x, 1.7),
+    sp.Piecewise((x, x > 1.5), (2 * y, True)),
+]
+
+
+@pytest.mark.parametrize("expr", EXPRS, ids=str)
+def test_evaluate_into_out_equals_the_plain_evaluation(expr):
+    arrays = {"x": torch.linspace(1, 2, 11, dtype=torch.float64), "y": torch.linspace(0.5, 3, 11, dtype=torch.float64)}
+    plain = evaluate(expr, arrays).expand(11)
+    out = torch.full((11,), -123.0, dtype=torch.float64)
+    got = evaluate(expr, arrays, out=out)
+    assert got.data_ptr() == out.data_ptr()
+    assert torch.equal(out, plain)
+    want = [float(expr.subs({x: a, y: b})) for a, b in zip(arrays["x"].tolist(), arrays["y"].tolist(), strict=True)]
+    assert out.tolist() == pytest.approx(want, rel=1e-13)
+    assert arrays["x"].tolist() == torch.linspace(1, 2, 11, dtype=torch.float64).tolist()  # inputs untouched

@@ -84,6 +84,13 @@ def test_options_before_the_program(vjp):
     assert json.loads(r.stdout)["grads"]["x"] == [3.0, 3.0]
 
 
+@pytest.mark.parametrize("argv", [["(-2*x)", "--x", "1,2"], ["--x", "1,2", "--", "-2*x"]])
+def test_a_program_that_starts_with_a_minus_sign(vjp, argv):
+    # the README's two ways: parentheses, or the program after `--` at the end
+    r = ok(vjp("run", "--json", "--grad", "ones", *argv))
+    assert json.loads(r.stdout)["grads"]["x"] == [-2.0, -2.0]
+
+
 def test_const_is_not_a_leaf(vjp):
     r = ok(vjp("run", "W @ x", "--x", "1,2", "--const", "W=[[1,2],[3,4]]", "--grad", "1,0", "--json"))
     d = json.loads(r.stdout)

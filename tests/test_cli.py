@@ -91,6 +91,18 @@ def test_a_program_that_starts_with_a_minus_sign(vjp, argv):
     assert json.loads(r.stdout)["grads"]["x"] == [-2.0, -2.0]
 
 
+@pytest.mark.parametrize("program", ["-2*x", "-x*2", "-(x)", "- x"])
+def test_a_program_that_starts_with_a_minus_sign_gets_the_two_ways_named(vjp, program):
+    r = bad(vjp("run", program, "--x", "1,2", "--grad", "ones"), "starts with a minus sign", "parentheses", " -- ")
+    assert r.stdout == "" and "Usage:" not in r.stderr
+    assert len(r.stderr) < 400  # a long program is shortened in the message
+
+
+def test_many_leading_minus_signs_read_as_an_option_get_a_short_message(vjp):
+    r = bad(vjp("run", "-" * 3000 + "x", "--x", "1"), "neither an option", "parentheses")
+    assert r.stdout == "" and len(r.stderr) < 400
+
+
 def test_const_is_not_a_leaf(vjp):
     r = ok(vjp("run", "W @ x", "--x", "1,2", "--const", "W=[[1,2],[3,4]]", "--grad", "1,0", "--json"))
     d = json.loads(r.stdout)

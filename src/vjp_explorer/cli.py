@@ -66,6 +66,15 @@ class VariableOptions(TyperCommand):
                 found.append((name, val))
                 i += 1
                 continue
+            if a.startswith("-") and len(a) > 1 and a[:2] not in takes_value and not a[1:].isalpha():
+                # not an option's value (those were taken above): a program that starts with a minus sign
+                shown = a if len(a) <= 40 else a[:37] + "..."
+                problems.append(
+                    f"The program {shown!r} starts with a minus sign, so the command line reads it as an option. "
+                    f"Write it in parentheses, '({shown})', or put it last, after --: vjp run --NAME VALUE -- "
+                    f"'{shown}'."
+                )
+                break
             if a.startswith("-") and len(a) > 1 and a[1:2].isalpha() and a[:2] not in takes_value:
                 problems.append(f"No such option: {a} (variables are given as --NAME VALUE, with two dashes).")
                 break
@@ -154,9 +163,11 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
         if not name.isidentifier() or not name.isascii():
             import difflib
 
-            near = difflib.get_close_matches("--" + name, options, n=1)
+            near = difflib.get_close_matches("--" + name, options, n=1) if len(name) <= 40 else []
+            shown = name if len(name) <= 40 else name[:37] + "..."
+            minus = " A program that starts with a minus sign goes in parentheses." if name.startswith("-") else ""
             raise UsageError(
-                f"--{name} is neither an option nor a valid variable name.",
+                f"--{shown} is neither an option nor a valid variable name.{minus}",
                 hint=f"Did you mean {near[0]}?" if near else None,
             )
     variables = list(ctx.meta.get("vjp_variables", [])) + _pairs(o["var"], "--var")

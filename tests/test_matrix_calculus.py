@@ -282,3 +282,14 @@ def test_saturated_tanh_is_checked_at_the_scale_of_its_rounding():
     sym = r.checks["symbolic"]
     assert "matrix calculus" in sym.compares
     assert sym.status == "agree", (sym.max_rel_diff, sym.worst)
+
+
+def test_saturated_sigmoid_is_checked_at_the_scale_of_its_rounding():
+    """torch computes sigmoid'(u) as s*(1 - s); where s saturates at 1 that rounds at the size of s. A random
+    150-wide sigmoid layer (|x@W| up to about 40) used to give a false exit 3 in float32."""
+    r = explore(
+        "sigmoid(x@W)*x + b", {"x": "randn(150)", "W": "randn(150,150)", "b": "randn(150)"}, seed=11, grad="ones"
+    )
+    sym = r.checks["symbolic"]
+    assert "matrix calculus" in sym.compares
+    assert sym.status == "agree", (sym.max_rel_diff, sym.worst)

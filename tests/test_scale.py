@@ -150,3 +150,35 @@ def test_elementwise_route_ignores_a_leaf_of_another_shape_that_does_not_reach_t
     assert sym.status == "agree" and "elementwise" in sym.compares
     assert r.symbolic is not None and r.symbolic["W"].shape == (300, 300)
     assert not any(r.symbolic["W"].tolist()[0])
+
+
+@pytest.mark.parametrize(
+    "program, x",
+    [
+        ("tanh(x)*1e6", "full(30000, 9)"),
+        ("sigmoid(x)*1e3", "full(30000, 14)"),
+        ("tanh(x)*1e6", "linspace(-12,12,30000)"),
+    ],
+)
+def test_elementwise_route_allows_for_torch_rounding_where_tanh_or_sigmoid_saturate(program, x):
+    # torch computes 1 - tanh(x)**2 and s*(1 - s) from numbers near 1: where they saturate, float32 keeps no
+    # digit of the (tiny) exact derivative. That is rounding, not a wrong gradient: the check must not fail
+    for dtype in ("float32", "float64"):
+        r = explore(program, {"x": x}, grad="ones", dtype=dtype)
+        check = r.checks["symbolic"]
+        assert "elementwise" in check.compares and check.status == "agree", (dtype, check)
+    exact = explore("x*2", {"x": "full(30000, 9)"}, grad="ones")  # no cancelling terms: no widened scale
+    assert exact.checks["symbolic"].status == "agree" and exact.checks["symbolic"].max_abs_diff == 0
+
+
+def test_absolute_terms_counts_tanh_and_sigmoid_derivatives_at_the_size_torch_rounds_at():
+    import sympy as sp
+
+    from vjp_explorer.engine.symbolic import _sigmoid, absolute_terms
+
+    u, w = sp.symbols("u w", real=True)
+    assert absolute_terms(sp.diff(sp.tanh(u), u)) == 1 + sp.tanh(u) ** 2
+    assert absolute_terms(sp.diff(_sigmoid(u), u)) == 1 / (1 + sp.exp(-u))
+    assert absolute_terms(sp.diff(3 * _sigmoid(w * u), u)) == 3 * sp.Abs(w) / (1 + sp.exp(-w * u))
+    for f in (4 * u, 1 / u, sp.Integer(3)):  # nothing to widen: the size is |f| itself
+        assert absolute_terms(f) in (f, sp.Abs(f))

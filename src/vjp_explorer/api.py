@@ -464,8 +464,7 @@ class _Run:
             reason or "",
             budget,
             lambda: (
-                S.elementwise_vjp(fwd.steps, output, leaves, consts, v, fwd.output.deps),
-                {},
+                *S.elementwise_vjp(fwd.steps, output, leaves, consts, v, fwd.output.deps),
                 "elementwise program: each leaf's scalar derivative from sympy, evaluated on all elements",
             ),
         )

@@ -42,7 +42,7 @@ from sympy.tensor.array.expressions.arrayexpr_derivatives import array_derive
 
 from ..language import program as P
 from .interpreter import Step
-from .symbolic import _BIN, _UNARY, Unsupported, evaluate
+from .symbolic import _BIN, _UNARY, Unsupported, absolute_terms, evaluate
 
 
 def _function_fdiff(self: Any) -> Any:
@@ -316,18 +316,6 @@ def reduce_sum(x: MVal, dim: Any, keepdim: bool, mean: bool) -> MVal:
     return matrix(out, shape)
 
 
-def _absolute_terms(expr: Any) -> Any:
-    """expr with every term of a sum and every factor made non-negative: the size of the numbers its float
-    evaluation adds up, which bounds the scale of its rounding (for 1 - tanh(u)**2: 1 + tanh(u)**2)."""
-    if expr.is_Number:
-        return abs(expr)
-    if expr.is_Add or expr.is_Mul:
-        return expr.func(*[_absolute_terms(a) for a in expr.args])
-    if expr.is_Pow and expr.exp.is_Number:
-        return _absolute_terms(expr.base) ** expr.exp
-    return sp.Abs(expr)
-
-
 def _to_array(expr: Any) -> Any:
     """sympy's conversion of a matrix expression to an array expression, with (Bᵀ)**k written (B**k)ᵀ first:
     sympy 1.14 fails to convert a power of a transpose (x@W@W gives (W**2) and, transposed, (Wᵀ)**2)."""
@@ -514,7 +502,7 @@ class Evaluator:
         x = self.tensor(expr.expr)
         value = evaluate(body, {"_x": x})  # the whole array at once
         scale = None
-        terms = _absolute_terms(body)
+        terms = absolute_terms(body)
         if terms != body and terms != sp.Abs(body):
             scale = evaluate(terms, {"_x": x})
             scale = scale if scale.shape == x.shape else scale.expand(x.shape)

@@ -386,11 +386,13 @@ def elementwise_vjp(
     consts: dict[str, Any],
     v: Any,
     deps: dict[str, str],
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Jᵀv of an elementwise program: one scalar formula, differentiated once per leaf, evaluated on arrays.
 
     The derivative is sympy's; the evaluation is plain float64 arithmetic on the input values: no
-    autograd is involved, so this stays an independent route at any size.
+    autograd is involved, so this stays an independent route at any size. Also returned, for the leaves
+    whose derivative adds up numbers larger than itself (1 - tanh(u)**2, sigmoid'), the size of those
+    numbers times |v|: the scale of the rounding any float evaluation of it has (see absolute_terms).
     """
     env = {name: SymTensor((), [sp.Symbol(name, real=True)]) for name in [*leaves, *consts]}
     y = SymbolicProgram(env, lambda a: (_ for _ in ()).throw(Unsupported("detach"))).run(steps, output).items[0]
@@ -398,7 +400,8 @@ def elementwise_vjp(
     n = v.numel()
     vflat = v.detach().reshape(-1).cpu()
     formulas = {name: sp.diff(y, env[name].items[0]) for name in leaves if name in deps}
-    used = {name: sorted(s.name for s in f.free_symbols) for name, f in formulas.items()}
+    scales = {name: t for name, f in formulas.items() if (t := absolute_terms(f)) != f and t != sp.Abs(f)}
+    used = {name: sorted(s.name for s in f.free_symbols) for name, f in [*formulas.items(), *scales.items()]}
     # only the inputs a formula reads: they broadcast to the output's shape; an unused one need not (W in
     # `h = W*2; y = x` may be any shape)
     inputs = {**leaves, **consts}
@@ -414,6 +417,7 @@ def elementwise_vjp(
     v_ones = lo == hi == 1.0  # the common v (--grad ones, a scalar output): Jᵀv is the derivative itself
     v_has_zero = not (lo > 0 or hi < 0) and bool((vflat == 0).any())
     out = {name: torch.empty(n, dtype=torch.float64) for name in formulas}
+    sizes = {name: torch.empty(n, dtype=torch.float64) for name in scales}
     # in chunks, in float64: cache-sized temporaries, and the exact formula at every element; each input
     # converted once per chunk, and only the inputs a formula uses
     for start in range(0, n, CHUNK):
@@ -433,11 +437,43 @@ def elementwise_vjp(
             torch.mul(vc, evaluate(formula, arrays), out=dest)
             if v_has_zero:
                 dest.masked_fill_(vc == 0, 0.0)
+        for name, terms in scales.items():
+            arrays = {k: cache.setdefault(k, flat[k][start:end].double()) for k in used[name]}
+            dest = sizes[name][start:end]
+            evaluate(terms, arrays, out=dest)
+            if not v_ones:
+                dest.mul_(vflat[start:end].double().abs_())
     grads = {}
     for name, x in leaves.items():
         # a leaf that does not reach the output has a zero grad of its own shape, whatever the output's
         grads[name] = out[name].reshape(x.shape) if name in out else torch.zeros(x.shape, dtype=torch.float64)
-    return grads
+    return grads, {name: sizes[name].reshape(leaves[name].shape) for name in sizes}
+
+
+def absolute_terms(expr: Any) -> Any:
+    """expr with every term of a sum and every factor made non-negative: the size of the numbers its float
+    evaluation adds up, which bounds the scale of its rounding (for 1 - tanh(u)**2: 1 + tanh(u)**2).
+
+    sigmoid'(u), which sympy writes exp(-u)/(1 + exp(-u))**2, counts at the size of sigmoid(u): torch computes
+    it as s*(1 - s) from s = sigmoid(u), whose rounding is of that size where s saturates at 1.
+    """
+    if expr.is_Number:
+        return abs(expr)
+    if expr.is_Mul:
+        factors = list(expr.args)
+        for i, f in enumerate(factors):
+            base = f.base if f.is_Pow and f.exp == -2 else None
+            if base is not None and base.is_Add and len(base.args) == 2 and sp.S.One in base.args:
+                e = base.args[0] if base.args[1] is sp.S.One else base.args[1]
+                if isinstance(e, sp.exp) and e in factors:
+                    rest = [g for j, g in enumerate(factors) if j != i and j != factors.index(e)]
+                    return sp.Mul(*[absolute_terms(g) for g in rest], 1 / base)
+        return expr.func(*[absolute_terms(a) for a in expr.args])
+    if expr.is_Add:
+        return expr.func(*[absolute_terms(a) for a in expr.args])
+    if expr.is_Pow and expr.exp.is_Number:
+        return absolute_terms(expr.base) ** expr.exp
+    return sp.Abs(expr)
 
 
 def evaluate(expr: Any, arrays: dict[str, Any], out: Any = None) -> Any:

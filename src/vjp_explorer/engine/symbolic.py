@@ -438,7 +438,10 @@ def elementwise_vjp(
             if v_has_zero:
                 dest.masked_fill_(vc == 0, 0.0)
         for name, terms in scales.items():
-            arrays = {k: cache.setdefault(k, flat[k][start:end].double()) for k in used[name]}
+            for k in used[name]:
+                if k not in cache:  # (not setdefault: its argument would be converted every time)
+                    cache[k] = flat[k][start:end].double()
+            arrays = {k: cache[k] for k in used[name]}
             dest = sizes[name][start:end]
             evaluate(terms, arrays, out=dest)
             if not v_ones:

@@ -418,6 +418,13 @@ def elementwise_vjp(
     v_has_zero = not (lo > 0 or hi < 0) and bool((vflat == 0).any())
     out = {name: torch.empty(n, dtype=torch.float64) for name in formulas}
     sizes = {name: torch.empty(n, dtype=torch.float64) for name in scales}
+
+    def arrays_of(name: str, start: int, end: int, cache: dict[str, Any]) -> dict[str, Any]:
+        for k in used[name]:
+            if k not in cache:
+                cache[k] = flat[k][start:end].double()
+        return {k: cache[k] for k in used[name]}
+
     # in chunks, in float64: cache-sized temporaries, and the exact formula at every element; each input
     # converted once per chunk, and only the inputs a formula uses
     for start in range(0, n, CHUNK):
@@ -426,10 +433,7 @@ def elementwise_vjp(
         if not v_ones:
             vc = vflat[start:end].double()  # (a 0-d float64 derivative times float32 v would compute in float32)
         for name, formula in formulas.items():
-            for k in used[name]:
-                if k not in cache:
-                    cache[k] = flat[k][start:end].double()
-            arrays = {k: cache[k] for k in used[name]}
+            arrays = arrays_of(name, start, end, cache)
             dest = out[name][start:end]
             if v_ones:
                 evaluate(formula, arrays, out=dest)
@@ -438,14 +442,10 @@ def elementwise_vjp(
             if v_has_zero:
                 dest.masked_fill_(vc == 0, 0.0)
         for name, terms in scales.items():
-            for k in used[name]:
-                if k not in cache:  # (not setdefault: its argument would be converted every time)
-                    cache[k] = flat[k][start:end].double()
-            arrays = {k: cache[k] for k in used[name]}
             dest = sizes[name][start:end]
-            evaluate(terms, arrays, out=dest)
+            evaluate(terms, arrays_of(name, start, end, cache), out=dest)
             if not v_ones:
-                dest.mul_(vflat[start:end].double().abs_())
+                dest.mul_(vc.abs())
     grads = {}
     for name, x in leaves.items():
         # a leaf that does not reach the output has a zero grad of its own shape, whatever the output's

@@ -24,6 +24,7 @@ def oracle(items, tol: Tolerance, magnitudes=None, overflow_at=math.inf):
     """(status, max_abs, max_rel, worst, undefined count, overflow labels): the rule of compare_tensors'
     docstring, one element at a time."""
     bad, max_abs, max_rel, worst, n_und, over = False, 0.0, 0.0, None, 0, []
+    mismatch, failing, excess = None, None, -math.inf  # a disagreement names the element that fails the most
     for leaf, got, want in items:
         shape = tuple(got.shape)
         g, w = got.reshape(-1).tolist(), want.reshape(-1).double().reshape(-1).tolist()
@@ -38,7 +39,7 @@ def oracle(items, tol: Tolerance, magnitudes=None, overflow_at=math.inf):
                 else:
                     bad = True
                     if max_abs != math.inf:
-                        max_abs, worst = math.inf, element_label(leaf, shape, k)
+                        max_abs, mismatch = math.inf, element_label(leaf, shape, k)
                 continue
             d = abs(a - b)
             if d > max_abs:
@@ -48,6 +49,9 @@ def oracle(items, tol: Tolerance, magnitudes=None, overflow_at=math.inf):
             scale = abs(b) if m is None else max(abs(b), m[k] if math.isfinite(m[k]) else 0.0)
             if d > tol.atol + tol.rtol * scale:
                 bad = True
+                if d - tol.rtol * scale > excess:
+                    failing, excess = element_label(leaf, shape, k), d - tol.rtol * scale
+    worst = mismatch or failing or worst
     return ("disagree" if bad else "agree"), max_abs, max_rel, worst, n_und, over
 
 
@@ -176,3 +180,19 @@ def test_evaluate_into_out_equals_the_plain_evaluation(expr):
     want = [float(expr.subs({x: a, y: b})) for a, b in zip(arrays["x"].tolist(), arrays["y"].tolist(), strict=True)]
     assert out.tolist() == pytest.approx(want, rel=1e-13)
     assert arrays["x"].tolist() == torch.linspace(1, 2, 11, dtype=torch.float64).tolist()  # inputs untouched
+
+
+@pytest.mark.parametrize(
+    ("dtype", "scale"),
+    [(torch.float32, s) for s in (0.0, 1e-30, 1e-20, 1.0, 1e20, 1e30)]
+    + [(torch.float64, s) for s in (0.0, 1e-300, 1e-200, 1e-30, 1.0, 1e30, 1e200, 1e300)],
+)
+def test_summary_norm_matches_math_at_any_scale(dtype, scale):
+    from vjp_explorer.engine.tensors import to_data
+
+    rng = random.Random(int(scale > 1) + 7)
+    vals = [rng.uniform(-1, 1) * scale for _ in range(1000)]
+    t = torch.tensor(vals, dtype=dtype)
+    exact = math.sqrt(math.fsum((float(x) / scale) ** 2 for x in t)) * scale if scale else 0.0
+    got = to_data(t).stats.norm
+    assert got == pytest.approx(exact, rel=1e-5 if dtype == torch.float32 else 1e-12, abs=0.0)

@@ -214,14 +214,31 @@ class _Run:
                 if calls > 1:
                     sym_grads = {n: g * calls for n, g in sym_grads.items()}
                 symbolic_grads = {n: to_data(g) for n, g in sym_grads.items()}
+                sym_items = [(n, grads[n], sym_grads[n]) for n in leaves]
+                huge = _huge_columns(sym, v) if sym is not None else {}
+                known = sym_sizes if isinstance(sym_sizes, dict) else {}
                 checks["symbolic"] = compare_tensors(
                     "symbolic",
                     _SYM + (f" ({reason})" if reason else ""),
-                    [(n, grads[n], sym_grads[n]) for n in leaves],
+                    sym_items,
                     tol,
-                    _larger({n: m * calls for n, m in sym_sizes.items()}, mags),
+                    _larger({n: m * calls for n, m in known.items()}, mags),
                     big,
+                    huge,
                 )
+                if checks["symbolic"].status == "disagree" and (terms := self._later_sizes(sym, sym_sizes, v)):
+                    # the exact values are no measure of autograd's rounding where a derivative cancels (1 -
+                    # tanh(u)**2 at a saturated u, the product rule's terms of (x + c)*(x - c)): weigh those
+                    # elements at the size of their terms
+                    checks["symbolic"] = compare_tensors(
+                        "symbolic",
+                        checks["symbolic"].compares,
+                        sym_items,
+                        tol,
+                        _larger({n: (m * calls).reshape(leaves[n].shape) for n, m in terms.items()}, mags),
+                        big,
+                        huge,
+                    )
             if sym is None and sym_grads is not None and any(j.full is not None for j in jacs.values()):
                 checks["jacobian"] = skipped(
                     "jacobian",
@@ -234,14 +251,21 @@ class _Run:
                     for n in leaves
                     if (full := jacs[n].full) is not None
                 ]
+                jdesc = "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry"
+                jhuge = {
+                    label: sym.finite_mask(label.split("/d", 1)[1])
+                    for label, *_ in jitems
+                    if sym.huge.get(label.split("/d", 1)[1])
+                }
                 if jitems:
-                    checks["jacobian"] = compare_tensors(
-                        "jacobian",
-                        "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry",
-                        jitems,
-                        tol,
-                        overflow_at=big,
-                    )
+                    checks["jacobian"] = compare_tensors("jacobian", jdesc, jitems, tol, overflow_at=big, finite=jhuge)
+                if jitems and checks["jacobian"].status == "disagree":
+                    # as above: entries whose derivative cancels are weighed at the size of its terms
+                    jsizes = {
+                        label: m for label, *_ in jitems if (m := sym.size_matrix(label.split("/d", 1)[1])) is not None
+                    }
+                    if jsizes:
+                        checks["jacobian"] = compare_tensors("jacobian", jdesc, jitems, tol, jsizes, big, jhuge)
         t = self.lap("symbolic", t)
         if req.expected is not None:
             checks["expected"] = _expected_check(req.expected, prog, out, grads, fwd, req.source or "the file")
@@ -498,6 +522,25 @@ class _Run:
             return None, None, f"{reason}; {route} {failed}: {e}", {}
         return None, grads, note, sizes
 
+    def _later_sizes(self, sym: Any, sizes: Any, v: Any) -> dict[str, Any]:
+        """After a disagreement, the size of the terms of each leaf's Jᵀv where the route defers it (the
+        per-element route: Σᵢ |v[i]|·size[i, j]; the elementwise route: its sizes function), within what
+        is left of the sympy budget; {} where there is none or it cannot be had."""
+        import torch
+
+        from .engine import symbolic as S
+
+        try:
+            with S.time_budget(self.limits.symbolic_seconds):
+                if sym is not None:
+                    av = v.detach().double().cpu().reshape(-1).abs().nan_to_num(0.0, 0.0, 0.0)
+                    return {n: av @ m for n in sym.values if (m := sym.size_matrix(n)) is not None}
+                if callable(sizes):
+                    return {n: torch.as_tensor(m).reshape(-1) for n, m in sizes().items()}
+        except (S.SymbolicTimeout, S.Unsupported, RecursionError, OverflowError, ValueError, ZeroDivisionError):
+            pass
+        return {}
+
     def _notes(
         self,
         prog: P.Program,
@@ -513,6 +556,8 @@ class _Run:
         checks: dict[str, Check],
     ) -> None:
         add = self.notes.append
+        if prog.output_note:  # first: the other notes use the output's name
+            add(Note("output_named", prog.output_note))
         overflowed = {e for c in checks.values() for e in c.overflow}
         out = prog.output
         if grad_source.startswith("default"):
@@ -573,8 +618,8 @@ class _Run:
                 label = element_label(n, tuple(g.shape), k)
                 if label in overflowed:
                     why = (
-                        f"{self.req.dtype} overflowed: the exact derivative is finite but larger than the "
-                        f"dtype's range (run with --dtype float64)"
+                        f"{self.req.dtype} overflowed: the exact derivative is finite but larger than the dtype's range"
+                        + (" (run with --dtype float64)" if self.req.dtype != "float64" else ", the largest torch has")
                     )
                 elif val != val:  # nan
                     why = (
@@ -590,6 +635,27 @@ class _Run:
                         f"{label}.grad is {val} ({int(bad.sum())} non-finite element(s) in {n}.grad): {why}.",
                     )
                 )
+        for c in checks.values():
+            tol = c.tolerance
+            if c.status != "agree" or tol is None or c.max_rel_diff is None or c.max_abs_diff is None:
+                continue
+            if c.max_rel_diff > tol.rtol and c.max_abs_diff > tol.atol and c.name in ("symbolic", "jacobian"):
+                add(
+                    Note(
+                        "rounding_allowance",
+                        f"the {c.name} check agrees with max rel = {c.max_rel_diff:.3g}, more than rtol = "
+                        f"{tol.rtol:g} (largest difference at {c.worst}): there the exact value is a sum or "
+                        "difference of numbers much larger than itself (e.g. 1 - tanh(u)**2 where tanh(u) rounds to "
+                        f"1, or s*(1 - s) for a saturated sigmoid), and {self.req.dtype} rounding of those numbers "
+                        "is that large, so the tolerance weighs such elements at the size of their terms "
+                        "(Σ|terms|)."
+                        + (" --dtype float64 gives more digits there." if self.req.dtype != "float64" else ""),
+                    )
+                )
+                break
+        failed = [c.name for c in checks.values() if c.status == "disagree" and c.name != "expected"]
+        if failed and self.req.dtype == "float32":
+            add(Note("float32_disagrees", _float32_hint(failed, fwd, leaves, torch)))
         aug = [s for s in _walk_statements(prog.body) if isinstance(s, P.Assign) and s.augmented]
         if aug:
             names = sorted({s.target for s in aug})
@@ -699,6 +765,33 @@ def _walk_statements(body: tuple[P.Stmt, ...]) -> list[P.Stmt]:
     return out
 
 
+def _float32_hint(failed: list[str], fwd: Any, leaves: dict[str, Any], torch: Any) -> str:
+    """What to try when a float32 run disagrees with the exact routes: float64, and whether the program's
+    values come near the edges of float32's range (where squares and products underflow or overflow)."""
+    tiny, huge = math.inf, 0.0
+    values = [*leaves.values(), *(getattr(val, "v", None) for val in fwd.env.values())]
+    for t in values:
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
+            a = t.detach().abs().double().reshape(-1)
+            a = a[torch.isfinite(a)]
+            if a.numel():
+                huge = max(huge, float(a.max()))
+                if bool((a > 0).any()):
+                    tiny = min(tiny, float(a[a > 0].min()))
+    text = (
+        f"the {' and '.join(failed)} check{'s disagree' if len(failed) > 1 else ' disagrees'} in float32, which "
+        "keeps about 7 significant digits "
+        "between 1.2e-38 and 3.4e38"
+    )
+    if tiny < 1e-19 or huge > 1e19:
+        edge = f"{tiny:.3g}" if tiny < 1e-19 else f"{huge:.3g}"
+        text += (
+            f": values of the program here reach {edge}, whose square (in x*x, a norm, a product) is out of "
+            "that range, so torch's float32 result loses its digits there"
+        )
+    return text + ". Run with --dtype float64: if it agrees there, the difference is float32's, not autograd's."
+
+
 def _control_text(kind: str, count: int) -> str:
     if kind == "if":
         return "the if took its " + ("first branch" if count else "else branch")
@@ -708,6 +801,18 @@ def _control_text(kind: str, count: int) -> str:
 def _step_shape(fwd: Any, s: Any) -> tuple[int, ...]:
     val = fwd.env.get(s.target)
     return tuple(getattr(val.v, "shape", ())) if val is not None else ()
+
+
+def _huge_columns(sym: Any, v: Any) -> dict[str, Any]:
+    """Per leaf of the per-element route with an exact entry beyond float64 (2**(10**10)): the grad elements
+    whose Jᵀv takes such an entry with v != 0, finite exactly though the float64 sum reads inf."""
+    nz = v.detach().reshape(-1).cpu() != 0
+    out = {}
+    for n, entries in sym.huge.items():
+        if entries:
+            J = sym.matrix(n)
+            out[n] = ((~J.isfinite() & sym.finite_mask(n)) & nz[:, None]).any(0)
+    return out
 
 
 def _larger(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,14 @@ def _argmax(d: Any) -> int:
     return k
 
 
+def _absmax(t: Any) -> float:
+    """max |t| of a non-empty tensor in one pass (nan if t holds one)."""
+    import torch
+
+    lo, hi = (float(x) for x in torch.aminmax(t))
+    return max(-lo, hi) if lo == lo else math.nan
+
+
 def skipped(name: str, compares: str, reason: str) -> Check:
     """A check that did not run, with the reason."""
     return Check(name=name, status="skipped", compares=compares, reason=reason)
@@ -49,6 +57,7 @@ def compare_tensors(
     tol: Tolerance,
     magnitudes: dict[str, Any] | None = None,
     overflow_at: float = math.inf,
+    finite: dict[str, Any] | None = None,
 ) -> Check:
     """Compare (label, got, reference) tensors elementwise, in float64 chunks; any size.
 
@@ -57,7 +66,8 @@ def compare_tensors(
     is allowed for, element by element). Non-finite values: nan in either route, or the same inf in
     both, is "undefined at this point" (0·inf, 0/0, or a convention at a kink), not a disagreement;
     an inf against a finite reference beyond `overflow_at` is a dtype overflow; an inf against
-    an ordinary finite number is a disagreement.
+    an ordinary finite number is a disagreement. `finite` (bool, per label) marks references whose
+    exact value is finite though they read ±inf (beyond float64): an inf in both there is an overflow.
     """
     import torch
 
@@ -69,12 +79,15 @@ def compare_tensors(
     overflow: list[str] = []
     n_undefined = 0
     worst_at: tuple[str, tuple[int, ...], int, Any] | None = None  # leaf, shape, chunk start, chunk of |diff|
+    # of a disagreement: where |diff| - rtol·scale is largest (the element that breaks the tolerance the most)
+    worst_bad: tuple[float, str, tuple[int, ...], int, Any] | None = None
     for leaf, got_t, want_t in items:
         shape = tuple(got_t.shape)
         g_all = got_t.detach().reshape(-1).cpu()
         w_all = want_t.detach().reshape(-1).cpu()
         m_t = (magnitudes or {}).get(leaf)
         m_all = m_t.detach().reshape(-1).cpu() if m_t is not None else None
+        f_all = f_t.reshape(-1).cpu() if (f_t := (finite or {}).get(leaf)) is not None else None
         # in chunks: a few cache-sized temporaries instead of many array-sized ones. The same dtype on both
         # sides (backward vs the J route): compare in it; float32 against float64 (vs sympy) promotes to float64
         work = g_all.dtype if g_all.dtype == w_all.dtype and g_all.is_floating_point() else torch.float64
@@ -83,15 +96,20 @@ def compare_tensors(
         for start in range(0, g_all.numel(), CHUNK):
             g = g_all[start : start + CHUNK]
             w = w_all[start : start + CHUNK].to(work)
-            d = torch.sub(g, w).abs_()  # float32 - float64 is computed in float64: no separate conversion pass
+            # signed: float32 - float64 is computed in float64, no separate conversion pass
+            d = torch.sub(g, w)
             # float reductions only: on CPU a comparison to a bool tensor and .any() cost several times a
-            # float pass, and max-with-index several times amax (tensor-wide, nan propagates)
-            hi = float(d.amax())  # one pass gives the finite test and the size of the worst element
+            # float pass, and max-with-index several times amax. One aminmax (nan propagates) gives the
+            # finite test and the size of the worst element, without an abs pass
+            hi = _absmax(d)
             if not math.isfinite(hi):  # (rare) sort out the non-finite elements
-                finite = torch.isfinite(g) & torch.isfinite(w)
-                und = ~finite & (torch.isnan(g) | torch.isnan(w) | (g == w))
-                over = ~finite & ~und & torch.isinf(g) & (w.abs() > overflow_at)
-                mismatch = ~finite & ~und & ~over
+                ok = torch.isfinite(g) & torch.isfinite(w)
+                und = ~ok & (torch.isnan(g) | torch.isnan(w) | (g == w))
+                over = ~ok & ~und & torch.isinf(g) & (w.abs() > overflow_at)
+                if f_all is not None:  # the same inf where the exact value is finite: both overflowed
+                    both = und & f_all[start : start + CHUNK] & torch.isinf(g) & (g == w)
+                    und, over = und & ~both, over | both
+                mismatch = ~ok & ~und & ~over
                 if bool(mismatch.any()):
                     bad = True
                     if max_abs != math.inf:
@@ -100,33 +118,41 @@ def compare_tensors(
                 n_undefined += int(k_und.numel())
                 undefined += [_label(leaf, shape, int(k)) for k in k_und[: max(0, 20 - len(undefined))]]
                 overflow += [_label(leaf, shape, int(k) + start) for k in over.nonzero().reshape(-1)[:20]]
-                d = torch.where(finite, d, 0.0)
-                w = torch.where(finite, w, 0.0)
-                hi = float(d.amax())
+                d = torch.where(ok, d, 0.0)
+                w = torch.where(ok, w, 0.0)
+                hi = _absmax(d)
             if hi == 0:  # identical chunk (common: the same arithmetic on both sides): nothing to weigh
                 continue
             if hi > max_abs:  # where the worst element is: found once, at the end
                 max_abs, worst_at = hi, (leaf, shape, start, d)
-            wabs = w.abs()  # not in place: .to() of a tensor already in that dtype is the tensor itself
-            # relative to nonzero references: 0/0 is nan and counts as 0; d/0 is inf
-            q = torch.div(d, wabs).nan_to_num_(0.0, math.inf)
-            rel = float(q.amax())
-            if rel <= tol.rtol:
+            q = torch.div(d, w)  # signed relative differences; a zero reference gives nan (0/0) or ±inf
+            rel = _absmax(q)
+            if rel <= tol.rtol:  # (False for nan)
                 # every element within rtol of its reference (no zero reference with d > 0): within the
                 # tolerance, whose scale is never below |reference|. The common case: no second pass.
                 max_rel = max(max_rel, rel)
                 continue
-            # some element is off by more than rtol, or has a zero reference: weigh each one
+            # some element is off by more than rtol, or has a zero reference: weigh each one. Relative to
+            # nonzero references only (0/0 counts as 0)
+            wabs = w.abs()  # not in place: .to() of a tensor already in that dtype is the tensor itself
+            q.abs_()
             max_rel = max(max_rel, float(torch.where(wabs != 0, q, 0.0).amax()))
+            d = d.abs()
             scale = wabs
             if m_all is not None:
                 scale = torch.maximum(wabs, m_all[start : start + CHUNK].to(work).nan_to_num(0.0, 0.0, 0.0))
             # d > atol + rtol * scale somewhere, as one fused pass and a float reduction
-            if float(torch.add(d, scale, alpha=-tol.rtol, out=q).amax()) > tol.atol:
+            excess = float(torch.add(d, scale, alpha=-tol.rtol, out=q).amax())
+            if excess > tol.atol:
                 bad = True
-    if worst_at is not None and worst is None:
+                if worst_bad is None or excess > worst_bad[0]:
+                    worst_bad = (excess, leaf, shape, start, q)
+    if worst is None and worst_bad is not None:  # a disagreement: name an element that fails
+        _, leaf, shape, start, q = worst_bad
+        worst = _label(leaf, shape, start + _argmax(q.nan_to_num(-math.inf)))
+    if worst is None and worst_at is not None:  # else the largest difference
         leaf, shape, start, d = worst_at
-        worst = _label(leaf, shape, start + _argmax(d))
+        worst = _label(leaf, shape, start + _argmax(d.abs()))
     if n_undefined > len(undefined):
         undefined.append(f"... {n_undefined - len(undefined)} more")
     return Check(

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sympy as sp
@@ -281,10 +281,39 @@ class SymbolicJacobian:
     formulas: dict[str, list[list[Any]]]
     values: dict[str, list[list[float]]]
     seconds: float
+    # leaf -> {(row, col): (output element, leaf symbol, derivative)} for the nonzero entries, with the
+    # values of the symbols: what size_matrix needs, kept so that it costs nothing unless asked for
+    entries: dict[str, dict[tuple[int, int], tuple[Any, Any, Any]]] = field(default_factory=dict)
+    subs: dict[Any, Any] = field(default_factory=dict)
+    # leaf -> entries whose exact value is finite but beyond float64's range (values holds ±inf there)
+    huge: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
+
+    def finite_mask(self, leaf: str) -> Any:
+        """(out_numel, leaf_numel) bool: where the exact value is finite, though it may read ±inf in values."""
+        m = self.matrix(leaf).isfinite()
+        for i, j in self.huge.get(leaf, ()):
+            m[i, j] = True
+        return m
 
     def matrix(self, leaf: str) -> Any:
         """The values as a float64 tensor of shape (out_numel, leaf_numel)."""
         return torch.tensor(self.values[leaf], dtype=torch.float64)
+
+    def size_matrix(self, leaf: str) -> Any:
+        """Per entry, the size of the numbers its derivative adds up (term_size: for 1 - tanh(u)**2,
+        1 + tanh(u)**2), which sets the scale of any float evaluation's rounding; |value| where it has no
+        cancelling terms. float64 (out_numel, leaf_numel); None if every entry is its own size. Costs an
+        exact evaluation per such entry: asked for only when a check fails without it."""
+        m = self.matrix(leaf).abs().nan_to_num(0.0, 0.0, 0.0)
+        widened = False
+        for (i, j), (y, sym, d) in self.entries.get(leaf, {}).items():
+            t = term_size(y, sym, d)
+            if t is None:
+                continue
+            size = to_float(t.xreplace(self.subs).evalf(DPS))
+            if math.isfinite(size) and size > float(m[i, j]):
+                m[i, j], widened = size, True
+        return m if widened else None
 
 
 def to_float(x: Any) -> float:
@@ -336,15 +365,19 @@ def symbolic_jacobian(
                     names[item] = sp.Symbol(index_label(target, idx), real=True)
     formulas: dict[str, list[list[Any]]] = {}
     values: dict[str, list[list[float]]] = {}
+    entries: dict[str, dict[tuple[int, int], tuple[Any, Any, Any]]] = {}
+    huge: dict[str, set[tuple[int, int]]] = {}
     for name in leaves:
         syms = env[name].items
         f_rows: list[list[Any]] = []
         v_rows: list[list[float]] = []
-        for y in out.items:
+        nonzero: dict[tuple[int, int], tuple[Any, Any, Any]] = {}
+        huge_entries: set[tuple[int, int]] = set()
+        for i, y in enumerate(out.items):
             free = y.free_symbols
             f_row: list[Any] = []
             v_row: list[float] = []
-            for s in syms:
+            for j, s in enumerate(syms):
                 if s not in free:
                     d: Any = sp.Integer(0)
                 else:
@@ -352,12 +385,19 @@ def symbolic_jacobian(
                 if keep_formulas:
                     # constants stay symbols (A[0,1]) in formulas: the value is in the ledger
                     f_row.append(d.xreplace(names) if names else d)
-                v_row.append(to_float(d.xreplace(subs).evalf(DPS)) if d != 0 else 0.0)
+                exact = d.xreplace(subs).evalf(DPS) if d != 0 else sp.Integer(0)
+                v_row.append(to_float(exact))
+                if math.isinf(v_row[-1]) and exact.is_Float:  # finite, beyond float64 (2**(10**10))
+                    huge_entries.add((i, j))
+                if d != 0:
+                    nonzero[i, j] = (y, s, d)
             f_rows.append(f_row)
             v_rows.append(v_row)
         formulas[name] = f_rows
         values[name] = v_rows
-    return SymbolicJacobian(out, formulas, values, time.perf_counter() - t0)
+        entries[name] = nonzero
+        huge[name] = huge_entries
+    return SymbolicJacobian(out, formulas, values, time.perf_counter() - t0, entries, subs, huge)
 
 
 # ---------------------------------------------------------------------------- elementwise route
@@ -386,13 +426,15 @@ def elementwise_vjp(
     consts: dict[str, Any],
     v: Any,
     deps: dict[str, str],
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[dict[str, Any], Callable[[], dict[str, Any]]]:
     """Jᵀv of an elementwise program: one scalar formula, differentiated once per leaf, evaluated on arrays.
 
     The derivative is sympy's; the evaluation is plain float64 arithmetic on the input values: no
-    autograd is involved, so this stays an independent route at any size. Also returned, for the leaves
-    whose derivative adds up numbers larger than itself (1 - tanh(u)**2, sigmoid'), the size of those
-    numbers times |v|: the scale of the rounding any float evaluation of it has (see absolute_terms).
+    autograd is involved, so this stays an independent route at any size. Also returned, a function
+    that gives, for the leaves whose derivative adds up numbers larger than itself (1 - tanh(u)**2,
+    sigmoid', the two terms of the product rule in (x + c)*(x - c)), the size of those numbers times |v|:
+    the scale of the rounding any float evaluation of it has (see term_size). It costs another pass
+    over the arrays, so it is asked for only when the check fails without it.
     """
     env = {name: SymTensor((), [sp.Symbol(name, real=True)]) for name in [*leaves, *consts]}
     y = SymbolicProgram(env, lambda a: (_ for _ in ()).throw(Unsupported("detach"))).run(steps, output).items[0]
@@ -400,16 +442,16 @@ def elementwise_vjp(
     n = v.numel()
     vflat = v.detach().reshape(-1).cpu()
     formulas = {name: sp.diff(y, env[name].items[0]) for name in leaves if name in deps}
-    scales = {name: t for name, f in formulas.items() if (t := absolute_terms(f)) != f and t != sp.Abs(f)}
-    used = {name: sorted(s.name for s in f.free_symbols) for name, f in [*formulas.items(), *scales.items()]}
+    used = {name: sorted(s.name for s in f.free_symbols) for name, f in formulas.items()}
     # only the inputs a formula reads: they broadcast to the output's shape; an unused one need not (W in
     # `h = W*2; y = x` may be any shape)
     inputs = {**leaves, **consts}
-    flat = {
-        name: (t.detach().expand(shape).reshape(-1) if tuple(t.shape) != shape else t.detach().reshape(-1)).cpu()
-        for name in sorted({k for names in used.values() for k in names})
-        for t in [inputs[name]]
-    }
+
+    def flat_input(name: str) -> Any:
+        t = inputs[name].detach()
+        return (t.expand(shape).reshape(-1) if tuple(t.shape) != shape else t.reshape(-1)).cpu()
+
+    flat = {name: flat_input(name) for name in sorted({k for names in used.values() for k in names})}
     # where v is 0 the term is exactly 0, even where the derivative is infinite (0·inf would be nan); a nan
     # from backward at such an element is reported by the check as undefined, not as a disagreement
     # (float reductions: on CPU a comparison to a bool tensor and .any() cost several float passes)
@@ -417,13 +459,12 @@ def elementwise_vjp(
     v_ones = lo == hi == 1.0  # the common v (--grad ones, a scalar output): Jᵀv is the derivative itself
     v_has_zero = not (lo > 0 or hi < 0) and bool((vflat == 0).any())
     out = {name: torch.empty(n, dtype=torch.float64) for name in formulas}
-    sizes = {name: torch.empty(n, dtype=torch.float64) for name in scales}
 
-    def arrays_of(name: str, start: int, end: int, cache: dict[str, Any]) -> dict[str, Any]:
-        for k in used[name]:
+    def arrays_of(names: list[str], start: int, end: int, cache: dict[str, Any]) -> dict[str, Any]:
+        for k in names:
             if k not in cache:
                 cache[k] = flat[k][start:end].double()
-        return {k: cache[k] for k in used[name]}
+        return {k: cache[k] for k in names}
 
     # in chunks, in float64: cache-sized temporaries, and the exact formula at every element; each input
     # converted once per chunk, and only the inputs a formula uses
@@ -433,7 +474,7 @@ def elementwise_vjp(
         if not v_ones:
             vc = vflat[start:end].double()  # (a 0-d float64 derivative times float32 v would compute in float32)
         for name, formula in formulas.items():
-            arrays = arrays_of(name, start, end, cache)
+            arrays = arrays_of(used[name], start, end, cache)
             dest = out[name][start:end]
             if v_ones:
                 evaluate(formula, arrays, out=dest)
@@ -441,16 +482,76 @@ def elementwise_vjp(
             torch.mul(vc, evaluate(formula, arrays), out=dest)
             if v_has_zero:
                 dest.masked_fill_(vc == 0, 0.0)
-        for name, terms in scales.items():
-            dest = sizes[name][start:end]
-            evaluate(terms, arrays_of(name, start, end, cache), out=dest)
-            if not v_ones:
-                dest.mul_(vc.abs())
     grads = {}
     for name, x in leaves.items():
         # a leaf that does not reach the output has a zero grad of its own shape, whatever the output's
         grads[name] = out[name].reshape(x.shape) if name in out else torch.zeros(x.shape, dtype=torch.float64)
-    return grads, {name: sizes[name].reshape(leaves[name].shape) for name in sizes}
+
+    def sizes() -> dict[str, Any]:
+        scales = {}
+        for name, f in formulas.items():
+            t = term_size(y, env[name].items[0], f)
+            if t is not None:
+                scales[name] = t
+        for t in scales.values():
+            for k in t.free_symbols:
+                if k.name not in flat:
+                    flat[k.name] = flat_input(k.name)
+        result = {name: torch.empty(n, dtype=torch.float64) for name in scales}
+        for start in range(0, n, CHUNK):
+            end = min(n, start + CHUNK)
+            cache: dict[str, Any] = {}
+            for name, terms in scales.items():
+                dest = result[name][start:end]
+                evaluate(terms, arrays_of(sorted(s.name for s in terms.free_symbols), start, end, cache), out=dest)
+                if not v_ones:
+                    dest.mul_(vflat[start:end].double().abs())
+        return {name: result[name].reshape(leaves[name].shape) for name in result}
+
+    return grads, sizes
+
+
+def term_size(y: Any, s: Any, derivative: Any) -> Any:
+    """The size of the numbers a float evaluation of dy/ds adds up, as one non-negative sympy expression, or
+    None where that is |dy/ds| itself. The larger of two bounds: absolute_terms of sympy's derivative (1 -
+    tanh(u)**2 counts as 1 + tanh(u)**2), and chain_size of y, the terms as the chain rule forms them
+    before they cancel ((x + c)*(x - c): |x - c| + |x + c|, where sympy's derivative reads 2*x)."""
+    own = (derivative, sp.Abs(derivative))
+    found = [t for t in (absolute_terms(derivative), chain_size(y, s)) if t not in own and t != 0]
+    if not found:
+        return None
+    return found[0] if len(found) == 1 else sp.Max(*found)
+
+
+def chain_size(e: Any, s: Any) -> Any:
+    """Σ|terms| of de/ds as reverse mode forms it: the product rule's terms, each factor and local derivative
+    made non-negative (a local derivative that itself cancels, 1 - tanh(u)**2, at the size of its terms).
+    Every term is a number autograd computes and adds, so its rounding is at this scale."""
+    if not e.has(s):
+        return sp.Integer(0)
+    if e == s:
+        return sp.Integer(1)
+    if e.is_Add:
+        return sp.Add(*[chain_size(a, s) for a in e.args])
+    if e.is_Mul:
+        terms = []
+        for k, f in enumerate(e.args):
+            df = chain_size(f, s)
+            if df != 0:
+                terms.append(df * sp.Mul(*[sp.Abs(g) for i, g in enumerate(e.args) if i != k]))
+        return sp.Add(*terms)
+    if e.is_Pow:
+        base, exp = e.args
+        if not exp.has(s):
+            return sp.Abs(exp) * sp.Abs(base) ** (exp - 1) * chain_size(base, s)
+        return sp.Abs(e) * (
+            chain_size(exp, s) * sp.Abs(sp.log(base)) + sp.Abs(exp) * chain_size(base, s) / sp.Abs(base)
+        )
+    if isinstance(e, sp.Function) and len(e.args) == 1 and not isinstance(e, sp.Piecewise):
+        u = sp.Dummy("u", real=True)
+        local = absolute_terms(sp.diff(e.func(u), u)).xreplace({u: e.args[0]})
+        return local * chain_size(e.args[0], s)
+    return sp.Abs(sp.diff(e, s))  # Piecewise, Max, Heaviside...: sympy's derivative is its own size
 
 
 def absolute_terms(expr: Any) -> Any:

@@ -61,6 +61,19 @@ def all_finite(t: torch.Tensor) -> bool:
     return bool(torch.isfinite(lo) & torch.isfinite(hi))
 
 
+def _norm(flat: torch.Tensor, top: float) -> float:
+    """The 2-norm of a finite 1-d tensor whose largest |element| is `top`. A dot product in the native dtype
+    (BLAS: about 3x faster than vector_norm here); where the sum of squares overflows, scaled by top."""
+    if flat.dtype in (torch.float32, torch.float64):
+        ss = float(torch.dot(flat, flat))
+        if math.isfinite(ss) and ss >= torch.finfo(flat.dtype).tiny:  # else squares underflowed
+            return math.sqrt(ss)
+    if top == 0:
+        return 0.0
+    # no square overflows once scaled by the largest element (and underflow loses only negligible terms)
+    return top * float(torch.linalg.vector_norm(flat.double() / top))
+
+
 def to_data(t: torch.Tensor) -> TensorData:
     """Copy-free (where possible) view of a tensor as plain Python numbers, with summary stats."""
     t = t.detach().to("cpu")
@@ -71,10 +84,7 @@ def to_data(t: torch.Tensor) -> TensorData:
     lo_t, hi_t = torch.aminmax(flat)
     lo, hi = float(lo_t), float(hi_t)
     if math.isfinite(lo) and math.isfinite(hi):  # the common case: two passes in all
-        norm = float(torch.linalg.vector_norm(flat))  # native dtype: fast; float64 only if it overflows
-        if not math.isfinite(norm):
-            norm = float(torch.linalg.vector_norm(flat, dtype=torch.float64))
-        stats = Stats(lo, hi, norm, 0, 0)
+        stats = Stats(lo, hi, _norm(flat, max(-lo, hi)), 0, 0)
     else:
         finite = torch.isfinite(flat)
         nfin = int(finite.sum())

@@ -8,6 +8,7 @@ takes every `--NAME` that is not one of its own options as a variable (use
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -186,6 +187,8 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
         if expression is not None:
             raise UsageError("Give either an expression or --file, not both.")
         req = load_request(file, limits)
+        ctx.meta["vjp_file"] = req.source
+        ctx.meta["vjp_origins"] = _file_origins(req, o, {name for name, _ in variables + consts})
     else:
         if expression is None:
             raise UsageError("Give a program, e.g. vjp run '3*a + 2*b' --a 1,2 --b 3,4 (or --file FILE).")
@@ -220,6 +223,68 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
     req.device = o["device"]
     req.limits = limits
     return req
+
+
+# the options whose value an expression file can give, with the file's key and how a message names the value
+_FILE_KEYS = {
+    "grad": ("--grad", "v"),
+    "output": ("--output", "the output"),
+    "dtype": ("--dtype", "the dtype"),
+    "seed": ("--seed", "the seed"),
+    "backward_calls": ("--backward-calls", "the number of calls"),
+}
+
+
+def _file_origins(req: Any, o: dict[str, Any], overridden: set[str]) -> dict[str, tuple[str, str, str]]:
+    """What the library's messages call each value that came from the file (and not from the command line).
+
+    Maps the words a message starts with (an option such as --grad, or "the value of 'x'") to
+    (file, key, noun): at the CLI edge such a message is rewritten to name the file and the key instead.
+    """
+    path = req.source
+    out: dict[str, tuple[str, str, str]] = {}
+    for key, (option, noun) in _FILE_KEYS.items():
+        if o[key] is None and getattr(req, key) is not None:
+            out[option] = (path, key, noun)
+    for table, names in (("inputs", req.values), ("constants", req.consts)):
+        for name in names:
+            if name not in overridden:
+                out[f"the value of {name!r}"] = (path, f"{table}.{name}", "")
+                out[f"A value was given for {name!r}"] = (path, f"{table}.{name}", "")
+    return out
+
+
+def _name_the_file(e: VjpError, origins: dict[str, tuple[str, str, str]]) -> bool:
+    """Reword an error about a value from the expression file to name the file and the key, not an option.
+
+    The library names the command-line option (`--grad has shape ...`); when the value came from the
+    file, the message says `FILE: key 'grad': v has shape ...` instead. Returns whether it did.
+    """
+    for subject, (path, key, noun) in origins.items():
+        if not (e.message.startswith(subject) or e.label == subject):
+            continue
+        where = f"{path}: key {key!r}"
+        if e.message.startswith(subject):
+            rest = e.message[len(subject) :]
+            if rest.startswith(":"):
+                e.message = where + rest
+            elif noun:
+                e.message = f"{where}: {noun}{rest}"
+            else:
+                e.message = f"{where}: {e.message[:1].lower()}{e.message[1:]}"
+        if e.label == subject:
+            e.label = where  # the marker is under the file's value
+        elif subject.startswith("--"):
+            e.source = None  # a marker under the program would not point at the key
+        if e.hint and subject.startswith("--") and subject in e.hint:
+            e.hint = (
+                f'Give grad in {path} the output\'s shape, or write grad = "ones"; --grad on the command '
+                "line overrides the file."
+                if subject == "--grad"
+                else f"Change {key} in {path}, or override it on the command line with {subject}."
+            )
+        return True
+    return False
 
 
 def _limits(o: dict[str, Any]) -> Any:
@@ -347,22 +412,18 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
     except typer.Exit:
         raise
     except (Exception, KeyboardInterrupt) as e:
+        from_file = isinstance(e, VjpError) and _name_the_file(e, ctx.meta.get("vjp_origins", {}))
         name = getattr(e, "unknown_name", None)
-        if isinstance(e, VjpError) and name is not None:
+        if isinstance(e, VjpError) and name is not None and not from_file:
             import difflib
 
             near = difflib.get_close_matches("--" + name, ctx.meta.get("vjp_options", []), n=1, cutoff=0.75)
             if near and len(name) > 2:
                 e.hint = f"--{name} is not an option either; did you mean {near[0]}?"
-        if (
-            isinstance(e, VjpError)
-            and explain
-            and file is None
-            and expression is not None
-            and expression.isidentifier()
-            and not ctx.meta.get("vjp_variables")
-        ):
-            e.hint = f"If {expression!r} was meant as an example file, 'vjp examples' lists the bundled ones."
+        path = ctx.meta.get("vjp_file")
+        if isinstance(e, VjpError) and path and o["grad"] is None and (e.hint or "").startswith("Add --grad"):
+            # the file gives no grad and the output is not a single number
+            e.hint = f'{e.hint} In {path}, that is the key grad (an array of that shape, or grad = "ones").'
         raise _fail(e, debug) from None
     code = int(result.exit_code)
     if code:
@@ -442,20 +503,74 @@ def explain_cmd(
     """
     o = _opts(locals())
     o["latex"] = latex
-    if file is None and expression is not None and _looks_like_file(expression):
-        file, expression = Path(expression), None
+    if file is None and expression is not None:
+        given = bool(ctx.meta.get("vjp_variables") or var or const)
+        if _looks_like_file(expression, given):
+            file, expression = Path(expression), None
+        elif not given and (problem := _not_a_program(expression)) is not None:
+            raise _fail(problem, debug)
     _command(ctx, expression, file, True, **o)
 
 
-def _looks_like_file(text: str) -> bool:
-    """`vjp explain x.toml` or `vjp explain seed_3vector` (a bundled name) rather than a program."""
+def _looks_like_file(text: str, given: bool = False) -> bool:
+    """`vjp explain x.toml`, `vjp explain seed_3vector` (a bundled name), or an existing file, rather than a
+    program. An existing file without .toml counts only when no variable is given (`vjp explain x --x 1`
+    stays a program even next to a file named x)."""
     if "\n" in text or ";" in text:
         return False
     if text.endswith(".toml"):
         return True
     from .language.files import resolve_example
 
-    return resolve_example(text) is not None
+    if resolve_example(text) is not None:
+        return True
+    return not given and _is_file(text)
+
+
+def _is_file(text: str) -> bool:
+    if len(text) > 4096:
+        return False
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):  # a name too long for the OS, a NUL byte: not a file
+        return False
+
+
+def _not_a_program(text: str) -> UsageError | None:
+    """For `vjp explain WORD` with no variables given: WORD meant as a file or an example that does not exist.
+
+    A bare name (`vjp explain seed_scalr`), a path (`vjp explain expressions/nope`) or a file name
+    (`notes.txt`) cannot run as a program without values anyway; say that it is neither a file nor a
+    bundled example, and which are.
+    Anything else (`vjp explain '3*a'`) is left to run as a program, whose error names what is missing.
+    """
+    from .language.files import not_found_hint
+
+    shown = text if len(text) <= 200 else text[:197] + "..."
+    if text.isidentifier() and text.isascii():
+        return UsageError(
+            f"{shown!r} is neither an expression file nor the name of a bundled example.",
+            hint=f"{not_found_hint(text)} To explain the program {shown!r} instead, give its value: "
+            f"vjp explain {shown} --{shown} VALUE.",
+        )
+    if "\n" in text:
+        return None
+    file_name = re.fullmatch(r"[\w.-]+\.(txt|json|ya?ml|py|md|cfg|ini)", text, re.ASCII) is not None
+    if not file_name and not any(sep in text for sep in ("/", "\\", os.sep)):
+        return None
+    if file_name or text.startswith((".", "~", "/", "\\")) or _is_dir(os.path.dirname(text)):
+        return UsageError(
+            f"{shown}: no such file (nor the name of a bundled example).",
+            hint=not_found_hint(Path(text).name),
+        )
+    return None
+
+
+def _is_dir(text: str) -> bool:
+    try:
+        return bool(text) and len(text) <= 4096 and Path(text).is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 @app.command()

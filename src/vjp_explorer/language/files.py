@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import FileFormatError, VjpError
+from ..errors import FileFormatError, LimitError, VjpError
 from ..limits import DEFAULT_LIMITS, Limits
 from .values import ValueSpec, from_nested, parse_value
 
@@ -66,7 +67,7 @@ def read_toml(path: Path, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
             raise _err(path, "is a directory, not an expression file.")
         size = path.stat().st_size
     except FileNotFoundError:
-        raise _err(path, "no such file.", "Run 'vjp examples' to list the bundled files.") from None
+        raise _err(path, "no such file.", not_found_hint(path.name)) from None
     except OSError as e:
         raise _err(path, f"cannot be read ({e.strerror}).") from None
     if size > limits.file_bytes:
@@ -86,63 +87,178 @@ def read_toml(path: Path, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
         raise _err(path, f"is not UTF-8 text (byte {e.start}, line {line}).") from None
     if "\x00" in text:
         raise _err(path, "contains a NUL byte; it is not a text file.")
-    _check_depth(path, text, limits.file_depth)
+    _check_brackets(path, text, limits)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise _err(path, f"is not valid TOML: {e}.") from None
     except RecursionError:
-        raise _err(path, "is nested too deeply.") from None
+        # reached only with file_depth/value_depth raised far beyond their defaults
+        raise LimitError(
+            f"{path}: is nested too deeply for Python's TOML reader (tomllib gives up after a few hundred "
+            f"levels, whatever --limit file_depth={limits.file_depth} and value_depth={limits.value_depth} allow)."
+        ) from None
     except ValueError:  # tomllib refuses integers of more than 4300 digits
         raise _err(
             path,
             "holds an integer with thousands of digits; write numbers of a reasonable size "
             "(values must fit in float64 anyway).",
         ) from None
+    _check_nesting(path, data, limits)
     return data
 
 
-def _check_depth(path: Path, text: str, limit: int) -> None:
-    # tomllib recurses on nested arrays/inline tables and raises RecursionError: refuse first.
-    # Brackets inside strings are skipped; a bracket at a line start opens a table header.
+# what the bracket scan stops at: outside strings, and inside each kind of string
+_OUTSIDE = re.compile(r"[\[\]{}\"'#]")
+_IN_STRING = {
+    '"': re.compile(r'[\\"\n]'),
+    '"""': re.compile(r'[\\"]'),
+    "'": re.compile(r"['\n]"),
+    "'''": re.compile("'"),
+}
+
+
+def _check_brackets(path: Path, text: str, limits: Limits) -> None:
+    """Before tomllib: refuse brackets nested deeper than any file the exact check accepts.
+
+    tomllib recurses on nested arrays and inline tables (and raises RecursionError at a few hundred
+    levels), so hostile nesting is refused here, in one pass over the text. Every '[' or '{' of a value
+    is one table or array, and an accepted file has at most file_depth of them around a value plus
+    value_depth lists inside it: deeper brackets are refused here, anything else is measured exactly
+    by _check_nesting on the parsed data. Brackets in strings and comments do not count; a '[' that
+    starts a line outside any value opens a table header, which is counted there instead.
+    """
+    limit = limits.file_depth + limits.value_depth
     depth = 0
     quote = ""
     i = 0
-    n = len(text)
-    line_start = True
-    while i < n:
-        ch = text[i]
+    while True:
         if quote:
-            if ch == "\\" and quote == '"':
+            m = _IN_STRING[quote].search(text, i)
+            if m is None:
+                return  # an unterminated string: tomllib says where
+            i = m.start()
+            ch = text[i]
+            if ch == "\\":  # only basic strings stop at a backslash: an escape, skip what it escapes
                 i += 2
-                continue
-            if text.startswith(quote, i):
-                i += len(quote)
+            elif ch == "\n":  # a one-line string ends at the line's end (tomllib refuses it)
                 quote = ""
-                continue
-            i += 1
+                i += 1
+            elif len(quote) == 1:
+                quote = ""
+                i += 1
+            elif text.startswith(quote, i):  # a multi-line string may end in up to two more quotes: """a""""
+                run = len(text[i : i + 5]) - len(text[i : i + 5].lstrip(quote[0]))
+                i += max(3, run)
+                quote = ""
+            else:
+                i += 1
             continue
+        m = _OUTSIDE.search(text, i)
+        if m is None:
+            return
+        i = m.start()
+        ch = text[i]
         if ch == "#":
             j = text.find("\n", i)
-            i = n if j == -1 else j
-            continue
-        if text.startswith('"""', i) or text.startswith("'''", i):
-            quote = text[i : i + 3]
-            i += 3
+            if j == -1:
+                return
+            i = j + 1
             continue
         if ch in "\"'":
-            quote = ch
-            i += 1
+            quote = ch * 3 if text.startswith(ch * 3, i) else ch
+            i += len(quote)
             continue
-        if ch in "[{" and not (line_start and ch == "[" and depth == 0):
+        if ch in "[{":
+            if ch == "[" and depth == 0 and _at_line_start(text, i):
+                i += 1  # a table header [name] or [[name]]: its tables are counted by _check_nesting
+                continue
             depth += 1
-            if depth > limit + 34:  # values may nest lists (value_depth 32) inside a table
-                line = text.count("\n", 0, i) + 1
-                raise _err(path, f"line {line}: arrays/tables are nested too deeply (more than {limit + 34}).")
-        elif ch in "]}" and depth:
+            if depth > limit:
+                raise LimitError(
+                    f"{path}: tables and arrays are nested too deeply here: more than {limit} levels, beyond "
+                    f"what file_depth ({limits.file_depth} tables/arrays around a value) and value_depth "
+                    f"({limits.value_depth} lists inside a value) allow together (raise them with --limit "
+                    "file_depth=N or --limit value_depth=N).",
+                    text,
+                    i,
+                    i + 1,
+                    label=str(path),
+                )
+        elif depth:
             depth -= 1
-        line_start = ch == "\n" or (line_start and ch in " \t")
         i += 1
+
+
+def _at_line_start(text: str, i: int) -> bool:
+    """Whether only spaces and tabs come before position i on its line."""
+    j = i - 1
+    while j >= 0 and text[j] in " \t":
+        j -= 1
+    return j < 0 or text[j] == "\n"
+
+
+def _is_value_key(keys: tuple[str | int, ...]) -> bool:
+    """Whether the key holds a value (numbers, or a nested list of them) whose lists count as value_depth."""
+    if keys == ("grad",) or keys == ("expect", "output"):
+        return True
+    if len(keys) == 2 and keys[0] in ("inputs", "constants") and isinstance(keys[1], str):
+        return True
+    return len(keys) == 3 and keys[:2] == ("expect", "grads") and isinstance(keys[2], str)
+
+
+def _key_path(keys: tuple[str | int, ...]) -> str:
+    """inputs.x, expect.grads.a, title[0][1]: how a place in the file is named in messages."""
+    text = ""
+    for k in keys:
+        if isinstance(k, int):
+            text += f"[{k}]"
+        else:
+            part = k if len(k) <= 30 else k[:27] + "..."
+            text += ("." if text else "") + part
+    return text if len(text) <= 120 else text[:58] + "..." + text[-58:]
+
+
+def _check_nesting(path: Path, data: dict[str, Any], limits: Limits) -> None:
+    """The exact nesting checks, on the parsed file (iteratively: no recursion to overflow).
+
+    file_depth bounds the tables and arrays around the values: a top-level table such as [inputs] is
+    level 1, expect.grads level 2, an inline table or an array one level more than what holds it. A
+    value's own nested list (an input, a constant, grad, expect.output, expect.grads.NAME) does not
+    count there: value_depth bounds it, as for a value given on the command line.
+    """
+    # (node, its key path, counted tables/arrays around it, its list depth inside a value or None)
+    stack: list[tuple[Any, tuple[str | int, ...], int, int | None]] = [(data, (), -1, None)]
+    while stack:
+        node, keys, outer, in_value = stack.pop()
+        if isinstance(node, list) and in_value is not None:
+            depth = in_value + 1
+            if depth > limits.value_depth:
+                while keys and isinstance(keys[-1], int):  # name the value, not the element: inputs.x
+                    keys = keys[:-1]
+                raise LimitError(
+                    f"{path}: key {_key_path(keys)!r}: lists are nested more than {limits.value_depth} deep "
+                    "(value_depth; raise it with --limit value_depth=N)."
+                )
+            items: list[tuple[Any, tuple[str | int, ...], int, int | None]] = [
+                (v, (*keys, k), outer, depth) for k, v in enumerate(node) if isinstance(v, list | dict)
+            ]
+        elif isinstance(node, list | dict):
+            level = outer + 1  # the document itself is level 0
+            if level > limits.file_depth:
+                raise LimitError(
+                    f"{path}: key {_key_path(keys)!r}: tables and arrays are nested more than "
+                    f"{limits.file_depth} deep here (file_depth; raise it with --limit file_depth=N)."
+                )
+            pairs = node.items() if isinstance(node, dict) else enumerate(node)
+            items = [
+                (v, (*keys, k), level, 0 if isinstance(v, list) and _is_value_key((*keys, k)) else None)
+                for k, v in pairs
+                if isinstance(v, list | dict)
+            ]
+        else:
+            continue
+        stack.extend(reversed(items))  # depth first, in document order: the first offending key is named
 
 
 def _type_name(v: Any) -> str:
@@ -157,7 +273,7 @@ def _type_name(v: Any) -> str:
 
 
 def _value(path: Path, key: str, v: Any, limits: Limits, allow_ones: bool = False) -> ValueSpec:
-    label = f"{path.name}: {key}"
+    label = f"{path}: key {key!r}"
     try:
         if isinstance(v, str):
             return parse_value(v, label, limits, allow_ones=allow_ones)
@@ -225,7 +341,11 @@ def load_request(path: Path | str, limits: Limits = DEFAULT_LIMITS) -> Any:  # -
     if dtype is not None and dtype not in ("float32", "float64"):
         raise _err(path, f"key 'dtype': expected 'float32' or 'float64', got {dtype!r}.")
     seed = get("seed", int)
+    if seed is not None and not 0 <= seed < 2**63:  # the bounds explore() checks for --seed
+        raise _err(path, f"key 'seed': expected an integer from 0 to 2**63 - 1, got {seed}.")
     calls = get("backward_calls", int)
+    if calls is not None and not 1 <= calls <= 100:  # the bounds explore() checks for --backward-calls
+        raise _err(path, f"key 'backward_calls': expected an integer from 1 to 100, got {calls}.")
     symbolic = get("symbolic", bool)
     req = Request(
         program=program,
@@ -308,9 +428,35 @@ def bundled_examples() -> list[Example]:
     return items
 
 
+def example_names() -> list[str]:
+    """The names of the bundled expression files (without reading them), sorted."""
+    from importlib import resources
+
+    root = resources.files("vjp_explorer.examples")
+    return sorted(e.name.removesuffix(".toml") for e in root.iterdir() if e.name.endswith(".toml"))
+
+
+def not_found_hint(name: str) -> str:
+    """What to say about a file or example name that is not there: the closest bundled names, or all."""
+    names = example_names()
+    stem = name.removesuffix(".toml")
+    near = difflib.get_close_matches(stem, names, n=3, cutoff=0.6)
+    if near:
+        quoted = [repr(n) for n in near]
+        which = (
+            f"the bundled example {quoted[0]}"
+            if len(near) == 1
+            else f"one of the bundled examples {', '.join(quoted[:-1])} or {quoted[-1]}"
+        )
+        return f"Did you mean {which}? ('vjp examples' lists all {len(names)} with their titles.)"
+    return f"The bundled examples are: {', '.join(names)} ('vjp examples' shows their titles)."
+
+
 def resolve_example(name: str) -> Path | None:
-    """A bundled example by name (with or without .toml), for `vjp explain NAME`."""
-    for ex in bundled_examples():
-        if name in (ex.name, ex.name + ".toml"):
-            return ex.path
+    """A bundled example by name (with or without .toml), for `vjp explain NAME` (no file is read)."""
+    from importlib import resources
+
+    for entry in resources.files("vjp_explorer.examples").iterdir():
+        if entry.name.endswith(".toml") and name in (entry.name, entry.name.removesuffix(".toml")):
+            return Path(str(entry))
     return None

@@ -379,12 +379,15 @@ class _Parser:
                 )
         free, assigned, first_use, loop_vars = self._names(body)
         synthetic = None
+        note = None
         last = body[-1]
         if isinstance(last, P.ExprStmt):
-            taken = set(free) | set(assigned)
+            taken = set(free) | set(assigned) | set(loop_vars)
             synthetic = next(n for n in _output_names() if n not in taken)
             body = body[:-1] + (P.Assign(synthetic, last.value, last.span),)
             assigned = assigned + (synthetic,)
+            if synthetic != _OUTPUT_NAMES[0] and output is None:
+                note = self._output_note(last, synthetic)
         if output is not None:
             if output not in assigned and output not in free:
                 known = ", ".join(assigned + free) or "none"
@@ -415,6 +418,24 @@ class _Parser:
             has_control_flow=any(isinstance(s, P.If | P.While | P.For) for s in _iter_stmts(body)),
             synthetic_output=synthetic is not None,
             loop_vars=loop_vars,
+            output_note=note,
+        )
+
+    def _output_note(self, last: P.ExprStmt, name: str) -> str:
+        """Why a bare final expression is named `name` and not y: the program already uses y."""
+        text = " ".join(self.src[last.span[0] : last.span[1]].split())
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        tried = []
+        for n in _output_names():
+            if n == name:
+                break
+            tried.append(repr(n))
+        names = tried[0] if len(tried) == 1 else ", ".join(tried[:-1]) + " and " + tried[-1]
+        verb = "is already a variable" if len(tried) == 1 else "are already variables"
+        return (
+            f"the last statement, {shown!r}, is a bare expression: its value is the output, and vjp names it "
+            f"{name!r} because {names} {verb} of the program (a bare final expression is named y, else the first "
+            f"of out, output, result, y1, y2, ... that is free). Assign it to choose the name: z = {shown}."
         )
 
     def _names(

@@ -154,6 +154,8 @@ class Program:
     has_control_flow: bool = False
     synthetic_output: bool = False  # the output is a bare final expression, named by us (y, out, ...)
     loop_vars: tuple[str, ...] = ()
+    # when a bare final expression could not be named y (the program uses y): which name it got and why
+    output_note: str | None = None
 
 
 def walk_exprs(expr: Expr) -> list[Expr]:

@@ -84,6 +84,22 @@ def test_json_is_strict_with_non_finite_values(vjp):
     assert d["grads"]["x"][0] in ("nan", "inf", "-inf")
 
 
+def test_json_of_a_value_with_more_dimensions_than_a_memoryview_holds(vjp):
+    # a 40-d input gives an 80-d Jacobian: past memoryview's 64 dimensions, the nesting is built by hand
+    deep = "[" * 40 + "1.5" + "]" * 40
+    r = vjp("run", "x*2", "--x", deep, "--grad", "ones", "--limit", "value_depth=64", "--json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    g, j = d["grads"]["x"], d["jacobian"]["x"]
+    assert j["shape"] == [1] * 80
+    j = j["value"]
+    for _ in range(40):
+        (g,) = g
+    for _ in range(80):
+        (j,) = j
+    assert g == 2.0 and j == 2.0
+
+
 @pytest.mark.parametrize(
     ("program", "values"),
     [

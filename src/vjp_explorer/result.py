@@ -64,9 +64,9 @@ class TensorData:
         """The values as a nested list (a bare number for a 0-d tensor)."""
         if not self.shape:
             return float(self.flat[0])
-        if isinstance(self.flat, memoryview):
+        if isinstance(self.flat, memoryview) and len(self.shape) <= 64:  # memoryview's limit on dimensions
             return self.flat.cast("B").cast(self.flat.format, list(self.shape)).tolist()  # type: ignore[call-overload]
-        out: Any = list(self.flat)
+        out: Any = self.flat.tolist() if isinstance(self.flat, memoryview) else list(self.flat)
         for n in reversed(self.shape[1:]):
             out = [out[i : i + n] for i in range(0, len(out), n)]
         return out

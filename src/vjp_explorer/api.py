@@ -252,18 +252,13 @@ class _Run:
                     if (full := jacs[n].full) is not None
                 ]
                 jdesc = "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry"
-                jhuge = {
-                    label: sym.finite_mask(label.split("/d", 1)[1])
-                    for label, *_ in jitems
-                    if sym.huge.get(label.split("/d", 1)[1])
-                }
+                jleaf = {f"d{prog.output}/d{n}": n for n in leaves}
+                jhuge = {label: sym.finite_mask(jleaf[label]) for label, *_ in jitems if sym.huge.get(jleaf[label])}
                 if jitems:
                     checks["jacobian"] = compare_tensors("jacobian", jdesc, jitems, tol, overflow_at=big, finite=jhuge)
                 if jitems and checks["jacobian"].status == "disagree":
                     # as above: entries whose derivative cancels are weighed at the size of its terms
-                    jsizes = {
-                        label: m for label, *_ in jitems if (m := sym.size_matrix(label.split("/d", 1)[1])) is not None
-                    }
+                    jsizes = {label: m for label, *_ in jitems if (m := sym.size_matrix(jleaf[label])) is not None}
                     if jsizes:
                         checks["jacobian"] = compare_tensors("jacobian", jdesc, jitems, tol, jsizes, big, jhuge)
         t = self.lap("symbolic", t)
@@ -524,8 +519,9 @@ class _Run:
 
     def _later_sizes(self, sym: Any, sizes: Any, v: Any) -> dict[str, Any]:
         """After a disagreement, the size of the terms of each leaf's Jᵀv where the route defers it (the
-        per-element route: Σᵢ |v[i]|·size[i, j]; the elementwise route: its sizes function), within what
-        is left of the sympy budget; {} where there is none or it cannot be had."""
+        per-element route: Σᵢ |v[i]|·size[i, j]; the elementwise route: its sizes function), within a sympy
+        budget of its own (symbolic_seconds: this runs only after a failure); {} where there is none or it
+        cannot be had (the first verdict stands)."""
         import torch
 
         from .engine import symbolic as S

@@ -268,16 +268,29 @@ def test_product_rule_terms_that_cancel_are_allowed_for(x):
 def test_chain_size_is_the_product_rules_terms_before_they_cancel():
     import sympy as sp
 
-    from vjp_explorer.engine.symbolic import chain_size, term_size
+    from vjp_explorer.engine.symbolic import _sigmoid, chain_size, term_size
 
     x, c = sp.symbols("x c", real=True)
-    assert chain_size((x + c) * (x - c), x) == sp.Abs(x - c) + sp.Abs(x + c)
-    assert chain_size(sp.tanh(3 * x), x) == 3 * (1 + sp.tanh(3 * x) ** 2)
-    assert chain_size(sp.exp(x) * 2, x) == 2 * sp.exp(x)
+
+    def at(e, **vals):
+        return float(e.xreplace({x: vals["x"], c: vals.get("c", 0)}).evalf(30))
+
+    cases = [  # (expression, its chain size as a plain function, points)
+        ((x + c) * (x - c), lambda x, c: abs(x - c) + abs(x + c), [(0.1, 1e7), (-3.0, 2.0)]),
+        (sp.tanh(3 * x), lambda x, c: 3 * (1 + math.tanh(3 * x) ** 2), [(9.0, 0), (-0.2, 0)]),
+        (sp.exp(x) * 2, lambda x, c: 2 * math.exp(x), [(1.5, 0)]),
+        (_sigmoid(x), lambda x, c: 1 / (1 + math.exp(-x)), [(14.0, 0), (-2.0, 0)]),  # torch's s*(1 - s)
+        ((x + 1) ** 20, lambda x, c: 20 * abs(x + 1) ** 19, [(-0.5, 0), (2.0, 0)]),  # linear in the base
+        (sp.sqrt(x) * c, lambda x, c: abs(c) * 0.5 / math.sqrt(x), [(4.0, 3.0)]),
+    ]
+    for e, size, points in cases:
+        for px, pc in points:
+            assert at(chain_size(e, x), x=px, c=pc) == pytest.approx(size(px, pc), rel=1e-12), (e, px)
     y = 3 * x + 2 * x * x + sp.log(x)
     assert term_size(y, x, sp.diff(y, x)) is not None  # 3 + 4|x| + 1/|x| against 3 + 4x + 1/x
-    for f in (3 * c * x, 2 * x**2, sp.log(x)):  # nothing cancels: the size is |derivative| itself
-        assert term_size(f, x, sp.diff(f, x)) is None
+    for f in (3 * c * x, sp.log(x), sp.exp(2 * x)):  # nothing cancels: the size is |derivative| itself
+        t = term_size(f, x, sp.diff(f, x))
+        assert t is None or at(t, x=1.7, c=-2.0) == pytest.approx(abs(at(sp.diff(f, x), x=1.7, c=-2.0)), rel=1e-12)
 
 
 def test_the_sizes_are_computed_only_after_a_disagreement(monkeypatch):
@@ -290,3 +303,64 @@ def test_the_sizes_are_computed_only_after_a_disagreement(monkeypatch):
     for x in ("1,2,3", "linspace(1,2,30000)"):
         r = explore("tanh(x)*x + (x + 1)*(x - 1)", {"x": x}, grad="ones", dtype="float64")
         assert r.checks["symbolic"].status == "agree"
+
+
+class _WrongMul(torch.autograd.Function):
+    """a * b whose backward is off by a relative `error` on a's side: a planted autograd bug."""
+
+    error = 0.0
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _REAL_MUL(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        return g * b * (1 + _WrongMul.error), g * a
+
+
+_REAL_MUL = torch.Tensor.__mul__
+
+
+@pytest.mark.parametrize("x", ["0.1,0.3", "full(30000, 0.1)"])
+def test_the_allowance_for_rounding_does_not_hide_a_wrong_gradient(monkeypatch, x):
+    # (x + 1e9)*(x - 1e9): terms of size 2e9. A backward off by 1e-9 of one term moves the grad by 2, ten times
+    # the exact value: far more than float64's rounding of those terms (~1e-6), so the check must still fail
+    def mul(a, b):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.requires_grad and b.requires_grad:
+            return _WrongMul.apply(a, b)
+        return _REAL_MUL(a, b)
+
+    monkeypatch.setattr(torch.Tensor, "__mul__", mul)
+    monkeypatch.setattr(_WrongMul, "error", 1e-9)
+    r = explore("(x + 1e9)*(x - 1e9)", {"x": x}, grad="ones", dtype="float64")
+    assert r.checks["symbolic"].status == "disagree", r.checks["symbolic"]
+    assert "rounding_allowance" not in [n.code for n in r.notes]
+    monkeypatch.setattr(_WrongMul, "error", 0.0)  # the same program, honest: agrees within the allowance
+    r = explore("(x + 1e9)*(x - 1e9)", {"x": x}, grad="ones", dtype="float64")
+    assert r.checks["symbolic"].status == "agree"
+
+
+@pytest.mark.parametrize(
+    "program",
+    ["tanh(x)*1e6 + sqrt(x-8)", "tanh(x)*1e6 + log(x-8)", "tanh(x)*1e6 + (x-9)**(-1)", "tanh(x)*1e6 + (x-8)**(10**10)"],
+)
+def test_a_singular_or_huge_entry_keeps_the_allowance_elsewhere(program):
+    # one entry whose size is zoo, nan or inf must neither crash the reweighing nor drop it for the others
+    for limits in ({}, {"jacobian_entries": 1}):
+        r = explore(program, {"x": "8,9,10"}, grad="ones", limits=Limits(**limits))
+        assert r.checks["symbolic"].status == "agree", (limits, r.checks["symbolic"])
+
+
+def test_an_exact_zero_that_is_a_sum_of_cancelling_terms_is_allowed_for():
+    r = explore("(x+1e4)*(x+1e4) - x*x - 2e4*x", {"x": "0.1,0.3,8"}, grad="ones")
+    assert r.checks["symbolic"].status == "agree" and r.checks["jacobian"].status == "agree"
+
+
+def test_the_rounding_note_only_when_the_reweighing_decided():
+    # passes on Σ|v·J| (cancellation between outputs), not on the second weighing: no rounding note
+    r = explore("x*c", {"x": "1.37"}, consts={"c": "10000.1,10000.3"}, grad="1.1,-1.1")
+    assert r.checks["symbolic"].status == "agree"
+    assert "rounding_allowance" not in [n.code for n in r.notes]

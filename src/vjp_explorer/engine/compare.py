@@ -127,7 +127,9 @@ def compare_tensors(
                 max_abs, worst_at = hi, (leaf, shape, start, d)
             q = torch.div(d, w)  # signed relative differences; a zero reference gives nan (0/0) or ±inf
             rel = _absmax(q)
-            if rel <= tol.rtol:  # (False for nan)
+            if rel != rel:  # 0/0 where a reference and its difference are both 0 (zero grads): counts as 0
+                rel = _absmax(q.nan_to_num_(0.0, math.inf, -math.inf))
+            if rel <= tol.rtol:
                 # every element within rtol of its reference (no zero reference with d > 0): within the
                 # tolerance, whose scale is never below |reference|. The common case: no second pass.
                 max_rel = max(max_rel, rel)

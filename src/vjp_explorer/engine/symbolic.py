@@ -287,6 +287,7 @@ class SymbolicJacobian:
     subs: dict[Any, Any] = field(default_factory=dict)
     # leaf -> entries whose exact value is finite but beyond float64's range (values holds ±inf there)
     huge: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
+    _sizes: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def finite_mask(self, leaf: str) -> Any:
         """(out_numel, leaf_numel) bool: where the exact value is finite, though it may read ±inf in values."""
@@ -300,20 +301,27 @@ class SymbolicJacobian:
         return torch.tensor(self.values[leaf], dtype=torch.float64)
 
     def size_matrix(self, leaf: str) -> Any:
-        """Per entry, the size of the numbers its derivative adds up (term_size: for 1 - tanh(u)**2,
-        1 + tanh(u)**2), which sets the scale of any float evaluation's rounding; |value| where it has no
-        cancelling terms. float64 (out_numel, leaf_numel); None if every entry is its own size. Costs an
-        exact evaluation per such entry: asked for only when a check fails without it."""
+        """Per entry, the size of the numbers autograd adds up to get it (term_size: for 1 - tanh(u)**2,
+        1 + tanh(u)**2; for the product rule, its terms before they cancel), which sets the scale of its
+        rounding; |value| where that is no larger. float64 (out_numel, leaf_numel); None if no entry is
+        widened. Costs an exact evaluation per entry: asked for only when a check fails without it, once."""
+        if leaf in self._sizes:
+            return self._sizes[leaf]
         m = self.matrix(leaf).abs().nan_to_num(0.0, 0.0, 0.0)
         widened = False
+        cache: dict[Any, Any] = {}
         for (i, j), (y, sym, d) in self.entries.get(leaf, {}).items():
-            t = term_size(y, sym, d)
+            t = term_size(y, sym, d, cache)
             if t is None:
                 continue
-            size = to_float(t.xreplace(self.subs).evalf(DPS))
+            try:
+                size = to_float(t.xreplace(self.subs).evalf(DPS))
+            except (TypeError, ValueError, ArithmeticError):  # zoo/nan somewhere inside: no size for it
+                continue
             if math.isfinite(size) and size > float(m[i, j]):
                 m[i, j], widened = size, True
-        return m if widened else None
+        self._sizes[leaf] = m if widened else None
+        return self._sizes[leaf]
 
 
 def to_float(x: Any) -> float:
@@ -389,7 +397,7 @@ def symbolic_jacobian(
                 v_row.append(to_float(exact))
                 if math.isinf(v_row[-1]) and exact.is_Float:  # finite, beyond float64 (2**(10**10))
                     huge_entries.add((i, j))
-                if d != 0:
+                if s in free:  # (an exact 0 may still be a sum of terms that cancel: (x+c)**2 - x**2 - 2*c*x)
                     nonzero[i, j] = (y, s, d)
             f_rows.append(f_row)
             v_rows.append(v_row)
@@ -489,8 +497,9 @@ def elementwise_vjp(
 
     def sizes() -> dict[str, Any]:
         scales = {}
+        sized: dict[Any, Any] = {}
         for name, f in formulas.items():
-            t = term_size(y, env[name].items[0], f)
+            t = term_size(y, env[name].items[0], f, sized)
             if t is not None:
                 scales[name] = t
         for t in scales.values():
@@ -511,47 +520,64 @@ def elementwise_vjp(
     return grads, sizes
 
 
-def term_size(y: Any, s: Any, derivative: Any) -> Any:
-    """The size of the numbers a float evaluation of dy/ds adds up, as one non-negative sympy expression, or
-    None where that is |dy/ds| itself. The larger of two bounds: absolute_terms of sympy's derivative (1 -
-    tanh(u)**2 counts as 1 + tanh(u)**2), and chain_size of y, the terms as the chain rule forms them
-    before they cancel ((x + c)*(x - c): |x - c| + |x + c|, where sympy's derivative reads 2*x)."""
-    own = (derivative, sp.Abs(derivative))
-    found = [t for t in (absolute_terms(derivative), chain_size(y, s)) if t not in own and t != 0]
-    if not found:
-        return None
-    return found[0] if len(found) == 1 else sp.Max(*found)
+def term_size(y: Any, s: Any, derivative: Any, cache: dict[Any, Any] | None = None) -> Any:
+    """The size of the numbers autograd adds up to get dy/ds, as one non-negative sympy expression
+    (chain_size), or None where that is |dy/ds| itself."""
+    t = chain_size(y, s, {} if cache is None else cache)
+    return None if t == 0 or t == derivative or t == _abs(derivative) else t
 
 
-def chain_size(e: Any, s: Any) -> Any:
-    """Σ|terms| of de/ds as reverse mode forms it: the product rule's terms, each factor and local derivative
-    made non-negative (a local derivative that itself cancels, 1 - tanh(u)**2, at the size of its terms).
-    Every term is a number autograd computes and adds, so its rounding is at this scale."""
+def chain_size(e: Any, s: Any, cache: dict[Any, Any] | None = None) -> Any:
+    """Σ|terms| of de/ds as reverse mode forms them: the product rule's terms, each factor and local
+    derivative made non-negative; a local derivative that itself cancels (1 - tanh(u)**2) counts at the
+    size of its terms, sigmoid'(u) at the size of sigmoid(u) (torch computes it as s*(1 - s), which rounds
+    at the size of s). It reads sympy's form of e, which has already combined some terms (x*x is x**2,
+    exp(x)*exp(-x) is 1): a bound on the rounding of the terms that are left, not of every float operation
+    torch makes. Memoised per subexpression in `cache` (a value used twice is sized once)."""
+    cache = {} if cache is None else cache
+    key = (e, s)
+    if key not in cache:
+        cache[key] = _chain_size(e, s, cache)
+    return cache[key]
+
+
+def _chain_size(e: Any, s: Any, cache: dict[Any, Any]) -> Any:
     if not e.has(s):
         return sp.Integer(0)
     if e == s:
         return sp.Integer(1)
     if e.is_Add:
-        return sp.Add(*[chain_size(a, s) for a in e.args])
+        return sp.Add(*[chain_size(a, s, cache) for a in e.args])
     if e.is_Mul:
         terms = []
         for k, f in enumerate(e.args):
-            df = chain_size(f, s)
+            df = chain_size(f, s, cache)
             if df != 0:
-                terms.append(df * sp.Mul(*[sp.Abs(g) for i, g in enumerate(e.args) if i != k]))
+                terms.append(df * sp.Mul(*[_abs(g) for i, g in enumerate(e.args) if i != k]))
         return sp.Add(*terms)
     if e.is_Pow:
         base, exp = e.args
+        if exp == -1 and base.is_Add and len(base.args) == 2 and sp.S.One in base.args:
+            other = base.args[0] if base.args[1] is sp.S.One else base.args[1]
+            if isinstance(other, sp.exp):  # sigmoid(u) = 1/(1 + exp(-u)): torch's s*(1 - s) rounds at s
+                return e * chain_size(-other.args[0], s, cache)
         if not exp.has(s):
-            return sp.Abs(exp) * sp.Abs(base) ** (exp - 1) * chain_size(base, s)
-        return sp.Abs(e) * (
-            chain_size(exp, s) * sp.Abs(sp.log(base)) + sp.Abs(exp) * chain_size(base, s) / sp.Abs(base)
+            return _abs(exp) * _abs(base) ** (exp - 1) * chain_size(base, s, cache)
+        return _abs(e) * (
+            chain_size(exp, s, cache) * _abs(sp.log(base)) + _abs(exp) * chain_size(base, s, cache) / _abs(base)
         )
     if isinstance(e, sp.Function) and len(e.args) == 1 and not isinstance(e, sp.Piecewise):
         u = sp.Dummy("u", real=True)
         local = absolute_terms(sp.diff(e.func(u), u)).xreplace({u: e.args[0]})
-        return local * chain_size(e.args[0], s)
-    return sp.Abs(sp.diff(e, s))  # Piecewise, Max, Heaviside...: sympy's derivative is its own size
+        return local * chain_size(e.args[0], s, cache)
+    return _abs(sp.diff(e, s))  # Piecewise, Max, Heaviside...: sympy's derivative is its own size
+
+
+def _abs(e: Any) -> Any:
+    """|e| without sympy's simplification of Abs (which costs more than the rest on a big expression)."""
+    if e.is_Number:
+        return abs(e)
+    return sp.Abs(e, evaluate=False)
 
 
 def absolute_terms(expr: Any) -> Any:

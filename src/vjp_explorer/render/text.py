@@ -246,7 +246,7 @@ def check_detail(c: Check) -> Text:
     if c.tolerance is not None:
         t.append(f"; tolerance |Δ| <= {fmt(c.tolerance.atol, 3)} + {fmt(c.tolerance.rtol, 3)}·max(|exact|, Σ|terms|)")
     if c.status == "disagree" and c.worst:
-        t.append(f"\nlargest difference at {c.worst}", "red")
+        t.append(f"\nfails the tolerance most at {c.worst}", "red")
     if c.undefined:
         shown = ", ".join(c.undefined[:6]) + (" ..." if len(c.undefined) > 6 else "")
         why = "inf/nan: 0·inf, 0/0, or a convention at a kink"

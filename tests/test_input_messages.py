@@ -319,3 +319,15 @@ def test_a_loop_variable_named_y_is_not_reused_for_the_output(vjp):
 def test_no_note_when_the_name_is_not_a_surprise(vjp, args):
     d = json.loads(ok(vjp("run", *args, "--json")).stdout)
     assert "output_named" not in notes(d)
+
+
+def test_a_long_dotted_key_is_refused_before_tomllib(vjp, tmp_path):
+    # tomllib is quadratic in the parts of a dotted key: 100,000 parts took minutes; refused in one pass
+    import time
+
+    path = write(tmp_path, 'program = "x*2"\ngrad = "ones"\n' + "a." * 100_000 + "a = 1\n[inputs]\nx = 1\n")
+    start = time.perf_counter()
+    bad(vjp("run", "--file", str(path)), "dotted key", "file_depth")
+    assert time.perf_counter() - start < 5
+    fine = write(tmp_path, 'program = "x*2"\nversion = "1.2.3.4"\n[inputs]\nx = 1.5\n', "fine.toml")
+    assert read_toml(Path(fine))["inputs"]["x"] == 1.5  # dots in strings and numbers are no keys

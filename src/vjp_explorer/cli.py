@@ -528,10 +528,11 @@ def _looks_like_file(text: str, given: bool = False) -> bool:
 
 
 def _is_file(text: str) -> bool:
+    """An existing path that is not a program: a file, or a directory or device (read_toml says which)."""
     if len(text) > 4096:
         return False
     try:
-        return Path(text).is_file()
+        return Path(text).exists()
     except (OSError, ValueError):  # a name too long for the OS, a NUL byte: not a file
         return False
 
@@ -544,9 +545,14 @@ def _not_a_program(text: str) -> UsageError | None:
     bundled example, and which are.
     Anything else (`vjp explain '3*a'`) is left to run as a program, whose error names what is missing.
     """
+    import keyword
+
     from .language.files import not_found_hint
+    from .language.functions import FUNCTIONS
 
     shown = text if len(text) <= 200 else text[:197] + "..."
+    if text in FUNCTIONS or keyword.iskeyword(text) or text == "torch":
+        return None  # runs as a program, whose error says what the word is ('sin' is a function)
     if text.isidentifier() and text.isascii():
         return UsageError(
             f"{shown!r} is neither an expression file nor the name of a bundled example.",

@@ -88,6 +88,7 @@ def read_toml(path: Path, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
     if "\x00" in text:
         raise _err(path, "contains a NUL byte; it is not a text file.")
     _check_brackets(path, text, limits)
+    _check_dotted_keys(path, text, limits)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -188,6 +189,23 @@ def _check_brackets(path: Path, text: str, limits: Limits) -> None:
         elif depth:
             depth -= 1
         i += 1
+
+
+def _check_dotted_keys(path: Path, text: str, limits: Limits) -> None:
+    """Before tomllib: refuse a dotted key of more parts than file_depth allows tables (a.b.c is three
+    nested tables). tomllib takes time quadratic in the parts (a 200 kB key a.a.a... takes minutes).
+    Possessive, word-anchored matching: one linear pass, also over long runs of text that are not keys."""
+    parts = limits.file_depth + limits.value_depth
+    m = re.search(r"(?<![\w-])(?:[\w-]++[ \t]*+\.[ \t]*+){" + str(parts) + ",}", text)
+    if m is not None:
+        raise LimitError(
+            f"{path}: a dotted key has more than {parts} parts here; each part is one level of tables, and "
+            f"file_depth ({limits.file_depth}) allows no such nesting (raise it with --limit file_depth=N).",
+            text,
+            m.start(),
+            min(m.end(), m.start() + 40),
+            label=str(path),
+        )
 
 
 def _at_line_start(text: str, i: int) -> bool:

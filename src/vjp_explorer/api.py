@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -418,9 +418,9 @@ class _Run:
 
     def _symbolic(
         self, fwd: Any, leaves: dict[str, Any], consts: dict[str, Any], out: Any, v: Any, output: str
-    ) -> tuple[Any, dict[str, Any] | None, str | None, dict[str, Any]]:
+    ) -> tuple[Any, dict[str, Any] | None, str | None, Sizes]:
         """(the per-element SymbolicJacobian or None, Jᵀv per leaf from sympy or None, a reason or note,
-        the size of Jᵀv's terms per leaf where the route knows it and J is not built)."""
+        the size of Jᵀv's terms per leaf where the route gives it, now or when asked (Sizes))."""
         import torch
 
         from .engine import symbolic as S
@@ -490,7 +490,7 @@ class _Run:
 
     def _matrix_route(
         self, fwd: Any, leaves: dict[str, Any], consts: dict[str, Any], v: Any, output: str, reason: str, budget: float
-    ) -> tuple[None, dict[str, Any] | None, str, dict[str, Any]]:
+    ) -> tuple[None, dict[str, Any] | None, str, Sizes]:
         """Jᵀv from sympy's matrix calculus on MatrixSymbols: a sympy cost that does not grow with n."""
         from .engine import matrix_calculus as M
 
@@ -502,7 +502,7 @@ class _Run:
 
     def _structured(
         self, route: str, failed: str, reason: str, budget: float, run: Any
-    ) -> tuple[None, dict[str, Any] | None, str, dict[str, Any]]:
+    ) -> tuple[None, dict[str, Any] | None, str, Sizes]:
         """A structure-aware route within what is left of the sympy budget: (None, Jᵀv, note, sizes), or the
         reason the per-element check gave and this route's own."""
         from .engine import symbolic as S
@@ -705,6 +705,10 @@ class _Run:
                 )
             )
 
+
+# the size of Jᵀv's terms per leaf, from a route: known up front (matrix calculus), or a function that gives
+# it when a check fails without it (the elementwise route)
+Sizes = dict[str, Any] | Callable[[], dict[str, Any]]
 
 _SYM = ".grad from backward(v) vs Jᵀv from sympy's exact derivatives"
 _JTV = ".grad from backward(v) vs Jᵀv from the explicit Jacobian"

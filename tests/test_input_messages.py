@@ -325,3 +325,14 @@ def test_a_long_dotted_key_is_refused_before_tomllib(vjp, tmp_path):
     assert time.perf_counter() - start < 5
     fine = write(tmp_path, 'program = "x*2"\nversion = "1.2.3.4"\n[inputs]\nx = 1.5\n', "fine.toml")
     assert read_toml(Path(fine))["inputs"]["x"] == 1.5  # dots in strings and numbers are no keys
+
+
+@pytest.mark.parametrize("cmd", ["run", "explain"])
+def test_errors_in_a_files_program_name_the_file_and_key(vjp, tmp_path, cmd):
+    path = write(tmp_path, 'program = "y = x*z"\ngrad = "ones"\n[inputs]\nx = [1.0]\n')
+    r = bad(vjp(cmd, "--file", str(path)), "No value for 'z'", f"add z to [inputs] in {path}")
+    assert f"{path}: key 'program', column 7" in r.stderr
+    syntax = write(tmp_path, 'program = "y = x*(2"\n[inputs]\nx = 1\n', "syntax.toml")
+    assert f"{syntax}: key 'program'" in bad(vjp(cmd, "--file", str(syntax)), "never closed").stderr
+    inline = bad(vjp(cmd, "x*z", "--x", "1"), "No value for 'z'")  # no file: the options only
+    assert "expression, column" in inline.stderr and "[inputs]" not in inline.stderr

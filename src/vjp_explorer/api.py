@@ -371,6 +371,8 @@ class _Run:
                 if n in req.reserved
                 else f"give each with --{n} VALUE (or --var {n}=VALUE, or --const {n}=VALUE for a constant)"
             )
+            if req.source:  # the program came from an expression file
+                how = f"add {n} to [inputs] in {req.source} ([constants] for a constant), or {how}"
             raise ProgramError(
                 f"No value for {n!r}. The program's inputs are: {have}; {how}.",
                 prog.source,

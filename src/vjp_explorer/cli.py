@@ -421,6 +421,8 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
             if near and len(name) > 2:
                 e.hint = f"--{name} is not an option either; did you mean {near[0]}?"
         path = ctx.meta.get("vjp_file")
+        if isinstance(e, VjpError) and path and e.label == "expression":  # the program is the file's
+            e.label = f"{path}: key 'program'"
         if isinstance(e, VjpError) and path and o["grad"] is None and (e.hint or "").startswith("Add --grad"):
             # the file gives no grad and the output is not a single number
             e.hint = f'{e.hint} In {path}, that is the key grad (an array of that shape, or grad = "ones").'

@@ -336,3 +336,10 @@ def test_errors_in_a_files_program_name_the_file_and_key(vjp, tmp_path, cmd):
     assert f"{syntax}: key 'program'" in bad(vjp(cmd, "--file", str(syntax)), "never closed").stderr
     inline = bad(vjp(cmd, "x*z", "--x", "1"), "No value for 'z'")  # no file: the options only
     assert "expression, column" in inline.stderr and "[inputs]" not in inline.stderr
+
+
+def test_a_dtype_hint_for_a_file_names_its_key(vjp, tmp_path):
+    path = write(tmp_path, 'program = "y = x*2"\ndtype = "float32"\ngrad = [1]\n[inputs]\nx = [1e39]\n')
+    bad(vjp("run", "--file", str(path)), f'Use dtype = "float64" in {path} (or --dtype float64)')
+    given = bad(vjp("run", "--file", str(path), "--dtype", "float32"), "Use --dtype float64")  # the option's own
+    assert "dtype = " not in given.stderr

@@ -423,6 +423,10 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         path = ctx.meta.get("vjp_file")
         if isinstance(e, VjpError) and path and e.label == "expression":  # the program is the file's
             e.label = f"{path}: key 'program'"
+        if isinstance(e, VjpError) and path and o["dtype"] is None and "Use --dtype float64" in (e.hint or ""):
+            e.hint = (e.hint or "").replace(
+                "Use --dtype float64", f'Use dtype = "float64" in {path} (or --dtype float64)'
+            )
         if isinstance(e, VjpError) and path and o["grad"] is None and (e.hint or "").startswith("Add --grad"):
             # the file gives no grad and the output is not a single number
             e.hint = f'{e.hint} In {path}, that is the key grad (an array of that shape, or grad = "ones").'

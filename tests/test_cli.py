@@ -248,6 +248,9 @@ def test_full_stops_at_the_terminal_cap_and_says_so(vjp):
     r = ok(vjp("run", "2*a", "--a", f"linspace(0, 1, {FULL_MAX + 1})", "--grad", "ones", "--full"))
     assert f"--full shows at most {FULL_MAX:,} rows; --json has all" in r.stdout
     assert r.stdout.count("\n") < 200
+    # under the table, not in a cell: the element column stays narrow and the numbers stay whole
+    header = next(line for line in r.stdout.splitlines() if line.startswith("element"))
+    assert header.index("┃") < 16, header
     r = ok(vjp("run", "2*a", "--a", "linspace(0, 1, 30)", "--grad", "ones", "--full"))
     assert "a[29]" in r.stdout and "a[15]" in r.stdout and "at most" not in r.stdout
 

@@ -343,3 +343,19 @@ def test_a_dtype_hint_for_a_file_names_its_key(vjp, tmp_path):
     bad(vjp("run", "--file", str(path)), f'Use dtype = "float64" in {path} (or --dtype float64)')
     given = bad(vjp("run", "--file", str(path), "--dtype", "float32"), "Use --dtype float64")  # the option's own
     assert "dtype = " not in given.stderr
+
+
+@pytest.mark.parametrize("cmd", [["explain", "/dev/zero"], ["run", "--file", "/dev/zero"], ["explain", "/dev/urandom"]])
+def test_a_device_without_end_is_refused_not_read_forever(vjp, cmd):
+    bad(vjp(*cmd), "expression files are at most")
+
+
+def test_a_program_from_an_endless_stdin_is_refused(vjp):
+    bad(vjp("run", "-", "--x", "1", input="x" * 50_000), "characters long", "program_chars")
+
+
+def test_explain_of_a_path_or_of_nothing(vjp, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no expressions/ folder here
+    bad(vjp("explain", "expressions/nope"), "no such file")
+    bad(vjp("explain", ""), "empty")
+    bad(vjp("explain", "x/2"), "No value for 'x'")  # a program: its error asks for the value

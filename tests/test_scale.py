@@ -364,3 +364,16 @@ def test_the_rounding_note_only_when_the_reweighing_decided():
     r = explore("x*c", {"x": "1.37"}, consts={"c": "10000.1,10000.3"}, grad="1.1,-1.1")
     assert r.checks["symbolic"].status == "agree"
     assert "rounding_allowance" not in [n.code for n in r.notes]
+
+
+@pytest.mark.parametrize(
+    ("x", "grad", "dtype"),
+    [("1,2,3", "0.1,0.1,0.1", "float32"), ("randn(30000)", "full(30000, 3.3333e-5)", "float32")],
+)
+def test_the_jtv_check_allows_for_the_product_rules_rounding_too(x, grad, dtype):
+    # backward(v) adds v·(x - 1e7) + v·(x + 1e7); the J route multiplies v by their rounded sum: both right
+    r = explore("(x+1e7)*(x-1e7)", {"x": x}, grad=grad, dtype=dtype, seed=3)
+    assert r.checks["jtv"].status == "agree", r.checks["jtv"]
+    assert r.checks["jtv"].max_rel_diff > TOLERANCES[dtype].rtol  # the reweighing decided it
+    r64 = explore("(x+1e15)*(x-1e15)", {"x": "1,2,3"}, grad="0.1,0.3,0.7", dtype="float64")
+    assert r64.checks["jtv"].status == "agree"

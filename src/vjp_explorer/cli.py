@@ -180,7 +180,8 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
         seen.add(name)
     limits = _limits(o)
     if expression == "-":
-        expression = sys.stdin.read().rstrip()
+        # bounded: one character past the limit is enough for the parser to refuse it (`< /dev/zero` ends)
+        expression = sys.stdin.read(limits.program_chars + 1).rstrip()
     if file is not None:
         from .language.files import load_request
 
@@ -535,7 +536,7 @@ def _looks_like_file(text: str, given: bool = False) -> bool:
 
 def _is_file(text: str) -> bool:
     """An existing path that is not a program: a file, or a directory or device (read_toml says which)."""
-    if len(text) > 4096:
+    if not text.strip() or len(text) > 4096:  # "" is no path (Path("") is the current directory)
         return False
     try:
         return Path(text).exists()
@@ -570,7 +571,10 @@ def _not_a_program(text: str) -> UsageError | None:
     file_name = re.fullmatch(r"[\w.-]+\.(txt|json|ya?ml|py|md|cfg|ini)", text, re.ASCII) is not None
     if not file_name and not any(sep in text for sep in ("/", "\\", os.sep)):
         return None
-    if file_name or text.startswith((".", "~", "/", "\\")) or _is_dir(os.path.dirname(text)):
+    # expressions/nope reads as a path; x/2 and a/b stay programs (whose error asks for the values)
+    parts = re.split(r"[/\\]", text)
+    path_like = re.fullmatch(r"[\w.~/\\-]+", text, re.ASCII) is not None and len(parts) > 1 and len(parts[0]) >= 3
+    if file_name or path_like or text.startswith((".", "~", "/", "\\")) or _is_dir(os.path.dirname(text)):
         return UsageError(
             f"{shown}: no such file (nor the name of a bundled example).",
             hint=not_found_hint(Path(text).name),

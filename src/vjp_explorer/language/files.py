@@ -75,9 +75,16 @@ def read_toml(path: Path, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
             path, f"is {size:,} bytes; expression files are at most {limits.file_bytes:,} bytes (--limit file_bytes=N)."
         )
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:  # bounded: a device or pipe (/dev/zero) has no size to stat
+            raw = f.read(limits.file_bytes + 1)
     except OSError as e:
         raise _err(path, f"cannot be read ({e.strerror}).") from None
+    if len(raw) > limits.file_bytes:
+        raise _err(
+            path,
+            f"is more than {limits.file_bytes:,} bytes; expression files are at most {limits.file_bytes:,} bytes "
+            "(--limit file_bytes=N).",
+        )
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]  # a UTF-8 byte-order mark, as some editors write: harmless
     try:

@@ -150,8 +150,9 @@ def leaf_table(r: Result, leaf: str, view: View) -> Table:
     t.add_column(Text(f"{mult}Jᵀv (sympy)"), justify="right", no_wrap=True)
     for k in view.rows(g.numel):
         if k is None:
-            gap = f"... (--full shows at most {FULL_MAX:,} rows; --json has all)" if view.full else "..."
-            t.add_row(gap, "", "", "", "")
+            t.add_row("...", "", "", "", "")
+            if view.full:  # under the table: in a cell it would widen the element column past the numbers
+                t.caption = f"{g.numel:,} elements: --full shows at most {FULL_MAX:,} rows; --json has all"
             continue
         idx = g.index(k)
         jv = "-" if jtv is None else fmt(jtv.flat[k] * r.backward_calls, view.digits)

@@ -281,8 +281,9 @@ class SymbolicJacobian:
     formulas: dict[str, list[list[Any]]]
     values: dict[str, list[list[float]]]
     seconds: float
-    # leaf -> {(row, col): (output element, leaf symbol, derivative)} for the nonzero entries, with the
-    # values of the symbols: what size_matrix needs, kept so that it costs nothing unless asked for
+    # leaf -> {(row, col): (output element, leaf symbol, derivative)} for the entries whose output element
+    # reads the leaf element (an exact 0 there may still be terms that cancel), with the values of the
+    # symbols: what size_matrix needs, kept so that it costs nothing unless asked for
     entries: dict[str, dict[tuple[int, int], tuple[Any, Any, Any]]] = field(default_factory=dict)
     subs: dict[Any, Any] = field(default_factory=dict)
     # leaf -> entries whose exact value is finite but beyond float64's range (values holds ±inf there)
@@ -495,7 +496,11 @@ def elementwise_vjp(
         # a leaf that does not reach the output has a zero grad of its own shape, whatever the output's
         grads[name] = out[name].reshape(x.shape) if name in out else torch.zeros(x.shape, dtype=torch.float64)
 
+    done: dict[str, Any] = {}
+
     def sizes() -> dict[str, Any]:
+        if "result" in done:  # asked by more than one failed check: computed once
+            return done["result"]
         scales = {}
         sized: dict[Any, Any] = {}
         for name, f in formulas.items():
@@ -507,15 +512,18 @@ def elementwise_vjp(
                 if k.name not in flat:
                     flat[k.name] = flat_input(k.name)
         result = {name: torch.empty(n, dtype=torch.float64) for name in scales}
+        reads = {name: sorted(s.name for s in terms.free_symbols) for name, terms in scales.items()}
         for start in range(0, n, CHUNK):
             end = min(n, start + CHUNK)
             cache: dict[str, Any] = {}
+            av = None if v_ones else vflat[start:end].double().abs()  # once per chunk, for every leaf
             for name, terms in scales.items():
                 dest = result[name][start:end]
-                evaluate(terms, arrays_of(sorted(s.name for s in terms.free_symbols), start, end, cache), out=dest)
-                if not v_ones:
-                    dest.mul_(vflat[start:end].double().abs())
-        return {name: result[name].reshape(leaves[name].shape) for name in result}
+                evaluate(terms, arrays_of(reads[name], start, end, cache), out=dest)
+                if av is not None:
+                    dest.mul_(av)
+        done["result"] = {name: result[name].reshape(leaves[name].shape) for name in result}
+        return done["result"]
 
     return grads, sizes
 

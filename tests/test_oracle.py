@@ -283,6 +283,31 @@ def test_kinks_follow_torch_convention(program: str, want: list[float]):
     assert arr(r.symbolic["x"]).tolist() == want
 
 
+@pytest.mark.parametrize("n", [2, 30_000])  # the per-element route (sympy's numbers) and the elementwise one
+def test_no_real_derivative_where_the_output_is_not_real(n: int):
+    """(-1)**0.5 is not a real number: torch's forward gives nan, and so must the exact derivatives. sympy's
+    complex-analytic ones read real at some of those points: d/db (-1)**b = (-1)**b * log(-1) = i * i*pi = -pi."""
+    a = "-1,2" if n == 2 else f"full({n}, -1)"
+    r = explore("a**b", {"a": a, "b": "0.5,0.5" if n == 2 else f"full({n}, 0.5)"}, grad="ones", dtype="float64")
+    assert r.checks["symbolic"].status == "agree"
+    assert r.checks["symbolic"].undefined[:2] == (("a[0]", "b[0]") if n == 2 else ("a[0]", "a[1]"))
+    assert math.isnan(arr(r.symbolic["b"])[0]) and math.isnan(arr(r.symbolic["a"])[0])
+    if n == 2:  # and where the output is real, the exact values stand
+        assert arr(r.symbolic["b"])[1] == pytest.approx(2**0.5 * math.log(2), rel=1e-15)
+        assert arr(r.symbolic["a"])[1] == pytest.approx(0.5 * 2**-0.5, rel=1e-15)
+
+
+def test_real_domain_decides_where_sympy_may_answer():
+    """log(-1) has no real derivative (sympy's 1/x reads -1 there); a negative base to an integer-valued float
+    power is real (torch: (-1)**2.0 = 1, and d/da = b*a**(b-1) = -2), its derivative in the exponent is not."""
+    r = explore("log(x)", {"x": "-1,2"}, grad="ones", dtype="float64")
+    assert math.isnan(arr(r.symbolic["x"])[0]) and arr(r.symbolic["x"])[1] == 0.5
+    r = explore("pow(a, b)", {"a": "-1", "b": "2"}, dtype="float64")
+    assert float(arr(r.symbolic["a"])) == -2.0 == float(arr(r.grads["a"]))
+    assert math.isnan(float(arr(r.symbolic["b"]))) and math.isnan(float(arr(r.grads["b"])))
+    assert r.checks["symbolic"].status == "agree"
+
+
 # ----------------------------------------------------------------------------- forward-mode routes
 # torch's first forward-mode AD use in a process (torch.func.jacfwd, forward_ad.make_dual) imports
 # decompositions that call the deprecated torch.jit.script: a DeprecationWarning, which this project's

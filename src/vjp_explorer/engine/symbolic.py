@@ -376,6 +376,9 @@ def symbolic_jacobian(
     values: dict[str, list[list[float]]] = {}
     entries: dict[str, dict[tuple[int, int], tuple[Any, Any, Any]]] = {}
     huge: dict[str, set[tuple[int, int]]] = {}
+    # an output element that leaves the reals at the point has no real derivative there: sympy's are
+    # complex-analytic ones, which can read real ((-1)**b differentiates to -pi at b = 1/2) where torch gives nan
+    real_at_point = [_real_at(y, subs) for y in out.items]
     for name in leaves:
         syms = env[name].items
         f_rows: list[list[Any]] = []
@@ -395,7 +398,7 @@ def symbolic_jacobian(
                     # constants stay symbols (A[0,1]) in formulas: the value is in the ledger
                     f_row.append(d.xreplace(names) if names else d)
                 exact = d.xreplace(subs).evalf(DPS) if d != 0 else sp.Integer(0)
-                v_row.append(to_float(exact))
+                v_row.append(to_float(exact) if real_at_point[i] or d == 0 else math.nan)
                 if math.isinf(v_row[-1]) and exact.is_Float:  # finite, beyond float64 (2**(10**10))
                     huge_entries.add((i, j))
                 if s in free:  # (an exact 0 may still be a sum of terms that cancel: (x+c)**2 - x**2 - 2*c*x)
@@ -407,6 +410,29 @@ def symbolic_jacobian(
         entries[name] = nonzero
         huge[name] = huge_entries
     return SymbolicJacobian(out, formulas, values, time.perf_counter() - t0, entries, subs, huge)
+
+
+def _real_at(y: Any, subs: dict[Any, Any]) -> bool:
+    """False where computing y in real arithmetic, as torch does, leaves the reals at the point: the log of a
+    negative number, or a negative number to a power that is not an integer, anywhere inside y (whatever
+    the final value: torch's sqrt(-1)**2 is nan too). Only those subexpressions are evaluated."""
+    for e in y.atoms(sp.log, sp.Pow):
+        if isinstance(e, sp.log):
+            arg = e.args[0].xreplace(subs)
+            if arg.is_extended_negative or arg.is_extended_real is False:
+                return False
+            continue
+        base, exp = e.args
+        if exp.is_Integer:
+            continue
+        b = base.xreplace(subs)
+        if b.is_extended_real is False:
+            return False
+        if b.is_extended_negative:
+            k = exp.xreplace(subs)
+            if not (k.is_Number and k.is_finite and float(k).is_integer()):  # a float exponent may hold one
+                return False
+    return True
 
 
 # ---------------------------------------------------------------------------- elementwise route

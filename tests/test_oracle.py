@@ -302,6 +302,10 @@ def test_real_domain_decides_where_sympy_may_answer():
     power is real (torch: (-1)**2.0 = 1, and d/da = b*a**(b-1) = -2), its derivative in the exponent is not."""
     r = explore("log(x)", {"x": "-1,2"}, grad="ones", dtype="float64")
     assert math.isnan(arr(r.symbolic["x"])[0]) and arr(r.symbolic["x"])[1] == 0.5
+    assert arr(r.grads["x"]).tolist() == [-1.0, 0.5]  # torch's backward does not look at log(-1) = nan
+    (note,) = [n for n in r.notes if n.code == "nan_output"]
+    assert note.text.startswith("y[0] is nan (1 nan element(s) in y)")
+    assert "nan_output" not in [n.code for n in explore("log(x)", {"x": "1,2"}, grad="ones").notes]
     r = explore("pow(a, b)", {"a": "-1", "b": "2"}, dtype="float64")
     assert float(arr(r.symbolic["a"])) == -2.0 == float(arr(r.grads["a"]))
     assert math.isnan(float(arr(r.symbolic["b"]))) and math.isnan(float(arr(r.grads["b"])))

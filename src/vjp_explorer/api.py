@@ -669,6 +669,22 @@ class _Run:
                         f"{label}.grad is {val} ({int(bad.sum())} non-finite element(s) in {n}.grad): {why}.",
                     )
                 )
+        y = fwd.output.v.detach()
+        # (one float pass, in which nan propagates: a bool mask and .any() cost several on CPU)
+        if y.numel() and math.isnan(float(torch.aminmax(y.reshape(-1))[0])):
+            nan_y = torch.isnan(y)
+            k = int(nan_y.reshape(-1).nonzero()[0])
+            add(
+                Note(
+                    "nan_output",
+                    f"{element_label(out, tuple(y.shape), k)} is nan ({int(nan_y.sum())} nan element(s) in {out}): "
+                    "the forward left the real numbers or met 0/0 there (the log or sqrt of a negative number, a "
+                    "negative number to a fractional power, 0/0, inf - inf). backward does not look: it multiplies "
+                    "the local derivatives it computes from the inputs (log's is 1/x, whatever log(x) gave), so the "
+                    ".grad there may even be finite, the derivative of no real function. The exact check lists "
+                    "such elements as undefined.",
+                )
+            )
         if self.reweighed:
             c = checks[self.reweighed[0]]
             which = " and ".join(f"the {n} check" for n in self.reweighed)

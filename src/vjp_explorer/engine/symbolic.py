@@ -414,8 +414,8 @@ def symbolic_jacobian(
 
 def _real_at(y: Any, subs: dict[Any, Any]) -> bool:
     """False where computing y in real arithmetic, as torch does, leaves the reals at the point: the log of a
-    negative number, or a negative number to a power that is not an integer, anywhere inside y (whatever
-    the final value: torch's sqrt(-1)**2 is nan too). Only those subexpressions are evaluated."""
+    negative number, or a negative number to a power that is not an integer, anywhere inside y, whatever
+    the final value (torch's cos(sqrt(-1)) is nan; sympy's is cosh(1)). Only those subexpressions are evaluated."""
     for e in y.atoms(sp.log, sp.Pow):
         if isinstance(e, sp.log):
             arg = e.args[0].xreplace(subs)

@@ -196,3 +196,64 @@ def test_summary_norm_matches_math_at_any_scale(dtype, scale):
     exact = math.sqrt(math.fsum((float(x) / scale) ** 2 for x in t)) * scale if scale else 0.0
     got = to_data(t).stats.norm
     assert got == pytest.approx(exact, rel=1e-5 if dtype == torch.float32 else 1e-12, abs=0.0)
+
+
+@pytest.mark.parametrize("change", ["none", "one off", "nan", "inf", "float64"])
+def test_a_constant_reference_is_judged_as_its_full_copy(change, monkeypatch):
+    """A stride-0 reference (the elementwise route's constant derivative) takes a shortcut where every
+    element of got is that constant; anything else is weighed like the materialised copy."""
+    monkeypatch.setattr(C, "CHUNK", 700)
+    n = 2500
+    got = torch.full((n,), 3.0, dtype=torch.float64 if change == "float64" else torch.float32)
+    if change in ("one off", "float64"):
+        got[1800] = 3.0001 if change == "one off" else 3.5
+    elif change in ("nan", "inf"):
+        got[42] = math.nan if change == "nan" else math.inf
+    want = torch.tensor(3.0, dtype=torch.float64).expand(n)
+    tol = C.TOLERANCES["float32"]
+    check = C.compare_tensors("t", "t", [("a", got, want)], tol)
+    assert check == C.compare_tensors("t", "t", [("a", got, want.contiguous())], tol)
+    status, max_abs, _, worst, n_und, _ = oracle([("a", got, want.contiguous())], tol)
+    assert (check.status, check.max_abs_diff) == (status, max_abs)
+    if max_abs > 0:
+        assert check.worst == worst
+
+
+def test_the_worst_element_is_named_when_a_later_chunk_reuses_the_buffer(monkeypatch):
+    """float32 against float64 is subtracted in a buffer that the next chunk overwrites: the element
+    named must still be the one in the chunk with the largest difference."""
+    monkeypatch.setattr(C, "CHUNK", 700)
+    want = torch.linspace(1, 2, 3000, dtype=torch.float64)
+    got = want.float()
+    got[100] += 1e-5  # the largest difference, in the first chunk
+    got[2500] += 1e-6
+    check = C.compare_tensors("t", "t", [("x", got, want)], C.TOLERANCES["float32"])
+    assert check.worst == "x[100]"
+    assert check.max_abs_diff == abs(float(got[100]) - float(want[100]))
+
+
+@pytest.mark.parametrize("c", [3.0, -2.5, 0.0, 1e300, math.nan, math.inf])
+@pytest.mark.parametrize("shape", [(2,), (1000,), (4, 250)])
+def test_the_summary_of_a_constant_view_is_that_of_its_copy(c, shape):
+    from vjp_explorer.engine.tensors import to_data
+
+    view = torch.tensor(c, dtype=torch.float64).expand(shape)
+    got, want = to_data(view), to_data(view.contiguous())
+    assert got.shape == want.shape and list(got.flat) == pytest.approx(list(want.flat), nan_ok=True)
+    a, b = got.stats, want.stats
+    assert (a.nan, a.inf) == (b.nan, b.inf)
+    assert [a.min, a.max] == pytest.approx([b.min, b.max], nan_ok=True)
+    assert a.norm == pytest.approx(b.norm, rel=1e-15, nan_ok=True)
+
+
+def test_repeated_values_behave_as_a_list_of_them():
+    from vjp_explorer.result import Repeated, Stats, TensorData
+
+    r = Repeated(3, 5)
+    assert len(r) == 5 and list(r) == [3.0] * 5 and r[0] == r[-5] == 3.0
+    assert r[1:4] == [3.0] * 3 and r[::2] == [3.0] * 3 and r[7:] == []
+    for k in (5, -6):
+        with pytest.raises(IndexError):
+            r[k]
+    td = TensorData((2, 3), Repeated(-1.5, 6), Stats(-1.5, -1.5, 1.5 * math.sqrt(6), 0, 0))
+    assert td.tolist() == [[-1.5] * 3] * 2

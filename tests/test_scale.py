@@ -11,6 +11,7 @@ import torch
 from vjp_explorer import explore
 from vjp_explorer.engine.compare import TOLERANCES
 from vjp_explorer.limits import Limits
+from vjp_explorer.render import json_out
 
 
 def test_strategy_is_chosen_by_structure_then_size():
@@ -81,6 +82,30 @@ def test_big_elementwise_keeps_the_diagonal_and_checks_symbolically():
     assert sym.status == "agree" and "elementwise" in sym.compares
     assert r.symbolic is not None and r.symbolic["c"].shape == (n,)
     assert r.checks["jtv"].status == "agree"
+    # d/da = 3 at every element (a constant, never evaluated element by element): the values and the summary
+    a = r.symbolic["a"]
+    assert list(a.flat) == [3.0] * n and (a.stats.min, a.stats.max) == (3.0, 3.0)
+    assert a.stats.norm == pytest.approx(3 * math.sqrt(n), rel=1e-15)
+    assert json.loads(json_out.dumps(r))["symbolic"]["a"] == [3.0] * n  # streamed in chunks: the same list
+
+
+def test_a_constant_derivative_that_autograd_misses_is_a_disagreement_even_on_the_shortcut(monkeypatch):
+    """The constant route's shortcut (one pass over the grad) must still see a grad that is off."""
+    from vjp_explorer import api
+
+    n = 200_000
+    real = api._Run._symbolic
+
+    def shifted(self, *args):  # the exact Jᵀv of a made 3.5 at one element: the grad (3) is off there
+        sym, grads, reason, sizes = real(self, *args)
+        grads["a"] = grads["a"].clone()
+        grads["a"][123_456] = 3.5
+        return sym, grads, reason, sizes
+
+    monkeypatch.setattr(api._Run, "_symbolic", shifted)
+    r = explore("3*a + 2*b*b + torch.log(c)", dict.fromkeys("abc", f"linspace(1, 2, {n})"), grad="ones")
+    check = r.checks["symbolic"]
+    assert check.status == "disagree" and check.worst == "a[123456]" and check.max_abs_diff == 0.5
 
 
 def test_large_dense_is_checked_by_matrix_calculus():

@@ -77,6 +77,7 @@ class _Run:
         self.t0 = time.perf_counter()
         self.timings: dict[str, float] = {}
         self.notes: list[Note] = []
+        self.v_ones = False  # v is torch.ones_like(out) (--grad ones, or a scalar output's default)
         self.reweighed: list[str] = []  # checks that agree only when weighed at the size of their terms
 
     def lap(self, name: str, since: float) -> float:
@@ -150,6 +151,7 @@ class _Run:
         if out.dtype != dtype:
             out = out.to(dtype)
         v, grad_source = self._grad(grad_spec, out, prog, torch, gen)
+        self.v_ones = grad_source in ("ones", "default (scalar output)")
         # the v that arrives at each intermediate: keep their grads
         inter_tensors = {
             n: env[n].v
@@ -492,7 +494,7 @@ class _Run:
             reason or "",
             budget,
             lambda: (
-                *S.elementwise_vjp(fwd.steps, output, leaves, consts, v, fwd.output.deps),
+                *S.elementwise_vjp(fwd.steps, output, leaves, consts, v, fwd.output.deps, self.v_ones),
                 "elementwise program: each leaf's scalar derivative from sympy, evaluated on all elements",
             ),
         )

@@ -36,6 +36,30 @@ def element_label(name: str, shape: tuple[int, ...], k: int) -> str:
     return index_label(name, unravel(shape, k))
 
 
+class Repeated(Sequence[float]):
+    """One number n times: the values of a constant tensor (the elementwise route's Jᵀv of 3*a is 3 at
+    every element), held without n copies. Indexes, slices and iterates like a list of them."""
+
+    __slots__ = ("n", "value")
+
+    def __init__(self, value: float, n: int) -> None:
+        self.value = float(value)
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [self.value] * len(range(*k.indices(self.n)))
+        if not -self.n <= k < self.n:
+            raise IndexError(k)
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"Repeated({self.value!r}, {self.n})"
+
+
 @dataclass(frozen=True)
 class Stats:
     """Summary of a tensor: for big ones, instead of every element."""

@@ -78,13 +78,20 @@ def compare_tensors(
     undefined: list[str] = []
     overflow: list[str] = []
     n_undefined = 0
-    worst_at: tuple[str, tuple[int, ...], int, Any] | None = None  # leaf, shape, chunk start, chunk of |diff|
+    worst_at: tuple[str, tuple[int, ...], int, Any, Any, Any] | None = None  # leaf, shape, chunk start, its diff
     # of a disagreement: where |diff| - rtol·scale is largest (the element that breaks the tolerance the most)
     worst_bad: tuple[float, str, tuple[int, ...], int, Any] | None = None
+    conv: Any = None  # float32 grads are compared in float64: converted, a chunk at a time, into this buffer
     for leaf, got_t, want_t in items:
         shape = tuple(got_t.shape)
         g_all = got_t.detach().reshape(-1).cpu()
         w_all = want_t.detach().reshape(-1).cpu()
+        if w_all.numel() and w_all.stride(0) == 0 and g_all.is_floating_point():
+            # a constant reference (a leaf whose derivative is a number: the 3 of 3*a), as a stride-0 view:
+            # where every element of got is that number, one float32 pass shows there is nothing to weigh
+            lo, hi = (float(x) for x in torch.aminmax(g_all))
+            if lo == hi == float(w_all[0]):
+                continue
         m_t = (magnitudes or {}).get(leaf)
         m_all = m_t.detach().reshape(-1).cpu() if m_t is not None else None
         f_all = f_t.reshape(-1).cpu() if (f_t := (finite or {}).get(leaf)) is not None else None
@@ -96,8 +103,14 @@ def compare_tensors(
         for start in range(0, g_all.numel(), CHUNK):
             g = g_all[start : start + CHUNK]
             w = w_all[start : start + CHUNK].to(work)
-            # signed: float32 - float64 is computed in float64, no separate conversion pass
-            d = torch.sub(g, w)
+            # signed. float32 - float64 would be computed in float64 by a mixed-dtype loop, several times
+            # slower than converting into the buffer and subtracting in place
+            if g.dtype == work or g.shape != w.shape:  # (a reference may broadcast against got)
+                d = torch.sub(g, w)
+            else:
+                if conv is None or conv.numel() < g.numel():
+                    conv = torch.empty(g.numel(), dtype=work)
+                d = conv[: g.numel()].copy_(g).sub_(w)
             # float reductions only: on CPU a comparison to a bool tensor and .any() cost several times a
             # float pass, and max-with-index several times amax. One aminmax (nan propagates) gives the
             # finite test and the size of the worst element, without an abs pass
@@ -123,8 +136,10 @@ def compare_tensors(
                 hi = _absmax(d)
             if hi == 0:  # identical chunk (common: the same arithmetic on both sides): nothing to weigh
                 continue
-            if hi > max_abs:  # where the worst element is: found once, at the end
-                max_abs, worst_at = hi, (leaf, shape, start, d)
+            if hi > max_abs:  # where the worst element is: found once, at the end. The buffer is overwritten
+                # by the next chunk: a d held there is taken again then
+                in_buffer = conv is not None and d.data_ptr() == conv.data_ptr()
+                max_abs, worst_at = hi, (leaf, shape, start, None if in_buffer else d, g, w)
             q = torch.div(d, w)  # signed relative differences; a zero reference gives nan (0/0) or ±inf
             rel = _absmax(q)
             if rel != rel:  # 0/0 where a reference and its difference are both 0 (zero grads): counts as 0
@@ -153,7 +168,8 @@ def compare_tensors(
         _, leaf, shape, start, q = worst_bad
         worst = _label(leaf, shape, start + _argmax(q.nan_to_num(-math.inf)))
     if worst is None and worst_at is not None:  # else the largest difference
-        leaf, shape, start, d = worst_at
+        leaf, shape, start, d, g, w = worst_at
+        d = torch.sub(g.to(torch.float64), w) if d is None else d
         worst = _label(leaf, shape, start + _argmax(d.abs()))
     if n_undefined > len(undefined):
         undefined.append(f"... {n_undefined - len(undefined)} more")

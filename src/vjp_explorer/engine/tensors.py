@@ -9,7 +9,7 @@ import torch
 
 from ..errors import ValueSyntaxError
 from ..language.values import ValueSpec
-from ..result import Stats, TensorData
+from ..result import Repeated, Stats, TensorData
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -77,10 +77,13 @@ def _norm(flat: torch.Tensor, top: float) -> float:
 def to_data(t: torch.Tensor) -> TensorData:
     """Copy-free (where possible) view of a tensor as plain Python numbers, with summary stats."""
     t = t.detach().to("cpu")
-    flat = t.reshape(-1).contiguous()
+    flat = t.reshape(-1)
     n = flat.numel()
     if n == 0:
         return TensorData(tuple(t.shape), [], Stats(math.nan, math.nan, 0.0, 0, 0))
+    if n > 1 and flat.stride(0) == 0 and math.isfinite(c := float(flat[0])):  # one number n times (expanded)
+        return TensorData(tuple(t.shape), Repeated(c, n), Stats(c, c, abs(c) * math.sqrt(n), 0, 0))
+    flat = flat.contiguous()
     lo_t, hi_t = torch.aminmax(flat)
     lo, hi = float(lo_t), float(hi_t)
     if math.isfinite(lo) and math.isfinite(hi):  # the common case: two passes in all
@@ -96,8 +99,12 @@ def to_data(t: torch.Tensor) -> TensorData:
         else:
             lo = hi = norm = math.nan
         stats = Stats(lo, hi, norm, nan, n - nfin - nan)
+    return TensorData(tuple(t.shape), _data(flat), stats)
+
+
+def _data(flat: torch.Tensor) -> memoryview | list[float]:
+    """The values of a contiguous 1-d CPU tensor, without a copy where numpy is there."""
     try:
-        data: memoryview | list[float] = memoryview(flat.numpy())  # type: ignore[arg-type]
+        return memoryview(flat.numpy())  # type: ignore[arg-type]
     except (RuntimeError, TypeError, ImportError):  # no numpy: plain list
-        data = flat.tolist()
-    return TensorData(tuple(t.shape), data, stats)
+        return flat.tolist()

@@ -257,3 +257,25 @@ def test_repeated_values_behave_as_a_list_of_them():
             r[k]
     td = TensorData((2, 3), Repeated(-1.5, 6), Stats(-1.5, -1.5, 1.5 * math.sqrt(6), 0, 0))
     assert td.tolist() == [[-1.5] * 3] * 2
+
+
+def test_a_constant_reference_that_is_inf_on_both_sides_is_reported_not_skipped():
+    n = 10
+    got = torch.full((n,), math.inf)
+    check = C.compare_tensors(
+        "t", "t", [("a", got, torch.tensor(math.inf, dtype=torch.float64).expand(n))], C.TOLERANCES["float32"]
+    )
+    full = C.compare_tensors(
+        "t", "t", [("a", got, torch.full((n,), math.inf, dtype=torch.float64))], C.TOLERANCES["float32"]
+    )
+    assert check == full and len(check.undefined) == n
+
+
+def test_a_constant_reference_of_another_size_takes_no_shortcut():
+    tol = C.TOLERANCES["float32"]
+    empty = C.compare_tensors("t", "t", [("a", torch.zeros(0), torch.tensor(3.0, dtype=torch.float64).expand(0))], tol)
+    assert empty.status == "agree"
+    with pytest.raises(RuntimeError):  # got (3,) against a reference of 5 elements: not broadcastable
+        C.compare_tensors(
+            "t", "t", [("a", torch.full((3,), 3.0), torch.tensor(3.0, dtype=torch.float64).expand(5))], tol
+        )

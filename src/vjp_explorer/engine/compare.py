@@ -86,11 +86,12 @@ def compare_tensors(
         shape = tuple(got_t.shape)
         g_all = got_t.detach().reshape(-1).cpu()
         w_all = want_t.detach().reshape(-1).cpu()
-        if w_all.numel() and w_all.stride(0) == 0 and g_all.is_floating_point():
+        if w_all.numel() == g_all.numel() > 0 and w_all.stride(0) == 0 and g_all.is_floating_point():
             # a constant reference (a leaf whose derivative is a number: the 3 of 3*a), as a stride-0 view:
-            # where every element of got is that number, one float32 pass shows there is nothing to weigh
+            # where every element of got is that finite number, one pass shows there is nothing to weigh
+            # (an inf on both sides is undefined or an overflow: the full path reports it)
             lo, hi = (float(x) for x in torch.aminmax(g_all))
-            if lo == hi == float(w_all[0]):
+            if lo == hi == float(w_all[0]) and math.isfinite(lo):
                 continue
         m_t = (magnitudes or {}).get(leaf)
         m_all = m_t.detach().reshape(-1).cpu() if m_t is not None else None

@@ -151,7 +151,6 @@ class _Run:
         if out.dtype != dtype:
             out = out.to(dtype)
         v, grad_source = self._grad(grad_spec, out, prog, torch, gen)
-        self.v_ones = grad_source in ("ones", "default (scalar output)")
         # the v that arrives at each intermediate: keep their grads
         inter_tensors = {
             n: env[n].v
@@ -407,8 +406,10 @@ class _Run:
                     hint=f"Add --grad with shape {shape} (v holds dL/d{prog.output}: how much a downstream loss "
                     f"cares about each output), or --grad ones, which equals backward of {prog.output}.sum().",
                 )
+            self.v_ones = True
             return torch.ones_like(out), "default (scalar output)"
         if spec.generator == "ones_like":
+            self.v_ones = True
             return torch.ones_like(out), "ones"
         from .engine.tensors import make_tensor
 

@@ -17,6 +17,7 @@ import torch
 
 from vjp_explorer.engine import compare as C
 from vjp_explorer.engine.symbolic import evaluate
+from vjp_explorer.engine.tensors import Computed, to_data
 from vjp_explorer.result import Tolerance, element_label
 
 
@@ -53,6 +54,12 @@ def oracle(items, tol: Tolerance, magnitudes=None, overflow_at=math.inf):
                     failing, excess = element_label(leaf, shape, k), d - tol.rtol * scale
     worst = mismatch or failing or worst
     return ("disagree" if bad else "agree"), max_abs, max_rel, worst, n_und, over
+
+
+def computed(want: torch.Tensor) -> Computed:
+    """want as a Computed: its elements copied span by span into the buffer it is read into."""
+    flat = want.double().reshape(-1)
+    return Computed(tuple(want.shape), lambda start, end, out: out.copy_(flat[start:end]))
 
 
 def case(rng: random.Random, n: int, dtype: torch.dtype):
@@ -109,7 +116,9 @@ def test_compare_matches_the_elementwise_rule(seed, monkeypatch):
             got, want = got.reshape(-1, 1), want.reshape(-1, 1)  # 2-d labels
         items.append((leaf, got, want))
     overflow_at = 1e38 if dtype == torch.float32 else math.inf
-    check = C.compare_tensors("t", "t", items, tol, mags or None, overflow_at)
+    # the reference as a tensor, or computed chunk by chunk (as the elementwise route gives it)
+    given = [(leaf, got, computed(want) if rng.random() < 0.5 else want) for leaf, got, want in items]
+    check = C.compare_tensors("t", "t", given, tol, mags or None, overflow_at)
     status, max_abs, max_rel, worst, n_und, over = oracle(items, tol, mags or None, overflow_at)
     assert check.status == status
     assert check.max_abs_diff == pytest.approx(max_abs, rel=1e-12, abs=0)
@@ -141,6 +150,20 @@ def test_argmax_finds_the_first_largest_element(n):
             d = torch.round(d * 3)
         want = max(range(n), key=lambda k: (d[k].item(), -k))
         assert C._argmax(d) == want
+        assert C._argmax(d, lowest=True) == min(range(n), key=lambda k: (d[k].item(), k))
+
+
+@pytest.mark.parametrize("n", [1, 3, 513, 1025, 5000])
+def test_argmax_abs_finds_the_first_largest_magnitude_on_either_side(n):
+    g = torch.Generator().manual_seed(n)
+    for kind in ("positive wins", "negative wins", "tie"):
+        d = torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1
+        k, j = (n * 2) // 3, n // 3
+        d[k] = 5.0 if kind == "positive wins" else -5.0
+        if kind == "tie":
+            d[j] = 5.0
+        want = max(range(n), key=lambda i: (abs(d[i].item()), -i))
+        assert C._argmax_abs(d) == want, kind
 
 
 x, y = sp.symbols("x y", real=True)
@@ -219,17 +242,82 @@ def test_a_constant_reference_is_judged_as_its_full_copy(change, monkeypatch):
         assert check.worst == worst
 
 
-def test_the_worst_element_is_named_when_a_later_chunk_reuses_the_buffer(monkeypatch):
-    """float32 against float64 is subtracted in a buffer that the next chunk overwrites: the element
-    named must still be the one in the chunk with the largest difference."""
+@pytest.mark.parametrize("as_computed", [False, True])
+@pytest.mark.parametrize("where", [100, 1500, 2900])
+def test_the_worst_element_is_named_when_a_later_chunk_reuses_the_buffer(monkeypatch, where, as_computed):
+    """float32 against float64 is subtracted in a buffer that later chunks would overwrite (and a computed
+    reference is read into one): the element named must still be the one in the chunk with the largest
+    difference, whichever chunk that is, and a disagreement's too."""
     monkeypatch.setattr(C, "CHUNK", 700)
     want = torch.linspace(1, 2, 3000, dtype=torch.float64)
-    got = want.float()
-    got[100] += 1e-5  # the largest difference, in the first chunk
-    got[2500] += 1e-6
-    check = C.compare_tensors("t", "t", [("x", got, want)], C.TOLERANCES["float32"])
-    assert check.worst == "x[100]"
-    assert check.max_abs_diff == abs(float(got[100]) - float(want[100]))
+    for size, status in ((1e-5, "agree"), (1e-3, "disagree")):
+        got = want.float()
+        got[where] -= size  # the largest difference (below the reference: the smallest signed one)
+        for k in (50, 800, 2500):
+            if k != where:
+                got[k] += size / 10
+        ref = computed(want) if as_computed else want
+        check = C.compare_tensors("t", "t", [("x", got, ref)], C.TOLERANCES["float32"])
+        assert (check.status, check.worst) == (status, f"x[{where}]")
+        assert check.max_abs_diff == abs(float(got[where]) - float(want[where]))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [1.5, -2.0, 3.25],
+        [0.0] * 5,
+        [],
+        [1e300, -1e300, 1e300],
+        [math.nan, 1.0, -math.inf, 2.0, math.inf],
+        [math.nan, math.nan],
+        [math.inf],
+    ],
+    ids=["plain", "zeros", "empty", "huge", "mixed non-finite", "all nan", "inf"],
+)
+@pytest.mark.parametrize("reps", [1, 700])
+def test_a_computed_tensor_reads_as_its_materialised_copy(values, reps, monkeypatch):
+    """Computed -> TensorData: the same values (read one at a time, in slices, iterated, as a nested list
+    and as JSON would), and the same statistics, worked out only when read."""
+    monkeypatch.setattr(C, "CHUNK", 256)  # the statistics span several chunks
+    full = torch.tensor(values * reps, dtype=torch.float64)
+    shape = (len(values), reps) if values else (0,)
+    c = computed(full.reshape(shape))
+    reads = []
+    real = c.values
+    c.values = lambda *a, **k: reads.append(a) or real(*a, **k)  # type: ignore[method-assign]
+    got, want = to_data(c), to_data(full.reshape(shape))
+    assert reads == []  # nothing computed until something is read
+    n = full.numel()
+    assert got.shape == want.shape and len(got.flat) == n
+    same = lambda a, b: repr(a) == repr(b)  # noqa: E731  (exactly the same floats, nan included)
+    assert same(list(got.flat), list(want.flat)) and same(got.tolist(), want.tolist())
+    if n:
+        assert same([got.flat[k] for k in (0, n - 1, -1)], [want.flat[k] for k in (0, n - 1, -1)])
+        assert same(list(got.flat[1 : n - 1]), list(want.flat[1 : n - 1]))
+        assert same(list(got.flat[::3]), list(want.flat)[::3])
+        with pytest.raises(IndexError):
+            got.flat[n]
+    a, b = got.stats, want.stats
+    assert (a.nan, a.inf) == (b.nan, b.inf)
+    assert same([a.min, a.max], [b.min, b.max])
+    assert a.norm == pytest.approx(b.norm, rel=1e-13, nan_ok=True)
+    assert same((c * 2).values().reshape(shape).tolist(), (full * 2).reshape(shape).tolist())
+
+
+def test_reading_computed_values_one_by_one_fetches_a_window_at_a_time():
+    from vjp_explorer.result import OnDemand
+
+    fetched = []
+
+    def fetch(start, end):
+        fetched.append((start, end))
+        return [float(k) for k in range(start, end)]
+
+    seq = OnDemand(10_000, fetch)
+    assert [seq[k] for k in range(5000)] == [float(k) for k in range(5000)]
+    assert fetched == [(0, 4096), (4096, 8192)]
+    assert seq[-1] == 9999.0 and fetched[-1] == (8192, 10_000)
 
 
 @pytest.mark.parametrize("c", [3.0, -2.5, 0.0, 1e300, math.nan, math.inf])

@@ -89,6 +89,29 @@ def test_big_elementwise_keeps_the_diagonal_and_checks_symbolically():
     assert json.loads(json_out.dumps(r))["symbolic"]["a"] == [3.0] * n  # streamed in chunks: the same list
 
 
+@pytest.mark.parametrize("calls", [1, 2])
+def test_the_elementwise_routes_jtv_is_computed_where_read_and_reads_as_the_closed_form(calls):
+    """Past the per-element budget Jᵀv is evaluated chunk by chunk where it is compared, and again where it
+    is shown or written: its values, its summary and its JSON are those of the closed form (4b and 1/c,
+    from the float32 inputs widened exactly), times the number of backward calls."""
+    n = 300_001
+    r = explore(
+        "3*a + 2*b*b + torch.log(c)", dict.fromkeys("abc", f"linspace(1, 2, {n})"), grad="ones", backward_calls=calls
+    )
+    assert "elementwise" in r.checks["symbolic"].compares and r.checks["symbolic"].status == "agree"
+    x = torch.linspace(1, 2, n).double()
+    want = {"b": 4 * x * calls, "c": calls / x}
+    assert r.symbolic is not None
+    for leaf, w in want.items():
+        td = r.symbolic[leaf]
+        assert td.shape == (n,)
+        assert (td.flat[0], td.flat[n // 2], td.flat[-1]) == (float(w[0]), float(w[n // 2]), float(w[-1]))
+        assert torch.equal(torch.tensor(list(td.flat), dtype=torch.float64), w)
+        assert (td.stats.min, td.stats.max) == (float(w.min()), float(w.max()))
+        assert td.stats.norm == pytest.approx(float(w.norm()), rel=1e-13)
+    assert json.loads(json_out.dumps(r))["symbolic"]["c"] == want["c"].tolist()
+
+
 def test_a_constant_derivative_that_autograd_misses_is_a_disagreement_even_on_the_shortcut(monkeypatch):
     """The constant route's shortcut (one pass over the grad) must still see a grad that is off."""
     from vjp_explorer import api

@@ -215,7 +215,6 @@ class _Run:
             else:
                 if calls > 1:
                     sym_grads = {n: g * calls for n, g in sym_grads.items()}
-                symbolic_grads = {n: to_data(g) for n, g in sym_grads.items()}
                 sym_items = [(n, grads[n], sym_grads[n]) for n in leaves]
                 huge = _huge_columns(sym, v) if sym is not None else {}
                 known = sym_sizes if isinstance(sym_sizes, dict) else {}
@@ -241,6 +240,8 @@ class _Run:
                         why,
                         {"tol": tol, "overflow_at": big, "finite": huge},
                     )
+                # after the comparison: a reference computed chunk by chunk has its statistics from that pass
+                symbolic_grads = {n: to_data(g) for n, g in sym_grads.items()}
             if sym is None and sym_grads is not None and any(j.full is not None for j in jacs.values()):
                 checks["jacobian"] = skipped(
                     "jacobian", _JAC, "the structure-aware route checks Jᵀv, not each entry of J"

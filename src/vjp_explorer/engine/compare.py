@@ -8,6 +8,7 @@ from typing import Any
 
 from ..result import Check, Tolerance
 from ..result import element_label as _label
+from .tensors import Computed
 
 CHUNK = 1 << 18  # elements per chunk: 1-2 MB temporaries stay in cache (1 << 20 runs twice as slow here)
 
@@ -18,23 +19,39 @@ TOLERANCES = {
 }
 
 
-def _argmax(d: Any) -> int:
-    """The first index of the largest element of a finite 1-d tensor, in about one pass: the maximum of
-    each block of 512, then the first block and the first element within it that hold the maximum (on CPU,
-    torch.argmax and max-with-index run several times slower than amax)."""
+def _argmax(d: Any, lowest: bool = False) -> int:
+    """The first index of the largest (or, with lowest, the smallest) element of a finite 1-d tensor, in
+    about one pass: the extreme of each block of 512, then the first block and the first element within it
+    that hold it (on CPU, torch.argmax and max-with-index run several times slower than amax)."""
     import torch
 
+    arg, ext = (torch.argmin, torch.amin) if lowest else (torch.argmax, torch.amax)
     block = 512
     rows = d.numel() // block
     if rows < 2:
-        return int(torch.argmax(d))
+        return int(arg(d))
     head = d[: rows * block].view(rows, block)
-    r = int(torch.argmax(head.amax(1)))
-    k = r * block + int(torch.argmax(head[r]))
+    r = int(arg(ext(head, 1)))
+    k = r * block + int(arg(head[r]))
     tail = d[rows * block :]
-    if tail.numel() and float(tail.amax()) > float(d[k]):
-        k = rows * block + int(torch.argmax(tail))
+    if tail.numel():
+        t = float(ext(tail))
+        if (t < float(d[k])) if lowest else (t > float(d[k])):
+            k = rows * block + int(arg(tail))
     return k
+
+
+def _argmax_abs(d: Any) -> int:
+    """The first index of the largest |element| of a finite 1-d tensor: where that is the largest element
+    alone, or the smallest alone, without an abs pass."""
+    import torch
+
+    lo, hi = (float(x) for x in torch.aminmax(d))
+    if hi > -lo:
+        return _argmax(d)
+    if -lo > hi:
+        return _argmax(d, lowest=True)
+    return _argmax(d.abs())  # as large on both sides: the first of either
 
 
 def _absmax(t: Any) -> float:
@@ -43,6 +60,14 @@ def _absmax(t: Any) -> float:
 
     lo, hi = (float(x) for x in torch.aminmax(t))
     return max(-lo, hi) if lo == lo else math.nan
+
+
+def _reference(w_all: Any, start: int, work: Any) -> Any:
+    """The chunk of a reference from `start` (of a flat tensor, or of a Computed, read into its buffer), in
+    the working dtype."""
+    if isinstance(w_all, Computed):
+        return w_all.chunk(start, min(w_all.numel(), start + CHUNK)).to(work)
+    return w_all[start : start + CHUNK].to(work)
 
 
 def skipped(name: str, compares: str, reason: str) -> Check:
@@ -78,15 +103,18 @@ def compare_tensors(
     undefined: list[str] = []
     overflow: list[str] = []
     n_undefined = 0
-    worst_at: tuple[str, tuple[int, ...], int, Any, Any, Any] | None = None  # leaf, shape, chunk start, its diff
+    worst_at: tuple[str, tuple[int, ...], int, Any] | None = None  # leaf, shape, chunk start, its diff
     # of a disagreement: where |diff| - rtol·scale is largest (the element that breaks the tolerance the most)
     worst_bad: tuple[float, str, tuple[int, ...], int, Any] | None = None
     conv: Any = None  # float32 grads are compared in float64: converted, a chunk at a time, into this buffer
+    qbuf: Any = None  # and the relative differences of a chunk go into this one
     for leaf, got_t, want_t in items:
         shape = tuple(got_t.shape)
         g_all = got_t.detach().reshape(-1).cpu()
-        w_all = want_t.detach().reshape(-1).cpu()
-        if w_all.numel() == g_all.numel() > 0 and w_all.stride(0) == 0 and g_all.is_floating_point():
+        # a reference computed a chunk at a time (the elementwise route's Jᵀv) is read chunk by chunk
+        w_all: Any = want_t if isinstance(want_t, Computed) else want_t.detach().reshape(-1).cpu()
+        constant = isinstance(w_all, torch.Tensor) and w_all.numel() == g_all.numel() > 0 and w_all.stride(0) == 0
+        if constant and g_all.is_floating_point():
             # a constant reference (a leaf whose derivative is a number: the 3 of 3*a), as a stride-0 view:
             # where every element of got is that finite number, one pass shows there is nothing to weigh
             # (an inf on both sides is undefined or an overflow: the full path reports it)
@@ -103,7 +131,7 @@ def compare_tensors(
             g_all = g_all.to(work)
         for start in range(0, g_all.numel(), CHUNK):
             g = g_all[start : start + CHUNK]
-            w = w_all[start : start + CHUNK].to(work)
+            w = _reference(w_all, start, work)
             # signed. float32 - float64 would be computed in float64 by a mixed-dtype loop, several times
             # slower than converting into the buffer and subtracting in place
             if g.dtype == work or g.shape != w.shape:  # (a reference may broadcast against got)
@@ -137,11 +165,14 @@ def compare_tensors(
                 hi = _absmax(d)
             if hi == 0:  # identical chunk (common: the same arithmetic on both sides): nothing to weigh
                 continue
-            if hi > max_abs:  # where the worst element is: found once, at the end. The buffer is overwritten
-                # by the next chunk: a d held there is taken again then
-                in_buffer = conv is not None and d.data_ptr() == conv.data_ptr()
-                max_abs, worst_at = hi, (leaf, shape, start, None if in_buffer else d, g, w)
-            q = torch.div(d, w)  # signed relative differences; a zero reference gives nan (0/0) or ±inf
+            if hi > max_abs:  # where the worst element is: found once, at the end, in this d
+                if conv is not None and d.data_ptr() == conv.data_ptr():
+                    conv = None  # kept: the next chunk converts into a new buffer
+                max_abs, worst_at = hi, (leaf, shape, start, d)
+            # signed relative differences; a zero reference gives nan (0/0) or ±inf
+            if qbuf is None or qbuf.numel() < d.numel() or qbuf.dtype != d.dtype:
+                qbuf = torch.empty(d.numel(), dtype=d.dtype)
+            q = torch.div(d, w, out=qbuf[: d.numel()])
             rel = _absmax(q)
             if rel != rel:  # 0/0 where a reference and its difference are both 0 (zero grads): counts as 0
                 rel = _absmax(q.nan_to_num_(0.0, math.inf, -math.inf))
@@ -165,13 +196,13 @@ def compare_tensors(
                 bad = True
                 if worst_bad is None or excess > worst_bad[0]:
                     worst_bad = (excess, leaf, shape, start, q)
+                    qbuf = None  # kept: the next chunk divides into a new buffer
     if worst is None and worst_bad is not None:  # a disagreement: name an element that fails
         _, leaf, shape, start, q = worst_bad
         worst = _label(leaf, shape, start + _argmax(q.nan_to_num(-math.inf)))
     if worst is None and worst_at is not None:  # else the largest difference
-        leaf, shape, start, d, g, w = worst_at
-        d = torch.sub(g.to(torch.float64), w) if d is None else d
-        worst = _label(leaf, shape, start + _argmax(d.abs()))
+        leaf, shape, start, d = worst_at
+        worst = _label(leaf, shape, start + _argmax_abs(d))
     if n_undefined > len(undefined):
         undefined.append(f"... {n_undefined - len(undefined)} more")
     return Check(

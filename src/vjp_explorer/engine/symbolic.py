@@ -26,6 +26,7 @@ from ..language import program as P
 from ..result import index_label
 from .compare import CHUNK
 from .interpreter import Step
+from .tensors import Computed
 
 DPS = 30
 
@@ -511,39 +512,41 @@ def elementwise_vjp(
     # a derivative that is a number (the 3 of 3*a) with v = ones: Jᵀv is that number at every element, a
     # stride-0 view that costs no pass to fill, and that the comparison reads as a constant
     constant = {name: f for name, f in formulas.items() if v_ones and n and not f.free_symbols}
-    out = {
-        name: evaluate(constant[name], {}).expand(n) if name in constant else torch.empty(n, dtype=torch.float64)
-        for name in formulas
-    }
+
+    def rule(formula: Any, names: list[str]) -> Callable[[int, int, Any], None]:
+        """Elements [start, end) of v * formula, in float64: the formula evaluated on float64 copies of the
+        inputs it reads (only those), times v."""
+
+        def fill(start: int, end: int, out: Any) -> None:
+            arrays = {k: flat[k][start:end].double() for k in names}
+            if v_ones:
+                evaluate(formula, arrays, out=out)
+                return
+            vc = vflat[start:end].double()  # (a 0-d float64 derivative times float32 v would compute in float32)
+            torch.mul(vc, evaluate(formula, arrays), out=out)
+            if v_has_zero:
+                out.masked_fill_(vc == 0, 0.0)
+
+        return fill
+
+    # the rest is computed where it is read, a chunk at a time (Computed): the comparison evaluates each
+    # chunk while it is in cache, and a summary reads a few numbers; no float64 array of the full size
+    grads = {}
+    for name, x in leaves.items():
+        if name in constant:
+            grads[name] = evaluate(constant[name], {}).expand(x.shape)
+        elif name in formulas:
+            grads[name] = Computed(tuple(x.shape), rule(formulas[name], used[name]))
+            if n:  # a formula torch cannot evaluate fails here, within the route, not later in the comparison
+                grads[name].values(0, 1)
+        else:  # a leaf that does not reach the output: a zero grad of its own shape, whatever the output's
+            grads[name] = torch.zeros((), dtype=torch.float64).expand(x.shape)
 
     def arrays_of(names: list[str], start: int, end: int, cache: dict[str, Any]) -> dict[str, Any]:
         for k in names:
             if k not in cache:
                 cache[k] = flat[k][start:end].double()
         return {k: cache[k] for k in names}
-
-    # in chunks, in float64: cache-sized temporaries, and the exact formula at every element; each input
-    # converted once per chunk, and only the inputs a formula uses
-    for start in range(0, n, CHUNK):
-        end = min(n, start + CHUNK)
-        cache: dict[str, Any] = {}
-        if not v_ones:
-            vc = vflat[start:end].double()  # (a 0-d float64 derivative times float32 v would compute in float32)
-        for name, formula in formulas.items():
-            if name in constant:
-                continue
-            arrays = arrays_of(used[name], start, end, cache)
-            dest = out[name][start:end]
-            if v_ones:
-                evaluate(formula, arrays, out=dest)
-                continue
-            torch.mul(vc, evaluate(formula, arrays), out=dest)
-            if v_has_zero:
-                dest.masked_fill_(vc == 0, 0.0)
-    grads = {}
-    for name, x in leaves.items():
-        # a leaf that does not reach the output has a zero grad of its own shape, whatever the output's
-        grads[name] = out[name].reshape(x.shape) if name in out else torch.zeros(x.shape, dtype=torch.float64)
 
     done: dict[str, Any] = {}
 

@@ -9,7 +9,7 @@ import torch
 
 from ..errors import ValueSyntaxError
 from ..language.values import ValueSpec
-from ..result import Repeated, Stats, TensorData
+from ..result import OnDemand, PendingStats, Repeated, Stats, TensorData
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -74,8 +74,90 @@ def _norm(flat: torch.Tensor, top: float) -> float:
     return top * float(torch.linalg.vector_norm(flat.double() / top))
 
 
-def to_data(t: torch.Tensor) -> TensorData:
+class Computed:
+    """A float64 tensor known by a rule that fills any span of its flat (row-major) elements, computed where
+    it is read, a chunk at a time, and never held whole. The elementwise route gives its Jᵀv this way: the
+    comparison evaluates each chunk while it is in cache, and a view reads the few numbers it shows
+    (to_data: an OnDemand sequence, with statistics worked out only if asked), so that at 10^6 elements no
+    float64 array of the full size is written and read back.
+
+    fill(start, end, out) writes elements [start, end) into out (float64, end - start elements); it must
+    give the same numbers each time it is asked for the same span.
+    """
+
+    dtype = torch.float64
+    device = torch.device("cpu")
+
+    def __init__(self, shape: tuple[int, ...], fill: Any, scale: float = 1.0) -> None:
+        self.shape = tuple(shape)
+        self.n = math.prod(self.shape)
+        self._fill = fill
+        self._scale = scale
+        self._buffer: torch.Tensor | None = None
+
+    def numel(self) -> int:
+        return self.n
+
+    def __mul__(self, k: float) -> Computed:
+        """The same rule times a number (backward called k times)."""
+        return Computed(self.shape, self._fill, self._scale * k)
+
+    def values(self, start: int = 0, end: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Elements [start, end) as a 1-d float64 tensor (a new one, or `out`)."""
+        end = self.n if end is None else end
+        out = torch.empty(end - start, dtype=torch.float64) if out is None else out
+        if end > start:
+            self._fill(start, end, out)
+            if self._scale != 1:
+                out.mul_(self._scale)
+        return out
+
+    def chunk(self, start: int, end: int) -> torch.Tensor:
+        """Elements [start, end) in a buffer that the next call overwrites."""
+        if self._buffer is None or self._buffer.numel() < end - start:
+            self._buffer = torch.empty(end - start, dtype=torch.float64)
+        return self.values(start, end, self._buffer[: end - start])
+
+    def stats(self) -> Stats:
+        """What to_data gives for a whole tensor (min, max and norm of the finite elements, the nan and inf
+        counts), from one pass over the chunks."""
+        from .compare import CHUNK
+
+        parts = [_stats(self.chunk(s, min(self.n, s + CHUNK))) for s in range(0, self.n, CHUNK)]
+        finite = [p for p in parts if p.min == p.min]
+        norm = 0.0
+        for p in finite:
+            norm = math.hypot(norm, p.norm)
+        return Stats(
+            min((p.min for p in finite), default=math.nan),
+            max((p.max for p in finite), default=math.nan),
+            norm if finite or not self.n else math.nan,
+            sum(p.nan for p in parts),
+            sum(p.inf for p in parts),
+        )
+
+
+def _stats(flat: torch.Tensor) -> Stats:
+    """min, max and norm of the finite elements of a non-empty 1-d tensor (nan where there is none), and its
+    nan and inf counts: two float passes in the common case of no non-finite element."""
+    lo_t, hi_t = torch.aminmax(flat)
+    lo, hi = float(lo_t), float(hi_t)
+    if math.isfinite(lo) and math.isfinite(hi):
+        return Stats(lo, hi, _norm(flat, max(-lo, hi)), 0, 0)
+    finite = torch.isfinite(flat)
+    nfin = int(finite.sum())
+    nan = int(torch.isnan(flat).sum())
+    if not nfin:
+        return Stats(math.nan, math.nan, math.nan, nan, flat.numel() - nan)
+    vals = flat[finite]
+    norm = float(torch.linalg.vector_norm(vals, dtype=torch.float64))
+    return Stats(float(vals.min()), float(vals.max()), norm, nan, flat.numel() - nfin - nan)
+
+
+def to_data(t: torch.Tensor | Computed) -> TensorData:
     """Copy-free (where possible) view of a tensor as plain Python numbers, with summary stats."""
+    if isinstance(t, Computed):
+        return TensorData(t.shape, OnDemand(t.n, lambda start, end: _data(t.values(start, end))), PendingStats(t.stats))
     t = t.detach().to("cpu")
     flat = t.reshape(-1)
     n = flat.numel()
@@ -84,21 +166,7 @@ def to_data(t: torch.Tensor) -> TensorData:
     if n > 1 and flat.stride(0) == 0 and math.isfinite(c := float(flat[0])):  # one number n times (expanded)
         return TensorData(tuple(t.shape), Repeated(c, n), Stats(c, c, abs(c) * math.sqrt(n), 0, 0))
     flat = flat.contiguous()
-    lo_t, hi_t = torch.aminmax(flat)
-    lo, hi = float(lo_t), float(hi_t)
-    if math.isfinite(lo) and math.isfinite(hi):  # the common case: two passes in all
-        stats = Stats(lo, hi, _norm(flat, max(-lo, hi)), 0, 0)
-    else:
-        finite = torch.isfinite(flat)
-        nfin = int(finite.sum())
-        nan = int(torch.isnan(flat).sum())
-        if nfin:
-            vals = flat[finite]
-            lo, hi = float(vals.min()), float(vals.max())
-            norm = float(torch.linalg.vector_norm(vals, dtype=torch.float64))
-        else:
-            lo = hi = norm = math.nan
-        stats = Stats(lo, hi, norm, nan, n - nfin - nan)
+    stats = _stats(flat)
     return TensorData(tuple(t.shape), _data(flat), stats)
 
 

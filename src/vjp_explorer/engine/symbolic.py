@@ -517,12 +517,21 @@ def elementwise_vjp(
         """Elements [start, end) of v * formula, in float64: the formula evaluated on float64 copies of the
         inputs it reads (only those), times v."""
 
+        scratch: dict[str, Any] = {}  # float64 copies of a span of each input (and of v), reused span after span
+
+        def widened(key: str, span: Any) -> Any:
+            buf = scratch.get(key)
+            if buf is None or buf.numel() < span.numel():
+                buf = scratch[key] = torch.empty(span.numel(), dtype=torch.float64)
+            return buf[: span.numel()].copy_(span)
+
         def fill(start: int, end: int, out: Any) -> None:
-            arrays = {k: flat[k][start:end].double() for k in names}
+            arrays = {k: widened(k, flat[k][start:end]) for k in names}
             if v_ones:
                 evaluate(formula, arrays, out=out)
                 return
-            vc = vflat[start:end].double()  # (a 0-d float64 derivative times float32 v would compute in float32)
+            # (a 0-d float64 derivative times float32 v would compute in float32)
+            vc = widened("", vflat[start:end])
             torch.mul(vc, evaluate(formula, arrays), out=out)
             if v_has_zero:
                 out.masked_fill_(vc == 0, 0.0)

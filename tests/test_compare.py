@@ -367,3 +367,14 @@ def test_a_constant_reference_of_another_size_takes_no_shortcut():
         C.compare_tensors(
             "t", "t", [("a", torch.full((3,), 3.0), torch.tensor(3.0, dtype=torch.float64).expand(5))], tol
         )
+
+
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [([], True), ([1.0], True), ([1.0] * 1000, True), ([1.0, 2.0], False), ([1.0, math.nan], False), ([-1.0], False)],
+)
+def test_all_equal_to_is_the_bool_mask_test_without_a_mask(values, want):
+    from vjp_explorer.engine.tensors import all_equal_to
+
+    t = torch.tensor(values, dtype=torch.float32)
+    assert all_equal_to(t, 1.0) is want is bool((t == 1).all())

@@ -1,9 +1,10 @@
 """symbolic.derivative: the expression sympy's own diff gives, by a cheaper path.
 
-derivative() calls sympy's diff on each term of a sum that holds the symbol, instead of on the
-whole sum. These tests pin that the result is the same sympy expression, term
-for term (the formulas `vjp explain` prints come from it), over random expressions built from every
-function and operator the symbolic route knows, and that the cheaper path is taken at all.
+derivative() differentiates each term of a sum that holds the symbol, instead of the whole sum, and
+takes each term's diff from the method sympy's Derivative dispatches to. These tests pin that the
+result is the same sympy expression, term for term (the formulas `vjp explain` prints come from it),
+over random expressions built from every function and operator the symbolic route knows, and that
+the cheaper path is taken at all.
 """
 
 from __future__ import annotations
@@ -73,10 +74,25 @@ def test_derivative_of_the_seed_formula_and_its_edges():
 
 
 def test_derivative_differentiates_only_the_terms_that_hold_the_symbol(monkeypatch):
-    """The point of derivative(): sympy's diff of each term that holds s, never of the whole sum."""
+    """The point of derivative(): the diff of each term that holds s, never of the whole sum."""
     calls = []
-    real = sp.diff
-    monkeypatch.setattr(S.sp, "diff", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = S._diff
+    monkeypatch.setattr(S, "_diff", lambda *a: calls.append(a) or real(*a))
     y = 3 * A + 2 * B * B + sp.log(C)
     assert S.derivative(y, B) == 4 * B
     assert calls == [(2 * B**2, B)]
+
+
+def test_a_terms_diff_is_taken_from_the_method_diff_dispatches_to(monkeypatch):
+    """_diff skips Derivative's bookkeeping on the top node (sympy's diff runs only below it), and falls
+    back to diff itself where Derivative would do more than return the method's result."""
+    tops = []
+    real = sp.diff
+    monkeypatch.setattr(S.sp, "diff", lambda *a, **k: tops.append(a) or real(*a, **k))
+    assert S._diff(2 * B**2, B) == 4 * B
+    assert (2 * B**2, B) not in tops
+    f = sp.Function("f")(A)
+    tops.clear()
+    assert S._diff(2 * f, A) == real(2 * f, A) and (2 * f, A) in tops  # an unevaluated Derivative: diff's own
+    tops.clear()
+    assert S._diff(A * B, C) == 0 and tops == [(A * B, C)]  # not free in the term: diff decides

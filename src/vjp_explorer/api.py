@@ -185,7 +185,7 @@ class _Run:
         mags = _magnitudes(v, jacs, calls)
         big = float(torch.finfo(dtype).max)
         # route 2: Jᵀv contracted from the explicit Jacobian (or the JVP identity where J is too big)
-        have = [(n, grads[n], j.jtv * calls) for n, j in jacs.items() if j.jtv is not None]
+        have = [(n, grads[n], j.jtv * calls if calls > 1 else j.jtv) for n, j in jacs.items() if j.jtv is not None]
         if have:
             checks["jtv"] = compare_tensors("jtv", _JTV, have, tol, mags, big)
         missing = [n for n, j in jacs.items() if j.jtv is None]
@@ -215,6 +215,7 @@ class _Run:
             else:
                 if calls > 1:
                     sym_grads = {n: g * calls for n, g in sym_grads.items()}
+                symbolic_grads = {n: to_data(g) for n, g in sym_grads.items()}
                 sym_items = [(n, grads[n], sym_grads[n]) for n in leaves]
                 huge = _huge_columns(sym, v) if sym is not None else {}
                 known = sym_sizes if isinstance(sym_sizes, dict) else {}
@@ -240,8 +241,6 @@ class _Run:
                         why,
                         {"tol": tol, "overflow_at": big, "finite": huge},
                     )
-                # after the comparison: a reference computed chunk by chunk has its statistics from that pass
-                symbolic_grads = {n: to_data(g) for n, g in sym_grads.items()}
             if sym is None and sym_grads is not None and any(j.full is not None for j in jacs.values()):
                 checks["jacobian"] = skipped(
                     "jacobian", _JAC, "the structure-aware route checks Jᵀv, not each entry of J"
@@ -593,6 +592,8 @@ class _Run:
         torch: Any,
         checks: dict[str, Check],
     ) -> None:
+        from .engine.tensors import all_equal_to, all_finite
+
         add = self.notes.append
         if prog.output_note:  # first: the other notes use the output's name
             add(Note("output_named", prog.output_note))
@@ -614,7 +615,7 @@ class _Run:
                     f"zeros here (torch itself leaves {n}.grad as None).",
                 )
             )
-        all_ones = bool((v == 1).all())
+        all_ones = self.v_ones or all_equal_to(v, 1.0)
         dense = [n for n, j in jacs.items() if j.structure == "dense"]
         if all_ones and dense and v.numel() > 1:
             add(
@@ -649,8 +650,8 @@ class _Run:
                 )
             )
         for n, g in grads.items():
-            bad = ~torch.isfinite(g)
-            if bool(bad.any()):
+            if not all_finite(g):  # (one float pass; the mask only where there is something to find)
+                bad = ~torch.isfinite(g)
                 k = int(bad.reshape(-1).nonzero()[0])
                 val = float(g.reshape(-1)[k])
                 label = element_label(n, tuple(g.shape), k)
@@ -884,20 +885,18 @@ def _larger(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 def _magnitudes(v: Any, jacs: dict[str, Any], calls: int) -> dict[str, Any]:
     """Per leaf element, Σᵢ |v[i]·∂y[i]/∂x[j]|: the size of the terms a grad element sums, for tolerances."""
-    av = v.detach().abs().reshape(-1).nan_to_num(0.0, 0.0, 0.0)
     out = {}
+    av = None  # |v|, made only for a leaf that needs it
     for n, j in jacs.items():
-        if j.diagonal is not None:
-            # one term per element: Σ|v·J| is |v[k]·J[k,k]|, the size of the reference itself, which the
-            # comparison already uses; no full-size magnitude array is needed
-            continue
-        if j.full is not None:
+        # a diagonal block has one term per element: Σ|v·J| is |v[k]·J[k,k]|, the size of the reference
+        # itself, which the comparison already uses; no full-size magnitude array is needed
+        if j.diagonal is None and j.full is not None:
+            if av is None:
+                av = v.detach().abs().reshape(-1).nan_to_num(0.0, 0.0, 0.0)
             leaf_shape = j.full.shape[v.dim() :]
             jm = j.full.detach().abs().reshape(av.numel(), -1).nan_to_num(0.0, 0.0, 0.0)
             m = (av @ jm).reshape(leaf_shape)
-        else:
-            continue
-        out[n] = m * calls if calls > 1 else m
+            out[n] = m * calls if calls > 1 else m
     return out
 
 

@@ -2,7 +2,8 @@
 
 Nothing here imports torch or sympy. Tensors arrive as TensorData: a shape, a
 flat sequence of Python floats (a memoryview over the tensor's buffer, so big
-tensors cost no copy) and precomputed summary statistics.
+tensors cost no copy; for values computed where they are read, an OnDemand
+sequence) and summary statistics (computed when first read, for those).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ import torch
 
 from ..limits import Limits
 from .interpreter import DENSE, DIAG, Forward, replay
+from .tensors import all_equal_to
 
 SMALL_ROWS = 64  # at most this many output elements: a plain loop of autograd.grad is fastest
 
@@ -91,7 +92,7 @@ def compute_jacobians(
     if diag:
         grads = torch.autograd.grad(out, [leaves[n] for n in diag], torch.ones_like(out), retain_graph=True)
         # Jᵀv = v * diagonal; with v = ones that is the diagonal itself (x·1 is exact): no full-size copy
-        v_is_ones = bool((v == 1).all())
+        v_is_ones = all_equal_to(v, 1.0)
         for n, d in zip(diag, grads, strict=True):
             entries = m * m
             full = None

@@ -61,6 +61,15 @@ def all_finite(t: torch.Tensor) -> bool:
     return bool(torch.isfinite(lo) & torch.isfinite(hi))
 
 
+def all_equal_to(t: torch.Tensor, value: float) -> bool:
+    """Every element equals value (True for no elements): one float pass, its min and max, where a bool
+    mask and .all() cost several on CPU and allocate a mask of the tensor's size."""
+    if t.numel() == 0:
+        return True
+    lo, hi = (float(x) for x in torch.aminmax(t.detach().reshape(-1)))
+    return lo == hi == value
+
+
 def _norm(flat: torch.Tensor, top: float) -> float:
     """The 2-norm of a finite 1-d tensor whose largest |element| is `top`. A dot product in the native dtype
     (BLAS: about 3x faster than vector_norm here); where the sum of squares overflows, scaled by top."""
@@ -86,7 +95,6 @@ class Computed:
     """
 
     dtype = torch.float64
-    device = torch.device("cpu")
 
     def __init__(self, shape: tuple[int, ...], fill: Any, scale: float = 1.0) -> None:
         self.shape = tuple(shape)

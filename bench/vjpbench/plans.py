@@ -7,11 +7,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Elementwise:
-    """One whole-process elementwise size: repeats of the bare script, of each vjp run, and a per-run timeout."""
+    """One whole-process elementwise size: repeats of the bare script, of each vjp run (of `vjp run --json`,
+    json_repeats), and a per-run timeout."""
 
     n: int
     bare_repeats: int
     vjp_repeats: int
+    json_repeats: int
     timeout_s: float
 
 
@@ -34,7 +36,7 @@ QUICK = Plan(
     name="quick",
     seed_repeats=3,
     seed_diagnostic=False,
-    elementwise=(Elementwise(100_000, 1, 1, 60),),
+    elementwise=(Elementwise(100_000, 1, 1, 1, 60),),
     help_repeats=5,
     jacobian_sizes=(100, 1000),
     jacobian_repeats=3,
@@ -48,8 +50,9 @@ FULL = Plan(
     name="full",
     seed_repeats=7,
     seed_diagnostic=True,
-    # one vjp run at 10^7 takes well over a minute, so it runs once
-    elementwise=(Elementwise(1_000_000, 3, 3, 120), Elementwise(10_000_000, 3, 1, 150)),
+    # at 10^7, `vjp run` takes a few seconds and runs 3 times like the rest; `vjp run --json` writes
+    # gigabytes of text (well over a minute) and runs once
+    elementwise=(Elementwise(1_000_000, 3, 3, 3, 120), Elementwise(10_000_000, 3, 3, 1, 150)),
     help_repeats=10,
     jacobian_sizes=(100, 1000, 3000),
     jacobian_repeats=5,

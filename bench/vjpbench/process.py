@@ -163,7 +163,12 @@ def warm_caches() -> None:
 
 # ---------------------------------------------------------------------------- the cases
 def _vjp_variants(
-    run_args: list[str], bare: tuple[str, ...], repeats: int, timeout_s: float, diagnostic: bool = False
+    run_args: list[str],
+    bare: tuple[str, ...],
+    repeats: int,
+    timeout_s: float,
+    diagnostic: bool = False,
+    json_repeats: int | None = None,
 ) -> tuple[Command, ...]:
     base = (VJP, "run", SEED_PROGRAM, *run_args)
     variants = [
@@ -171,7 +176,7 @@ def _vjp_variants(
         # script doing the same shows how much of vjp's ratio that accounts for
         Command("bare torch, same fast exit", (*bare, "--fast-exit"), repeats, timeout_s, True),
         Command("vjp run", base, repeats, timeout_s),
-        Command("vjp run --json", (*base, "--json"), repeats, timeout_s),
+        Command("vjp run --json", (*base, "--json"), repeats if json_repeats is None else json_repeats, timeout_s),
     ]
     if diagnostic:
         variants.append(
@@ -196,7 +201,9 @@ def elementwise_case(e: Elementwise) -> Case:
     return Case(
         f"elementwise n={e.n:,}",
         Command("bare torch", (PYTHON, BARE, "linspace", str(e.n)), e.bare_repeats, e.timeout_s),
-        _vjp_variants(args, (PYTHON, BARE, "linspace", str(e.n)), e.vjp_repeats, e.timeout_s),
+        _vjp_variants(
+            args, (PYTHON, BARE, "linspace", str(e.n)), e.vjp_repeats, e.timeout_s, json_repeats=e.json_repeats
+        ),
         time_limit=1.25 if e.n == BIG_N else None,
         n=e.n,
     )

@@ -8,6 +8,7 @@ a statistic or the worst element's label shows up here.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -18,6 +19,7 @@ import torch
 from vjp_explorer.engine import compare as C
 from vjp_explorer.engine.symbolic import evaluate
 from vjp_explorer.engine.tensors import Computed, to_data
+from vjp_explorer.render import json_out
 from vjp_explorer.result import Tolerance, element_label
 
 
@@ -305,6 +307,29 @@ def test_a_computed_tensor_reads_as_its_materialised_copy(values, reps, monkeypa
     assert same((c * 2).values().reshape(shape).tolist(), (full * 2).reshape(shape).tolist())
 
 
+def test_a_computed_tensor_gives_the_comparisons_numbers_however_it_is_read(monkeypatch):
+    """torch may compute the last elements of a span by another routine (pow differs there in the last
+    bit): a Computed applies its rule to the comparison's chunks only, so every reader sees the numbers
+    that were compared. The rule here marks the last element of whatever span it is given."""
+    monkeypatch.setattr(C, "CHUNK", 256)
+    n = 1001
+
+    def fill(start, end, out):
+        out.copy_(torch.arange(start, end, dtype=torch.float64))
+        out[-1] += 0.5
+
+    c = Computed((7, 143), fill)
+    compared = torch.cat([c.chunk(s).clone() for s in range(0, n, 256)])
+    assert compared[255] == 255.5 and compared[256] == 256.0
+    td = to_data(c)
+    assert [td.flat[k] for k in range(n)] == compared.tolist()
+    assert list(td.flat) == compared.tolist() and list(td.flat[100:900]) == compared[100:900].tolist()
+    assert td.tolist() == compared.reshape(7, 143).tolist()
+    parts: list[str] = []
+    json_out._stream_tensor(td, parts.append)  # as the JSON of a big result streams it, row by row
+    assert json.loads("".join(parts)) == compared.reshape(7, 143).tolist()
+
+
 def test_reading_computed_values_one_by_one_fetches_a_window_at_a_time():
     from vjp_explorer.result import OnDemand
 
@@ -318,6 +343,13 @@ def test_reading_computed_values_one_by_one_fetches_a_window_at_a_time():
     assert [seq[k] for k in range(5000)] == [float(k) for k in range(5000)]
     assert fetched == [(0, 4096), (4096, 8192)]
     assert seq[-1] == 9999.0 and fetched[-1] == (8192, 10_000)
+    # short slices (the rows of a narrow tensor, as the JSON writer reads them) come from the window too
+    fetched.clear()
+    assert list(seq[8200:8210]) == [float(k) for k in range(8200, 8210)] and fetched == []
+    assert list(seq[4090:4100]) == [float(k) for k in range(4090, 4100)] and fetched == [(4090, 4100)]
+    assert list(seq[10_000:]) == [] and list(seq[5:3]) == [] and list(seq[-3:]) == [9997.0, 9998.0, 9999.0]
+    assert list(seq[0:9000]) == [float(k) for k in range(9000)]
+    assert list(OnDemand(0, fetch)[0:5]) == []
 
 
 @pytest.mark.parametrize("c", [3.0, -2.5, 0.0, 1e300, math.nan, math.inf])

@@ -149,6 +149,47 @@ def test_symbolic_time_budget_is_enforced():
     assert r.timings["symbolic"] < 5
 
 
+def test_the_elementwise_comparison_keeps_to_the_sympy_budget(monkeypatch):
+    """The elementwise route's Jᵀv is evaluated inside the comparison: that comparison counts against
+    symbolic_seconds, as the evaluation did when it was a step of the route; past it the check is skipped."""
+    import time
+
+    from vjp_explorer.engine import compare
+
+    real = compare.compare_tensors
+
+    def slow(name, *args, **kwargs):
+        if name == "symbolic":
+            time.sleep(5)  # interrupted by the budget's alarm
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(compare, "compare_tensors", slow)
+    n = 30_000
+    started = time.perf_counter()
+    r = explore("x*x", {"x": f"linspace(1, 2, {n})"}, grad="ones", limits=Limits(symbolic_seconds=0.5))
+    assert time.perf_counter() - started < 4
+    check = r.checks["symbolic"]
+    assert check.status == "skipped" and "within 0.5 s" in (check.reason or "")
+    assert r.symbolic is None and r.checks["jtv"].status == "agree" and r.exit_code == 0
+
+
+def test_a_budget_inside_another_keeps_the_outer_deadline():
+    import time
+
+    from vjp_explorer.engine.symbolic import SymbolicTimeout, time_budget
+
+    started = time.monotonic()
+    with pytest.raises(SymbolicTimeout), time_budget(0.3), time_budget(10):  # the outer deadline is earlier
+        time.sleep(5)
+    assert time.monotonic() - started < 2
+    started = time.monotonic()
+    with pytest.raises(SymbolicTimeout), time_budget(0.4):
+        with time_budget(0.05):  # the inner one ends first; the outer one still runs afterwards
+            pass
+        time.sleep(5)
+    assert 0.3 < time.monotonic() - started < 2
+
+
 def test_cuda_device(vjp):
     if torch.cuda.is_available():
         r = vjp("run", "x*x", "--x", "1,2", "--grad", "ones", "--device", "cuda", "--json")

@@ -83,23 +83,40 @@ class OnDemand(Sequence[float]):
     def __getitem__(self, k: Any) -> Any:
         if isinstance(k, slice):
             start, stop, step = k.indices(self.n)
+            stop = max(start, stop)
             if step != 1:
                 return [self[i] for i in range(start, stop, step)]
-            return self._fetch(start, max(start, stop))
+            if stop - start > self.WINDOW or (stop > start and (stop - 1) // self.WINDOW != start // self.WINDOW):
+                return self._fetch(start, stop)
+            first, values = self._at(start)  # a short slice (a row of a narrow tensor): from the window
+            return values[start - first : stop - first]
         if k < 0:
             k += self.n
         if not 0 <= k < self.n:
             raise IndexError(k)
+        first, values = self._at(k)
+        return float(values[k - first])
+
+    def _at(self, k: int) -> tuple[int, Sequence[float]]:
+        """The window that holds element k: the one kept, or fetched now and kept."""
         first, values = self._window
         if not first <= k < first + len(values):
             first = k - k % self.WINDOW
             values = self._fetch(first, min(self.n, first + self.WINDOW))
             self._window = (first, values)
-        return float(values[k - first])
+        return first, values
 
     def __iter__(self) -> Any:
         for start in range(0, self.n, self.SLICE):
             yield from self._fetch(start, min(self.n, start + self.SLICE))
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a sequence (a list, a memoryview, another OnDemand) of the same numbers: reads them all."""
+        if not isinstance(other, Sequence | memoryview) or len(other) != self.n:
+            return False
+        return all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"OnDemand({self.n})"
@@ -134,6 +151,14 @@ class PendingStats(Stats):
         for f in _STATS_FIELDS:
             object.__setattr__(self, f, getattr(done, f))
         return getattr(done, name)
+
+    def __eq__(self, other: object) -> bool:  # as a Stats: by the numbers, whichever class holds them
+        if not isinstance(other, Stats):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _STATS_FIELDS)
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, f) for f in _STATS_FIELDS))
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def _reference(w_all: Any, start: int, work: Any) -> Any:
     """The chunk of a reference from `start` (of a flat tensor, or of a Computed, read into its buffer), in
     the working dtype."""
     if isinstance(w_all, Computed):
-        return w_all.chunk(start, min(w_all.numel(), start + CHUNK)).to(work)
+        return w_all.chunk(start).to(work)
     return w_all[start : start + CHUNK].to(work)
 
 

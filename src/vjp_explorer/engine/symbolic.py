@@ -67,7 +67,8 @@ def _num(x: float, integral: bool = False) -> Any:
 
 @contextmanager
 def time_budget(seconds: float) -> Iterator[None]:
-    """Raise SymbolicTimeout in this (main) thread after `seconds`; sympy cannot escape it."""
+    """Raise SymbolicTimeout in this (main) thread after `seconds`; sympy cannot escape it. Within another
+    budget, the earlier deadline of the two holds, and the outer budget runs on afterwards."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield  # no signals off the main thread: the size limits still bound the work
         return
@@ -75,13 +76,17 @@ def time_budget(seconds: float) -> Iterator[None]:
     def on_alarm(signum: int, frame: Any) -> None:
         raise SymbolicTimeout()
 
+    outer_left = signal.getitimer(signal.ITIMER_REAL)[0]  # 0: no budget around this one
+    start = time.monotonic()
     old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, min(seconds, outer_left) if outer_left else seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if outer_left:  # (an outer deadline already past fires at once)
+            signal.setitimer(signal.ITIMER_REAL, max(1e-6, outer_left - (time.monotonic() - start)))
 
 
 class SymbolicProgram:
@@ -562,9 +567,10 @@ def elementwise_vjp(
         if name in constant:
             grads[name] = evaluate(constant[name], {}).expand(x.shape)
         elif name in formulas:
-            grads[name] = Computed(tuple(x.shape), rule(formulas[name], used[name]))
+            fill = rule(formulas[name], used[name])
             if n:  # a formula torch cannot evaluate fails here, within the route, not later in the comparison
-                grads[name].values(0, 1)
+                fill(0, 1, torch.empty(1, dtype=torch.float64))
+            grads[name] = Computed(tuple(x.shape), fill)
         else:  # a leaf that does not reach the output: a zero grad of its own shape, whatever the output's
             grads[name] = torch.zeros((), dtype=torch.float64).expand(x.shape)
 

@@ -85,13 +85,15 @@ def _norm(flat: torch.Tensor, top: float) -> float:
 
 class Computed:
     """A float64 tensor known by a rule that fills any span of its flat (row-major) elements, computed where
-    it is read, a chunk at a time, and never held whole. The elementwise route gives its Jᵀv this way: the
-    comparison evaluates each chunk while it is in cache, and a view reads the few numbers it shows
-    (to_data: an OnDemand sequence, with statistics worked out only if asked), so that at 10^6 elements no
-    float64 array of the full size is written and read back.
+    it is read and never held whole. The elementwise route gives its Jᵀv this way: the comparison evaluates
+    each chunk while it is in cache, and a view reads the few numbers it shows (to_data: an OnDemand
+    sequence, with statistics worked out only if asked), so that at 10^6 elements no float64 array of the
+    full size is written and read back.
 
-    fill(start, end, out) writes elements [start, end) into out (float64, end - start elements); it must
-    give the same numbers each time it is asked for the same span.
+    The rule is always applied to the same spans, the chunks of the comparison ([k·CHUNK, (k+1)·CHUNK) of
+    the flat order), whoever reads: torch may compute the last elements of a span by another routine than
+    the rest (pow differs there in the last bit), so only the same spans give the numbers compared, shown,
+    summarised and written alike. fill(start, end, out) writes elements [start, end) into out (float64).
     """
 
     dtype = torch.float64
@@ -102,6 +104,7 @@ class Computed:
         self._fill = fill
         self._scale = scale
         self._buffer: torch.Tensor | None = None
+        self._kept: tuple[int, torch.Tensor] | None = None  # the chunk values() read last: (start, values)
 
     def numel(self) -> int:
         return self.n
@@ -110,28 +113,48 @@ class Computed:
         """The same rule times a number (backward called k times)."""
         return Computed(self.shape, self._fill, self._scale * k)
 
-    def values(self, start: int = 0, end: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Elements [start, end) as a 1-d float64 tensor (a new one, or `out`)."""
-        end = self.n if end is None else end
-        out = torch.empty(end - start, dtype=torch.float64) if out is None else out
-        if end > start:
-            self._fill(start, end, out)
+    def _apply(self, start: int, out: torch.Tensor) -> torch.Tensor:
+        if out.numel():
+            self._fill(start, start + out.numel(), out)
             if self._scale != 1:
                 out.mul_(self._scale)
         return out
 
-    def chunk(self, start: int, end: int) -> torch.Tensor:
-        """Elements [start, end) in a buffer that the next call overwrites."""
-        if self._buffer is None or self._buffer.numel() < end - start:
-            self._buffer = torch.empty(end - start, dtype=torch.float64)
-        return self.values(start, end, self._buffer[: end - start])
+    def chunk(self, start: int) -> torch.Tensor:
+        """The chunk that begins at `start` (a multiple of CHUNK), in a buffer that the next call overwrites."""
+        from .compare import CHUNK
+
+        size = min(self.n, start + CHUNK) - start
+        if self._buffer is None or self._buffer.numel() < size:
+            self._buffer = torch.empty(size, dtype=torch.float64)
+        return self._apply(start, self._buffer[:size])
+
+    def values(self, start: int = 0, end: int | None = None) -> torch.Tensor:
+        """Elements [start, end) as a new 1-d tensor, copied out of the chunks that hold them; the last chunk
+        is kept for the next call, so that reading row after row computes each chunk once."""
+        from .compare import CHUNK
+
+        end = self.n if end is None else end
+        out = torch.empty(max(0, end - start), dtype=torch.float64)
+        pos = start
+        while pos < end:
+            first = pos - pos % CHUNK
+            if self._kept is None or self._kept[0] != first:
+                size = min(self.n, first + CHUNK) - first
+                self._kept = (first, self._apply(first, torch.empty(size, dtype=torch.float64)))
+            held = self._kept[1]
+            take = min(end, first + held.numel()) - pos
+            out[pos - start : pos - start + take] = held[pos - first : pos - first + take]
+            pos += take
+        return out
 
     def stats(self) -> Stats:
         """What to_data gives for a whole tensor (min, max and norm of the finite elements, the nan and inf
-        counts), from one pass over the chunks."""
+        counts), from one pass over the chunks (the norm combined chunk by chunk: it may differ from one
+        dot product over the whole tensor in the last bits)."""
         from .compare import CHUNK
 
-        parts = [_stats(self.chunk(s, min(self.n, s + CHUNK))) for s in range(0, self.n, CHUNK)]
+        parts = [_stats(self.chunk(s)) for s in range(0, self.n, CHUNK)]
         finite = [p for p in parts if p.min == p.min]
         norm = 0.0
         for p in finite:

@@ -350,6 +350,10 @@ def test_reading_computed_values_one_by_one_fetches_a_window_at_a_time():
     assert list(seq[10_000:]) == [] and list(seq[5:3]) == [] and list(seq[-3:]) == [9997.0, 9998.0, 9999.0]
     assert list(seq[0:9000]) == [float(k) for k in range(9000)]
     assert list(OnDemand(0, fetch)[0:5]) == []
+    fetched.clear()
+    assert list(seq[10_000:]) == [] and list(seq[9000:9000]) == [] and fetched == [(10_000, 10_000), (9000, 9000)]
+    assert seq[::-1][:3] == [9999.0, 9998.0, 9997.0] and len(seq[::-1]) == 10_000
+    assert seq[5:1:-1] == [5.0, 4.0, 3.0, 2.0] and seq[-1:-4:-1] == [9999.0, 9998.0, 9997.0]
 
 
 @pytest.mark.parametrize("c", [3.0, -2.5, 0.0, 1e300, math.nan, math.inf])

@@ -221,12 +221,13 @@ class _Run:
                 known = sym_sizes if isinstance(sym_sizes, dict) else {}
                 from .engine.symbolic import SymbolicTimeout, time_budget
 
-                # the elementwise route's Jᵀv is evaluated in this comparison, chunk by chunk: the check keeps
-                # to what is left of the sympy budget, as that evaluation did when it was a step of the route
+                # the elementwise route's Jᵀv is evaluated in this comparison, chunk by chunk: the comparison
+                # keeps to what is left of the sympy budget, as that evaluation did when it was a step of the
+                # route. (A comparison that has finished stands: its second weighing is not cut short here.)
                 left = max(0.05, self.limits.symbolic_seconds - (time.perf_counter() - t))
                 try:
                     with time_budget(left):
-                        checks["symbolic"] = compare_tensors(
+                        first = compare_tensors(
                             "symbolic",
                             _SYM + (f" ({reason})" if reason else ""),
                             sym_items,
@@ -235,28 +236,30 @@ class _Run:
                             big,
                             huge,
                         )
-                        if checks["symbolic"].status == "disagree":
-                            # the exact values are no measure of autograd's rounding where a derivative cancels
-                            # (1 - tanh(u)**2 at a saturated u, the product rule's terms of (x + c)*(x - c)):
-                            # weigh those elements again, at a few units of roundoff of the size of their terms
-                            terms, why = self._later_sizes(sym, sym_sizes, v, leaves, t)
-                            checks["symbolic"] = self._reweigh(
-                                checks["symbolic"],
-                                sym_items,
-                                {n: m * calls for n, m in terms.items()},
-                                mags,
-                                why,
-                                {"tol": tol, "overflow_at": big, "finite": huge},
-                            )
                 except SymbolicTimeout:
                     total = self.limits.symbolic_seconds
                     checks["symbolic"] = skipped(
                         "symbolic",
                         _SYM,
-                        f"the exact Jᵀv was not evaluated and compared within {total:g} s in all "
+                        f"sympy's Jᵀv was not evaluated and compared within {total:g} s in all "
                         "(--limit symbolic_seconds=S)",
                     )
-                    sym_grads = symbolic_grads = None
+                    symbolic_grads = None  # not shown: as costly to write as the comparison that ran out of time
+                else:
+                    checks["symbolic"] = first
+                    if first.status == "disagree":
+                        # the exact values are no measure of autograd's rounding where a derivative cancels (1 -
+                        # tanh(u)**2 at a saturated u, the product rule's terms of (x + c)*(x - c)): weigh those
+                        # elements again, at a few units of roundoff of the size of their terms
+                        terms, why = self._later_sizes(sym, sym_sizes, v, leaves, t)
+                        checks["symbolic"] = self._reweigh(
+                            first,
+                            sym_items,
+                            {n: m * calls for n, m in terms.items()},
+                            mags,
+                            why,
+                            {"tol": tol, "overflow_at": big, "finite": huge},
+                        )
             if sym is None and sym_grads is not None and any(j.full is not None for j in jacs.values()):
                 checks["jacobian"] = skipped(
                     "jacobian", _JAC, "the structure-aware route checks Jᵀv, not each entry of J"

@@ -83,10 +83,10 @@ class OnDemand(Sequence[float]):
     def __getitem__(self, k: Any) -> Any:
         if isinstance(k, slice):
             start, stop, step = k.indices(self.n)
-            stop = max(start, stop)
             if step != 1:
                 return [self[i] for i in range(start, stop, step)]
-            if stop - start > self.WINDOW or (stop > start and (stop - 1) // self.WINDOW != start // self.WINDOW):
+            stop = max(start, stop)
+            if stop - start > self.WINDOW or stop == start or (stop - 1) // self.WINDOW != start // self.WINDOW:
                 return self._fetch(start, stop)
             first, values = self._at(start)  # a short slice (a row of a narrow tensor): from the window
             return values[start - first : stop - first]
@@ -155,7 +155,7 @@ class PendingStats(Stats):
     def __eq__(self, other: object) -> bool:  # as a Stats: by the numbers, whichever class holds them
         if not isinstance(other, Stats):
             return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in _STATS_FIELDS)
+        return tuple(getattr(self, f) for f in _STATS_FIELDS) == tuple(getattr(other, f) for f in _STATS_FIELDS)
 
     def __hash__(self) -> int:
         return hash(tuple(getattr(self, f) for f in _STATS_FIELDS))

@@ -67,8 +67,7 @@ def _num(x: float, integral: bool = False) -> Any:
 
 @contextmanager
 def time_budget(seconds: float) -> Iterator[None]:
-    """Raise SymbolicTimeout in this (main) thread after `seconds`; sympy cannot escape it. Within another
-    budget, the earlier deadline of the two holds, and the outer budget runs on afterwards."""
+    """Raise SymbolicTimeout in this (main) thread after `seconds`; sympy cannot escape it."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield  # no signals off the main thread: the size limits still bound the work
         return
@@ -76,17 +75,13 @@ def time_budget(seconds: float) -> Iterator[None]:
     def on_alarm(signum: int, frame: Any) -> None:
         raise SymbolicTimeout()
 
-    outer_left = signal.getitimer(signal.ITIMER_REAL)[0]  # 0: no budget around this one
-    start = time.monotonic()
     old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, min(seconds, outer_left) if outer_left else seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-        if outer_left:  # (an outer deadline already past fires at once)
-            signal.setitimer(signal.ITIMER_REAL, max(1e-6, outer_left - (time.monotonic() - start)))
 
 
 class SymbolicProgram:

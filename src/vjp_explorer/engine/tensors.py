@@ -134,7 +134,7 @@ class Computed:
         is kept for the next call, so that reading row after row computes each chunk once."""
         from .compare import CHUNK
 
-        end = self.n if end is None else end
+        end = self.n if end is None else min(end, self.n)
         out = torch.empty(max(0, end - start), dtype=torch.float64)
         pos = start
         while pos < end:

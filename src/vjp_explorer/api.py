@@ -224,9 +224,8 @@ class _Run:
                 # the elementwise route's Jᵀv is evaluated in this comparison, chunk by chunk: the comparison
                 # keeps to what is left of the sympy budget, as that evaluation did when it was a step of the
                 # route. (A comparison that has finished stands: its second weighing is not cut short here.)
-                left = max(0.05, self.limits.symbolic_seconds - (time.perf_counter() - t))
                 try:
-                    with time_budget(left):
+                    with time_budget(self._left(t, 0.05)):
                         first = compare_tensors(
                             "symbolic",
                             _SYM + (f" ({reason})" if reason else ""),
@@ -496,7 +495,7 @@ class _Run:
                 return None, None, "the expression is too deep for sympy", {}
             except (OverflowError, ValueError, ZeroDivisionError) as e:
                 return None, None, f"sympy could not evaluate the exact derivatives here ({type(e).__name__}: {e})", {}
-            budget = max(0.05, budget - (time.perf_counter() - t0))  # one budget for both routes
+            budget = self._left(t0, 0.05)  # one budget for both routes
             if sym is not None:
                 vf = v.detach().double().cpu().reshape(-1)
                 grads = {}
@@ -548,6 +547,10 @@ class _Run:
             return None, None, f"{reason}; {route} {failed}: {e}", {}
         return None, grads, note, sizes
 
+    def _left(self, since: float, floor: float) -> float:
+        """What is left of the sympy budget (symbolic_seconds) after the time since `since`, at least `floor`."""
+        return max(floor, self.limits.symbolic_seconds - (time.perf_counter() - since))
+
     def _later_sizes(
         self, sym: Any, sizes: Any, v: Any, leaves: dict[str, Any], started: float
     ) -> tuple[dict[str, Any], str | None]:
@@ -559,7 +562,7 @@ class _Run:
 
         from .engine import symbolic as S
 
-        left = max(0.5, self.limits.symbolic_seconds - (time.perf_counter() - started))
+        left = self._left(started, 0.5)
         try:
             with S.time_budget(left):
                 if sym is not None:

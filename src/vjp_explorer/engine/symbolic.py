@@ -569,12 +569,6 @@ def elementwise_vjp(
         else:  # a leaf that does not reach the output: a zero grad of its own shape, whatever the output's
             grads[name] = torch.zeros((), dtype=torch.float64).expand(x.shape)
 
-    def arrays_of(names: list[str], start: int, end: int, cache: dict[str, Any]) -> dict[str, Any]:
-        for k in names:
-            if k not in cache:
-                cache[k] = flat[k][start:end].double()
-        return {k: cache[k] for k in names}
-
     done: dict[str, Any] = {}
 
     def sizes() -> dict[str, Any]:
@@ -597,8 +591,11 @@ def elementwise_vjp(
             cache: dict[str, Any] = {}
             av = None if v_ones else vflat[start:end].double().abs()  # once per chunk, for every leaf
             for name, terms in scales.items():
+                for k in reads[name]:  # each input converted once per chunk, for every leaf that reads it
+                    if k not in cache:
+                        cache[k] = flat[k][start:end].double()
                 dest = result[name][start:end]
-                evaluate(terms, arrays_of(reads[name], start, end, cache), out=dest)
+                evaluate(terms, {k: cache[k] for k in reads[name]}, out=dest)
                 if av is not None:
                     dest.mul_(av)
         done["result"] = {name: result[name].reshape(leaves[name].shape) for name in result}

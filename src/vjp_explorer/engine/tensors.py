@@ -104,7 +104,7 @@ class Computed:
         self._fill = fill
         self._scale = scale
         self._buffer: torch.Tensor | None = None
-        self._kept: tuple[int, torch.Tensor] | None = None  # the chunk values() read last: (start, values)
+        self._held: int | None = None  # the start of the chunk the buffer holds
 
     def numel(self) -> int:
         return self.n
@@ -113,25 +113,25 @@ class Computed:
         """The same rule times a number (backward called k times)."""
         return Computed(self.shape, self._fill, self._scale * k)
 
-    def _apply(self, start: int, out: torch.Tensor) -> torch.Tensor:
-        if out.numel():
-            self._fill(start, start + out.numel(), out)
-            if self._scale != 1:
-                out.mul_(self._scale)
-        return out
-
     def chunk(self, start: int) -> torch.Tensor:
-        """The chunk that begins at `start` (a multiple of CHUNK), in a buffer that the next call overwrites."""
+        """The chunk that begins at `start` (a multiple of CHUNK), in a buffer that the next call for another
+        chunk overwrites (asked again for the same chunk, the buffer as it is)."""
         from .compare import CHUNK
 
         size = min(self.n, start + CHUNK) - start
         if self._buffer is None or self._buffer.numel() < size:
-            self._buffer = torch.empty(size, dtype=torch.float64)
-        return self._apply(start, self._buffer[:size])
+            self._buffer, self._held = torch.empty(size, dtype=torch.float64), None
+        out = self._buffer[:size]
+        if self._held != start and size:
+            self._fill(start, start + size, out)
+            if self._scale != 1:
+                out.mul_(self._scale)
+            self._held = start
+        return out
 
     def values(self, start: int = 0, end: int | None = None) -> torch.Tensor:
-        """Elements [start, end) as a new 1-d tensor, copied out of the chunks that hold them; the last chunk
-        is kept for the next call, so that reading row after row computes each chunk once."""
+        """Elements [start, end) as a new 1-d tensor, copied out of the chunks that hold them (reading row
+        after row computes each chunk once)."""
         from .compare import CHUNK
 
         end = self.n if end is None else min(end, self.n)
@@ -139,10 +139,7 @@ class Computed:
         pos = start
         while pos < end:
             first = pos - pos % CHUNK
-            if self._kept is None or self._kept[0] != first:
-                size = min(self.n, first + CHUNK) - first
-                self._kept = (first, self._apply(first, torch.empty(size, dtype=torch.float64)))
-            held = self._kept[1]
+            held = self.chunk(first)
             take = min(end, first + held.numel()) - pos
             out[pos - start : pos - start + take] = held[pos - first : pos - first + take]
             pos += take

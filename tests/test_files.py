@@ -84,9 +84,11 @@ def test_examples_lists_bundled_files(vjp):
     r = vjp("examples", "--json")
     assert r.exit_code == 0, r.stderr
     items = json.loads(r.stdout)
-    assert {i["name"] for i in items} == {f.stem for f in FILES}
+    snippets = sorted((ROOT / "expressions" / "snippets").glob("*.py"))
+    assert {i["name"] for i in items} == {f.stem for f in FILES} | {f.stem for f in snippets}
     assert all(i["title"] and i["title"] != "(unreadable)" for i in items)
-    assert len(bundled_examples()) == len(FILES)
+    assert all(i["title"].startswith("snippet: ") for i in items if i["path"].endswith(".py"))
+    assert len(bundled_examples()) == len(FILES) + len(snippets) == len(FILES) + 8
 
 
 def test_bundled_name_resolves(vjp):
@@ -194,7 +196,7 @@ def test_examples_ship_inside_the_installed_package(tmp_path):
         [sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(target)}, capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
-    assert int(out.stdout) == len(FILES)
+    assert int(out.stdout) == len(FILES) + len(list((ROOT / "expressions" / "snippets").glob("*.py")))
 
 
 def test_bad_expect_values_and_file_limits(vjp, tmp_path):

@@ -142,6 +142,14 @@ LimitOpt = Annotated[
 ]
 DeviceOpt = Annotated[str, typer.Option("--device", metavar="cpu|cuda", help="cpu or cuda.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show a traceback for internal errors.")]
+SnippetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--snippet",
+        metavar="TEXT|-",
+        help="Run pasted PyTorch code as a snippet ('-' reads stdin); a PROGRAM ending in .py is one too.",
+    ),
+]
 
 
 def _pairs(items: list[str] | None, flag: str) -> list[tuple[str, str]]:
@@ -395,6 +403,15 @@ def _silence_stdout() -> None:
 
 def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool, **o: Any) -> None:
     debug = o["debug"]
+    if o.get("snippet") is not None or (file is None and _is_snippet_path(expression)):
+        from .snippet_cli import snippet_command
+
+        try:
+            code = snippet_command(ctx, expression, explain, o, _stdout, _stderr)
+        except (Exception, KeyboardInterrupt) as e:
+            raise _fail(e, debug) from None
+        raise typer.Exit(code)
+    o.pop("snippet", None)
     _keep_freed_memory()
     try:
         if o["digits"] is not None and not 1 <= o["digits"] <= 17:
@@ -464,6 +481,7 @@ def run(
     limit: LimitOpt = None,
     device: DeviceOpt = "cpu",
     debug: DebugOpt = False,
+    snippet: SnippetOpt = None,
 ) -> None:
     """Run y.backward(v) for real and show .grad, the Jacobian J, Jᵀv from J, and sympy's check side by side.
 
@@ -503,6 +521,7 @@ def explain_cmd(
     device: DeviceOpt = "cpu",
     debug: DebugOpt = False,
     latex: Annotated[bool, typer.Option("--latex", help="Print formulas as LaTeX.")] = False,
+    snippet: SnippetOpt = None,
 ) -> None:
     """Explain backward(v) for a program: shapes, the symbolic Jacobian, and each grad term by term.
 
@@ -510,13 +529,25 @@ def explain_cmd(
     """
     o = _opts(locals())
     o["latex"] = latex
-    if file is None and expression is not None:
+    if file is None and expression is not None and snippet is None and not _is_snippet_path(expression):
         given = bool(ctx.meta.get("vjp_variables") or var or const)
         if _looks_like_file(expression, given):
             file, expression = Path(expression), None
         elif not given and (problem := _not_a_program(expression)) is not None:
             raise _fail(problem, debug)
     _command(ctx, expression, file, True, **o)
+
+
+def _is_snippet_path(text: str | None) -> bool:
+    """`vjp run seed.py`, or the name of a bundled snippet (`vjp explain seed000_ex1`)."""
+    if text is None or "\n" in text or ";" in text or len(text) > 4096:
+        return False
+    if text.endswith(".py"):
+        return True
+    from .language.files import resolve_example
+
+    found = resolve_example(text)
+    return found is not None and found.suffix == ".py"
 
 
 def _looks_like_file(text: str, given: bool = False) -> bool:

@@ -12,6 +12,7 @@ class ExitCode(enum.IntEnum):
     INTERNAL = 1
     BAD_INPUT = 2
     DISAGREE = 3
+    SNIPPET_RAISED = 4  # a snippet raised, as plain Python with torch would (the error is explained)
     INTERRUPTED = 130
 
 

@@ -27,6 +27,17 @@ class Limits:
     symbolic_entries: int = 20_000  # out x in entries the per-element sympy check handles
     symbolic_cost: int = 100_000  # estimated sympy work (expression nodes x symbols), decided before diff
     symbolic_seconds: float = 10.0  # wall-clock budget of the sympy check
+    snippet_chars: int = 200_000  # length of a snippet's text
+    snippet_nodes: int = 50_000  # syntax nodes of a snippet
+    snippet_depth: int = 100  # nesting depth of a snippet's syntax
+    snippet_steps: int = 200_000  # statements, calls and loop iterations a snippet executes
+    snippet_call_depth: int = 40  # nesting of the snippet's own function calls
+    snippet_elements: int = 200_000_000  # tensor elements a snippet creates, all together
+    snippet_output_chars: int = 2_000_000  # characters a snippet prints
+    snippet_seconds: float = 60.0  # wall-clock budget of a whole snippet
+    snippet_backward_calls: int = 2_000  # backward/grad calls of a snippet
+    snippet_explained_calls: int = 50  # backward/grad calls explained in full (Jacobian and checks)
+    snippet_jacobian_rows: int = 1_024  # output elements of an event's explicit Jacobian (one backward each)
 
     def with_overrides(self, items: dict[str, str]) -> Limits:
         """A copy with `name=value` overrides; raises ValueError naming a bad one."""

@@ -450,7 +450,27 @@ def bundled_examples() -> list[Example]:
         except VjpError:
             title = "(unreadable)"
         items.append(Example(entry.name.removesuffix(".toml"), path, title))
+    for entry in sorted(root.joinpath("snippets").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".py"):
+            items.append(Example(entry.name.removesuffix(".py"), Path(str(entry)), _snippet_title(entry.name)))
     return items
+
+
+def _snippet_title(name: str) -> str:
+    return "snippet: " + SNIPPET_TITLES.get(name, "PyTorch code")
+
+
+# what each bundled snippet (the seeds' code blocks, in snippets/) shows
+SNIPPET_TITLES = {
+    "seed000_ex1.py": "y.backward([0.1, 1.0, 0.0001]) on three 3-vector leaves",
+    "seed000_ex2.py": "a scalar output: backward() with the default v = 1",
+    "seed000_ex3_empty.py": "torch.empty(..., pin_memory=True): raises without an accelerator",
+    "seed000_ex4.py": "two backward calls: gradients accumulate (6, 8, 2)",
+    "seed000_variable.py": "Variable, one-hot v per call with zeroing in between",
+    "seed002_repl.py": "a REPL transcript: x.pow(2), .sum() then backward(), weighted rows",
+    "seed003_loop.py": "the doubling while loop with v = [0.1, 1.0, 0.0001]",
+    "seed003_official.py": "the official x + 2 -> y*y*3 -> mean example, 4.5 everywhere",
+}
 
 
 def example_names() -> list[str]:
@@ -484,4 +504,7 @@ def resolve_example(name: str) -> Path | None:
     for entry in resources.files("vjp_explorer.examples").iterdir():
         if entry.name.endswith(".toml") and name in (entry.name, entry.name.removesuffix(".toml")):
             return Path(str(entry))
+    for entry in resources.files("vjp_explorer.examples").joinpath("snippets").iterdir():
+        if entry.name.endswith(".py") and name in (entry.name, entry.name.removesuffix(".py")):
+            return Path(str(entry))  # a bundled snippet
     return None

@@ -1,0 +1,224 @@
+"""SnippetResult -> the terminal transcript (Rich) or JSON. Everything from the snippet is shown escaped."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from ..snippet.result import Event, LeafGrad, SnippetResult
+from ..snippet.source import visible
+from .numbers import fmt, fmt_shape
+
+INLINE = 8  # elements shown inline; past that the first and last ones with an ellipsis
+LEDGER = 12  # elements and terms written out term by term in explain
+
+
+def write_json(result: SnippetResult, write: Callable[[str], Any]) -> None:
+    """The whole result as one JSON document, written in one piece (ASCII, so any encoding reads it)."""
+    write(json.dumps(result.to_dict(), ensure_ascii=True, allow_nan=False) + "\n")
+
+
+def render(r: SnippetResult, explain: bool = False, full: bool = False) -> RenderableType:
+    parts: list[RenderableType] = [_header(r)]
+    events = {e.index: e for e in r.events}
+    for step in r.steps:
+        parts.append(_source_lines(step.line, step.source))
+        if step.stdout:
+            parts.append(Padding(Text(visible(step.stdout.rstrip("\n")), style="green"), (0, 0, 0, 7)))
+        for w in step.warnings:
+            parts.append(
+                Padding(Text("warning: " + visible(w.split(" (Triggered internally")[0]), style="yellow"), (0, 0, 0, 7))
+            )
+        if step.claim is not None:
+            where = "transcript" if step.claim.origin == "transcript" else "comment"
+            if step.claim.matches:
+                parts.append(Padding(Text(f"✓ the source's {where} shows the same", style="dim"), (0, 0, 0, 7)))
+            else:
+                why = " (random draws: the source was not seeded the same way)" if _random(r) else ""
+                parts.append(
+                    Padding(
+                        Text(
+                            f"≠ the source's {where} shows: " + visible(" ".join(step.claim.text))[:200] + why,
+                            style="yellow",
+                        ),
+                        (0, 0, 0, 7),
+                    )
+                )
+        for index in step.events:
+            parts.append(Padding(_event(events[index], explain, full), (0, 0, 0, 7)))
+    if r.error is not None:
+        e = r.error
+        parts.append(Text(f"\n{e.type} at line {e.line}: {visible(e.message)}", style="bold red"))
+        if e.explanation:
+            parts.append(Text(e.explanation))
+        parts.append(Text("The snippet stops here, as Python would (exit 4).", style="dim"))
+    for n in r.notes:
+        parts.append(Text("note: " + n, style="dim"))
+    parts.append(_summary(r))
+    return Group(*parts)
+
+
+def _random(r: SnippetResult) -> bool:
+    return any("rand" in s.source for s in r.steps)
+
+
+def _header(r: SnippetResult) -> Text:
+    seed = f"seed {r.seed}" + (" (--seed)" if r.seed_given else " (drawn; pass --seed N to repeat it)")
+    kind = "REPL transcript" if r.repl else "snippet"
+    return Text(f"{kind} {visible(r.label)} · torch {r.torch_version} · {seed}\n", style="bold")
+
+
+def _source_lines(first: int, source: str) -> Text:
+    out = Text()
+    for k, line in enumerate(source.split("\n")):
+        if k:
+            out.append("\n")
+        out.append(f"{first + k:>4} │ ", style="dim")
+        out.append(visible(line))
+    return out
+
+
+def _inline(values: Any, shape: list[int], full: bool) -> str:
+    if values is None:
+        return "None"
+    flat = _flat(values)
+    if not isinstance(values, list):
+        return fmt(float(values)) if isinstance(values, (int, float)) else visible(str(values))
+    shown = flat if full or len(flat) <= INLINE else flat[: INLINE // 2] + ["…"] + flat[-INLINE // 2 :]
+    body = ", ".join(x if isinstance(x, str) else fmt(float(x)) for x in shown)
+    return f"[{body}]" if len(shape) == 1 else f"{fmt_shape(tuple(shape))} [{body}]"
+
+
+def _flat(x: Any) -> list[Any]:
+    if isinstance(x, list):
+        return [v for item in x for v in _flat(item)]
+    return [x]
+
+
+def _event(e: Event, explain: bool, full: bool) -> RenderableType:
+    parts: list[RenderableType] = []
+    head = Text(f"╰ {'grad' if e.call.endswith('grad') else 'backward'} #{e.index}  ", style="bold cyan")
+    head.append(visible(e.source), style="cyan")
+    parts.append(head)
+    meta = Table.grid(padding=(0, 2))
+    for o in e.outputs:
+        meta.add_row(
+            Text(f"output {visible(o.name)}"),
+            Text(f"shape {fmt_shape(tuple(o.shape))}"),
+            Text(_inline(o.values, o.shape, full)),
+        )
+    for v in e.v:
+        meta.add_row(
+            Text("v"),
+            Text(f"shape {fmt_shape(tuple(v.shape))}"),
+            Text(_inline(v.values, v.shape, full) + f"  ({e.v_origin})"),
+        )
+    parts.append(meta)
+    if e.inputs:
+        parts.append(_grad_table(e, full))
+    for c in e.checks:
+        style = {"agree": "green", "disagree": "bold red"}.get(c.status, "yellow")
+        line = Text(f"{c.name:<18}", style="bold")
+        line.append(f"{c.status:<9}", style=style)
+        line.append(c.compares)
+        if c.max_abs_diff is not None:
+            line.append(f"; max |Δ| = {fmt(c.max_abs_diff, 3)}")
+        if c.tolerance:
+            line.append(f"; tolerance {c.tolerance}")
+        if c.reason:
+            line.append(f"; {c.reason}")
+        if c.undefined:
+            line.append(f"; undefined (nan/inf on both routes) at {', '.join(c.undefined[:8])}")
+        parts.append(line)
+    if explain:
+        for x in e.inputs:
+            parts.extend(_ledger(e, x))
+        for n in e.notes:
+            parts.append(Text("note: " + n, style="dim"))
+    return Group(*parts)
+
+
+def _grad_table(e: Event, full: bool) -> Table:
+    """One row per input element: its value, .grad before and after, what the call gave, and the references."""
+    is_grad = e.call.endswith("grad")
+    fd = any(x.finite_difference is not None for x in e.inputs)
+    t = Table(show_edge=False, header_style="bold", pad_edge=False)
+    t.add_column("element")
+    t.add_column("value", justify="right")
+    if not is_grad:
+        t.add_column(".grad before", justify="right")
+        t.add_column(".grad after", justify="right")
+    t.add_column("returned" if is_grad else "added", justify="right")
+    t.add_column("Jᵀv (J)", justify="right")
+    if fd:
+        t.add_column("Jᵀv (fin. diff.)", justify="right")
+    for x in e.inputs:
+        columns = [x.value, *([x.grad_before, x.grad_after] if not is_grad else []), x.grad, x.jtv]
+        if fd:
+            columns.append(x.finite_difference)
+        flat = [_flat(c) if c is not None else None for c in columns]
+        n = len(_flat(x.value))
+        rows = range(n) if full or n <= INLINE else [*range(INLINE // 2), -1, *range(n - INLINE // 2, n)]
+        for j in rows:
+            if j == -1:
+                t.add_row(Text("…"), *[Text("…") for _ in columns])
+                continue
+            cells = [Text(visible(x.name) + _index(x.shape, j))]
+            for c in flat:
+                cells.append(Text("None" if c is None else _cell(c[j])))
+            t.add_row(*cells)
+    return t
+
+
+def _cell(x: Any) -> str:
+    return fmt(float(x)) if isinstance(x, (int, float)) else visible(str(x))
+
+
+def _ledger(e: Event, x: LeafGrad) -> list[RenderableType]:
+    """Each grad element as the weighted sum Σᵢ v[i]·∂y[i]/∂x[j], written out (small inputs only)."""
+    if x.jacobian is None or not e.v:
+        return []
+    v = [float(a) for v in e.v for a in _flat(v.values)]
+    rows = x.jacobian
+    n = len(rows[0]) if rows else 0
+    out: list[RenderableType] = []
+    if n > LEDGER:
+        return [
+            Text(f"{visible(x.name)}: {n} elements; the ledger is written for inputs of at most {LEDGER}.", style="dim")
+        ]
+    y = visible(e.outputs[0].name) if len(e.outputs) == 1 else "y"
+    shape = x.shape
+    for j in range(n):
+        idx = _index(shape, j)
+        terms = [(v[i], rows[i][j]) for i in range(len(rows)) if rows[i][j] != 0 and v[i] != 0]
+        total = sum(a * b for a, b in terms)
+        written = " + ".join(f"{fmt(a, 4)}·{fmt(b, 6)}" for a, b in terms[:LEDGER]) or "0"
+        if len(terms) > LEDGER:
+            written += f" + … ({len(terms) - LEDGER} more)"
+        name = f"{visible(x.name)}{idx}"
+        out.append(Text(f"{name}: Σᵢ v[i]·∂{y}[i]/∂{name} = {written} = {fmt(total)}"))
+    return out
+
+
+def _index(shape: list[int], flat: int) -> str:
+    if not shape:
+        return ""
+    idx = []
+    for d in reversed(shape):
+        idx.append(flat % d)
+        flat //= d
+    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
+
+
+def _summary(r: SnippetResult) -> Text:
+    n = len(r.events)
+    bad = sum(1 for e in r.events if e.status == "disagree")
+    text = f"\n{n} backward/grad call{'s' if n != 1 else ''} explained"
+    text += f"; {bad} with a check that disagrees" if bad else ("; every check agrees" if n else "")
+    return Text(text, style="bold red" if bad else "bold")

@@ -1,0 +1,230 @@
+"""Calls and attribute reads of a snippet: what each kind of callee may do, checked before it runs."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import string
+from typing import TYPE_CHECKING, Any
+
+from . import guards
+from . import whitelist as W
+from .names import (
+    MODULE_OBJECT_ATTRS,
+    MODULE_OBJECT_METHODS,
+    NODE_ATTRS,
+    NODE_METHODS,
+    OPTIMIZER_METHODS,
+    Autograd,
+    Builtin,
+    Fn,
+    Method,
+    Module,
+    module_attr,
+    refuse,
+)
+
+if TYPE_CHECKING:
+    from .interp import Interpreter, Scope
+
+# builtins that consume a whole iterable at once: their argument's length is checked first
+_CONSUMING = frozenset({"list", "tuple", "set", "dict", "sorted", "sum", "min", "max", "any", "all", "str"})
+
+
+def call(it: Interpreter, e: ast.Call, scope: Scope) -> Any:
+    """Evaluate a call expression: the callee, its arguments, then the call by the callee's kind."""
+    from .interp import SnippetRaised, UserFunction
+
+    func = it.eval(e.func, scope)
+    args = it.eval_items(e.args, scope)
+    kwargs: dict[str, Any] = {}
+    for kw in e.keywords:
+        if kw.arg is None:
+            more = it.eval(kw.value, scope)
+            if not isinstance(more, dict) or not all(isinstance(k, str) for k in more):
+                raise refuse("** of something other than a dict with string keys")
+            kwargs.update(more)
+        else:
+            kwargs[kw.arg] = it.eval(kw.value, scope)
+    if isinstance(func, UserFunction):
+        it.tick(e)
+        return it.call_user(func, args, kwargs, e)
+    if isinstance(func, Builtin):
+        return call_builtin(it, func.name, args, kwargs, e)
+    if isinstance(func, Autograd):
+        return it.on_autograd(func.qualname, func.real, None, args, kwargs, e)
+    if isinstance(func, Fn):
+        return call_fn(it, func, args, kwargs, e)
+    if isinstance(func, Method):
+        return call_method(it, func, args, kwargs, e)
+    import torch
+
+    if isinstance(func, torch.nn.Module):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        guards.check_call(type(func).__name__, tuple(tensors), {}, it.limits.elements)
+        return it.real(func, *args, node=e, **kwargs)
+    if isinstance(func, type) and issubclass(func, BaseException) and func.__name__ in W.EXCEPTIONS:
+        return it.real(func, *args, node=e, **kwargs)
+    raise SnippetRaised(TypeError(f"'{type(func).__name__}' object is not callable"), e)
+
+
+def call_fn(it: Interpreter, fn: Fn, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
+    """A whitelisted torch or math function: sizes checked, snippet functions handed over as closures."""
+    guards.check_call(fn.qualname, tuple(args), kwargs, it.limits.elements)
+    args = [it.as_callable(a) for a in args]
+    kwargs = {k: it.as_callable(v) for k, v in kwargs.items()}
+    if "out" in kwargs:
+        raise refuse(f"{fn.qualname}(..., out=...)", hint="Assign the result instead.")
+    value = it.real(fn.real, *args, node=node, **kwargs)
+    if fn.qualname.startswith(("torch.func.", "torch.autograd.functional.")) and callable(value):
+        return Fn(f"{fn.qualname}(...)", value)  # a transformed function, e.g. torch.func.grad(f)
+    return value
+
+
+def call_method(it: Interpreter, m: Method, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
+    import torch
+
+    obj, name = m.obj, m.name
+    if isinstance(obj, torch.Tensor):
+        if name == "backward":
+            return it.on_autograd("Tensor.backward", torch.Tensor.backward, obj, args, kwargs, node)
+        if name == "register_hook":
+            it.hooks += 1
+            args = [it.as_callable(a) for a in args]
+        guards.check_call(f"Tensor.{name}", (obj, *args), kwargs, it.limits.elements)
+        return it.real(getattr(obj, name), *args, node=node, **kwargs)
+    if isinstance(obj, str):
+        if name == "format":
+            _check_format_fields(obj)
+        for a in args:
+            if isinstance(a, int) and a > guards.MAX_WIDTH and name in ("ljust", "rjust", "center", "zfill"):
+                raise refuse(f"str.{name} with a width of {a:,}")
+    if isinstance(obj, list) and name == "sort" and "key" in kwargs:
+        kwargs["key"] = it.as_callable(kwargs["key"])
+    if isinstance(obj, (list, dict)) and name in ("extend", "update"):
+        for a in args:
+            guards.check_length(f"{type(obj).__name__}.{name}", a)
+    return it.real(getattr(obj, name), *args, node=node, **kwargs)
+
+
+def _check_format_fields(text: str) -> None:
+    """str.format may only fill fields by position or name: `{0.__class__}` would walk attributes."""
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError:
+        return  # the real call raises Python's own message
+    for _, field, spec, _ in parsed:
+        if field is not None and field and not (field.isdigit() or field.isidentifier()):
+            raise refuse(f"The format field {{{field}}}", hint="Fields may name an argument; use an f-string.")
+        if spec:
+            guards.check_format_text(spec)
+
+
+def call_builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
+    import torch
+
+    if name == "print":
+        if "file" in kwargs:
+            raise refuse("print(..., file=...)")
+        sep = kwargs.get("sep", " ")
+        end = kwargs.get("end", "\n")
+        if not isinstance(sep, (str, type(None))) or not isinstance(end, (str, type(None))):
+            raise refuse("print's sep and end other than strings")
+        text = (" " if sep is None else sep).join(it.real(str, a, node=node) for a in args)
+        it.write(text + ("\n" if end is None else end))
+        return None
+    if name in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[name]
+    if name in _CONSUMING:
+        for a in args:
+            guards.check_length(f"{name}(...)", a)
+    if name in ("map", "filter", "sorted", "max", "min"):
+        args = [it.as_callable(a) for a in args]
+        kwargs = {k: it.as_callable(v) for k, v in kwargs.items()}
+    if name == "isinstance" and len(args) == 2:
+        kinds = args[1] if isinstance(args[1], tuple) else (args[1],)
+        args[1] = tuple(k.real if isinstance(k, Fn) else k for k in kinds)
+    if name == "pow" and len(args) >= 2:
+        guards.check_binop("**", args[0], args[1], it.limits.elements)
+    if name == "format" and len(args) > 1:
+        guards.check_format_text(str(args[1]))
+    if name == "type" and len(args) != 1:
+        raise refuse("type() with more than one argument")
+    value = it.real(getattr(builtins, name), *args, node=node, **kwargs)
+    if isinstance(value, torch.Tensor):
+        it.count(value)
+    return value
+
+
+def get_attribute(it: Interpreter, obj: Any, name: str, node: ast.AST) -> Any:  # noqa: C901 - one branch per kind
+    """`obj.name` for the kinds of value a snippet holds; anything else is refused by name."""
+    import torch
+
+    if name.startswith("_"):
+        raise refuse(f"The attribute {name!r}", hint="Names starting with an underscore are never reachable.")
+    if isinstance(obj, Module):
+        return module_attr(obj, name)
+    if isinstance(obj, Fn) and obj.real is torch.Tensor:
+        return Method(obj.real, name) if name in W.TENSOR_METHODS else _no(obj, name)
+    if isinstance(obj, torch.Tensor):
+        if name in W.TENSOR_ATTRS:
+            return it.real(getattr, obj, name, node=node)
+        if name in W.TENSOR_METHODS:
+            return Method(obj, name)
+        raise refuse(f"The tensor attribute .{name}", hint=_tensor_hint(name))
+    if isinstance(obj, torch.nn.Module):
+        if name in MODULE_OBJECT_ATTRS:
+            return it.real(getattr, obj, name, node=node)
+        if name in MODULE_OBJECT_METHODS:
+            return Method(obj, name)
+        return _no(obj, name)
+    if isinstance(obj, torch.optim.Optimizer):
+        if name in OPTIMIZER_METHODS:
+            return Method(obj, name)
+        if name == "param_groups":
+            return obj.param_groups
+        return _no(obj, name)
+    if isinstance(obj, torch.autograd.graph.Node):
+        if name in NODE_METHODS:
+            return Method(obj, name)
+        if name in NODE_ATTRS:
+            return it.real(getattr, obj, name, node=node)
+        return _no(obj, name)
+    if isinstance(obj, torch.Size):
+        return Method(obj, name) if name in ("numel", "index", "count") else _no(obj, name)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields") and name in obj._fields:  # torch.return_types
+        return getattr(obj, name)
+    if isinstance(obj, torch.dtype) and name in ("is_floating_point", "is_complex", "itemsize", "is_signed"):
+        return getattr(obj, name)
+    if isinstance(obj, torch.device) and name in ("type", "index"):
+        return getattr(obj, name)
+    if isinstance(obj, BaseException) and name == "args":
+        return obj.args
+    if (
+        isinstance(obj, (int, float, complex))
+        and not isinstance(obj, bool)
+        and name in ("real", "imag", "is_integer", "conjugate", "bit_length")
+    ):
+        value = getattr(obj, name)
+        return Method(obj, name) if callable(value) else value
+    allowed = {list: W.LIST_METHODS, dict: W.DICT_METHODS, str: W.STR_METHODS, tuple: {"count", "index"}}
+    for kind, names in allowed.items():
+        if isinstance(obj, kind) and name in names:
+            return Method(obj, name)
+    return _no(obj, name)
+
+
+def _no(obj: Any, name: str) -> Any:
+    raise refuse(f"The attribute .{name} of a {type(obj).__name__}")
+
+
+def _tensor_hint(name: str) -> str | None:
+    if name in ("numpy", "cuda", "storage", "untyped_storage", "data_ptr"):
+        return {
+            "numpy": "Print the tensor itself, or use .tolist().",
+            "cuda": "Snippets run on the CPU.",
+        }.get(name, "Storage and pointers are outside what a snippet can see.")
+    import difflib
+
+    near = difflib.get_close_matches(name, sorted(W.TENSOR_METHODS | W.TENSOR_ATTRS), n=3, cutoff=0.75)
+    return f"Did you mean {', '.join('.' + n for n in near)}?" if near else None

@@ -1,0 +1,406 @@
+"""Explain one backward or grad call of a snippet: v, the inputs' grads before and after, J, Jᵀv, the checks.
+
+The real call runs exactly as the snippet wrote it. Before it, while the graph is still alive, the explicit
+Jacobian is built by one `autograd.grad` per output element (one-hot v, graph retained), unless the snippet
+registered hooks (they would run again) or the output is too large; after it, what the call added to each
+`.grad` is compared with Jᵀv from that Jacobian, and with central differences of the replayed forward.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from ..errors import LimitError
+from .interp import SnippetRaised
+from .result import Check, Event, LeafGrad, TensorInfo
+
+if TYPE_CHECKING:
+    import torch
+
+    from .interp import Interpreter
+
+# |got - ref| <= atol + rtol * (Σ|v_i J_ij| + |.grad before|): float32 rounds each term at about 6e-8
+TOLERANCES = {"float64": (1e-12, 1e-10), "float32": (1e-6, 1e-5), "float16": (1e-3, 1e-2), "bfloat16": (1e-2, 5e-2)}
+
+
+class Explainer:
+    """Holds the events of one snippet run; `__call__` is the interpreter's hook for autograd calls."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.it: Interpreter | None = None
+
+    def __call__(
+        self, qualname: str, real: Any, receiver: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST
+    ) -> Any:
+        import torch
+
+        it = self.it
+        assert it is not None
+        if len(self.events) >= it.limits.snippet_backward_calls:
+            raise LimitError(
+                f"The snippet calls backward or grad more than {it.limits.snippet_backward_calls:,} times.",
+                hint="Raise the limit with --limit snippet_backward_calls=N.",
+            )
+        fn = torch.Tensor.backward if receiver is not None else real
+        full = [receiver, *args] if receiver is not None else list(args)
+        try:
+            bound = inspect.signature(fn).bind(*full, **kwargs)
+        except TypeError as e:
+            raise SnippetRaised(e, node) from None
+        bound.apply_defaults()
+        p = bound.arguments
+        if qualname == "Tensor.backward":
+            outs, vs, inputs = [receiver], [p.get("gradient")], p.get("inputs")
+        elif qualname == "torch.autograd.backward":
+            outs, vs, inputs = _seq(p.get("tensors")), _seq(p.get("grad_tensors")), p.get("inputs")
+        else:
+            outs, vs, inputs = _seq(p.get("outputs")), _seq(p.get("grad_outputs")), p.get("inputs")
+        if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+            return it.real(self._caller(receiver, real), *args, node=node, **kwargs)
+        if not vs or vs == [None]:
+            vs = [None] * len(outs)
+        given = any(v is not None for v in vs)
+        default = [torch.ones_like(o) if v is None and o.numel() == 1 else v for o, v in zip(outs, vs, strict=False)]
+        leaves = _seq(inputs) if inputs is not None else in_snippet_order(it, graph_leaves(outs))
+        leaves = [x for x in leaves if isinstance(x, torch.Tensor)]
+        is_grad = qualname == "torch.autograd.grad"
+        before = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
+        explain = len(self.events) < it.limits.snippet_explained_calls
+        jac, why_not = (
+            self._jacobian(outs, default, leaves) if explain else (None, "only the first calls are explained")
+        )
+        value = it.real(self._caller(receiver, real), *args, node=node, **kwargs)
+        returned = list(value) if is_grad else None
+        after = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
+        event = Event(
+            index=len(self.events) + 1,
+            line=it.where(node),
+            source=ast.unparse(node) if isinstance(node, ast.expr) else "",
+            call=qualname,
+            outputs=[info(name_of(it, o, node), o) for o in outs],
+            v=[info("v", v) for v in default if isinstance(v, torch.Tensor)],
+            v_origin="grad_outputs" if is_grad and given else "given" if given else "scalar default 1",
+            retain_graph=bool(p.get("retain_graph") if p.get("retain_graph") is not None else p.get("create_graph")),
+            create_graph=bool(p.get("create_graph")),
+            inputs=[],
+        )
+        for k, x in enumerate(leaves):
+            got = returned[k] if returned is not None else _delta(before[k], after[k])
+            event.inputs.append(
+                LeafGrad(
+                    name=name_of(it, x, None),
+                    shape=list(x.shape),
+                    dtype=str(x.dtype).removeprefix("torch."),
+                    value=_values(x),
+                    grad_before=_values(before[k]),
+                    grad_after=_values(after[k]) if not is_grad else None,
+                    grad=_values(got),
+                )
+            )
+        if jac is not None:
+            self._check_jtv(event, jac, default, leaves, before, after, returned)
+        else:
+            event.checks.append(
+                Check("jtv", "skipped", "the call's grads vs Jᵀv from the explicit Jacobian", reason=why_not)
+            )
+        if explain and it.replay is not None:
+            from .replay import finite_difference_check
+
+            finite_difference_check(it, event, outs, default, leaves, before, after, returned)
+        event.notes.extend(_notes(event, before))
+        self.events.append(event)
+        return value
+
+    @staticmethod
+    def _caller(receiver: Any, real: Any) -> Any:
+        return receiver.backward if receiver is not None else real
+
+    def _jacobian(self, outs: list[Any], vs: list[Any], leaves: list[Any]) -> tuple[list[Any] | None, str | None]:
+        """J for each leaf (rows: the outputs' elements), one autograd.grad per row, before the real call."""
+        import torch
+
+        it = self.it
+        assert it is not None
+        if it.hooks:
+            return None, "the snippet registered hooks, which building J would run again"
+        if not leaves:
+            return None, "the output depends on no tensor that requires grad"
+        m = sum(o.numel() for o in outs)
+        if m > it.limits.snippet_jacobian_rows:
+            return (
+                None,
+                f"J would take {m:,} backward calls (limit snippet_jacobian_rows={it.limits.snippet_jacobian_rows:,})",
+            )
+        if any(not o.requires_grad for o in outs) or any(
+            v is None or v.shape != o.shape for o, v in zip(outs, vs, strict=False)
+        ):
+            return None, "the call itself fails (see below)"
+        rows: list[list[Any]] = [[] for _ in leaves]
+        try:
+            for o in outs:
+                for i in range(o.numel()):
+                    e = torch.zeros_like(o, dtype=o.dtype).detach()
+                    e.view(-1)[i] = 1
+                    gs = torch.autograd.grad(o, leaves, grad_outputs=e, retain_graph=True, allow_unused=True)
+                    for j, g in enumerate(gs):
+                        rows[j].append(
+                            torch.zeros(leaves[j].numel(), dtype=torch.float64)
+                            if g is None
+                            else g.detach().reshape(-1).to(torch.float64)
+                        )
+        except RuntimeError as e:
+            return None, f"building J failed: {str(e).splitlines()[0]}"
+        return [
+            torch.stack(r) if r else torch.zeros(0, x.numel(), dtype=torch.float64)
+            for r, x in zip(rows, leaves, strict=True)
+        ], None
+
+    def _check_jtv(
+        self,
+        event: Event,
+        jac: list[Any],
+        vs: list[Any],
+        leaves: list[Any],
+        before: list[Any],
+        after: list[Any],
+        returned: list[Any] | None,
+    ) -> None:
+        import torch
+
+        v = torch.cat([x.detach().reshape(-1).to(torch.float64) for x in vs])
+        worst = 0.0
+        bad: list[str] = []
+        undefined: list[str] = []
+        tol_text = ""
+        for k, (x, J) in enumerate(zip(leaves, jac, strict=True)):
+            ref = J.T @ v
+            scale = J.abs().T @ v.abs()
+            event.inputs[k].jtv = _values(ref.reshape(x.shape))
+            event.inputs[k].jacobian = J.tolist()
+            got_t = returned[k] if returned is not None else _delta(before[k], after[k])
+            if got_t is None:
+                got = torch.zeros_like(ref)
+            else:
+                got = got_t.detach().reshape(-1).to(torch.float64)
+            if before[k] is not None:
+                scale = scale + before[k].detach().reshape(-1).abs().to(torch.float64)
+            atol, rtol = TOLERANCES.get(str(x.dtype).removeprefix("torch."), TOLERANCES["float32"])
+            tol_text = f"|Δ| <= {atol:g} + {rtol:g}·(Σ|v·J| + |.grad before|) ({str(x.dtype).removeprefix('torch.')})"
+            finite = torch.isfinite(got) & torch.isfinite(ref)
+            for i in torch.nonzero(~finite).reshape(-1).tolist():
+                g, r = got[i].item(), ref[i].item()
+                label = f"{event.inputs[k].name}{_index(x.shape, i)}"
+                if (g != g and r != r) or g == r:
+                    undefined.append(label)
+                else:
+                    bad.append(label)
+            diff = (got - ref).abs()
+            diff[~finite] = 0
+            over = diff > atol + rtol * scale
+            for i in torch.nonzero(over).reshape(-1).tolist()[:20]:
+                bad.append(f"{event.inputs[k].name}{_index(x.shape, i)}")
+            if diff.numel():
+                worst = max(worst, float(diff.max()))
+        compares = ("the returned grads" if returned is not None else "what the call added to .grad") + (
+            " vs Jᵀv from the explicit Jacobian (autodiff, one-hot rows)"
+        )
+        event.checks.append(
+            Check(
+                "jtv",
+                "disagree" if bad else "agree",
+                compares,
+                worst,
+                tol_text,
+                reason=("differs at " + ", ".join(bad[:10])) if bad else None,
+                undefined=undefined,
+            )
+        )
+
+
+def in_snippet_order(it: Interpreter, tensors: list[Any]) -> list[Any]:
+    """Tensors ordered as the snippet first named them (unnamed ones last, as found)."""
+    order = {id(v): k for k, v in enumerate(it.globals.vars.values())}
+    return sorted(tensors, key=lambda t: order.get(id(t), len(order)))
+
+
+def name_of(it: Interpreter, t: Any, node: ast.AST | None) -> str:
+    """What the snippet calls a tensor: a global name bound to it, else the expression that produced it."""
+    for name, value in it.globals.vars.items():
+        if value is t:
+            return name
+    import torch
+
+    for name, value in it.globals.vars.items():
+        if isinstance(value, torch.nn.Module):
+            for pname, param in value.named_parameters():
+                if param is t:
+                    return f"{name}.{pname}"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return ast.unparse(node.func.value)
+    return f"tensor{list(t.shape)}"
+
+
+# ------------------------------------------------------------------ errors and budgets
+
+
+def graph_leaves(outs: list[Any]) -> list[Any]:
+    """The leaves backward reaches from `outs`: one AccumulateGrad node per leaf in the recorded graph."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    stack = [o.grad_fn for o in outs if o.grad_fn is not None]
+    for o in outs:
+        if o.grad_fn is None and o.requires_grad:
+            found.append(o)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node).__name__ == "AccumulateGrad":
+            var = node.variable
+            if all(var is not f for f in found):
+                found.append(var)
+            continue
+        for nxt, _ in node.next_functions:
+            if nxt is not None:
+                stack.append(nxt)
+    return found
+
+
+def info(name: str, t: torch.Tensor) -> TensorInfo:
+    return TensorInfo(name, list(t.shape), str(t.dtype).removeprefix("torch."), _values(t))
+
+
+def _values(t: Any) -> Any:
+    import torch
+
+    if t is None:
+        return None
+    t = t.detach()
+    if t.is_floating_point():
+        t = t.to(torch.float64)
+    elif t.is_complex():
+        return str(t.tolist())
+    return t.tolist()
+
+
+def _delta(before: Any, after: Any) -> Any:
+    if after is None:
+        return None
+    return after if before is None else after - before
+
+
+def _seq(x: Any) -> list[Any]:
+    import torch
+
+    if x is None:
+        return []
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    return [x]
+
+
+def _index(shape: Any, flat: int) -> str:
+    if len(shape) == 0:
+        return ""
+    idx = []
+    for d in reversed(list(shape)):
+        idx.append(flat % d)
+        flat //= d
+    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
+
+
+def _notes(event: Event, before: list[Any]) -> list[str]:
+    out = []
+    y = event.outputs[0] if event.outputs else None
+    if event.call != "torch.autograd.grad" and any(b is not None and bool(b.abs().sum() > 0) for b in before):
+        out.append(
+            "Some .grad already held values before this call: backward adds Jᵀv to them (gradients accumulate). "
+            "Zero them (x.grad.zero_() or x.grad = None) between calls if that is not what you want."
+        )
+    if event.v_origin == "scalar default 1" and y is not None:
+        out.append("The output is a single number, so backward() uses v = 1: the grads are the plain derivatives.")
+    if event.v and y is not None and event.v_origin != "scalar default 1":
+        flat = _flatten(event.v[0].values)
+        if flat and all(x in (0.0, 1.0) for x in flat) and sum(flat) == 1:
+            out.append(f"v is one-hot (element {flat.index(1.0)}): the grads are row {flat.index(1.0)} of J.")
+        elif flat and len(flat) > 1 and all(x == 1.0 for x in flat):
+            out.append("v is all ones: the grads are the column sums of J, the same as backward of y.sum().")
+    if event.retain_graph and event.call != "torch.autograd.grad":
+        out.append("retain_graph=True keeps the saved tensors, so another backward through this graph works.")
+    if event.create_graph:
+        out.append("create_graph=True records the backward pass itself, so these grads can be differentiated again.")
+    return out
+
+
+def _flatten(x: Any) -> list[float]:
+    if isinstance(x, list):
+        return [v for item in x for v in _flatten(item)]
+    return [x] if isinstance(x, (int, float)) else []
+
+
+ERRORS = [
+    (
+        "Trying to backward through the graph a second time",
+        "The first backward through this graph freed the intermediate values it saved (that is what keeps memory "
+        "low). Pass retain_graph=True to the earlier call if you really need a second backward through the same "
+        "graph (for example two different v), or recompute the forward before calling backward again.",
+    ),
+    (
+        "grad can be implicitly created only for scalar outputs",
+        "backward() without an argument uses v = 1, which only exists when the output is one number. Give v "
+        "with the output's shape (y.backward(torch.ones_like(y)) gives the column sums of J, the same as "
+        "y.sum().backward()), or reduce the output to a scalar first.",
+    ),
+    (
+        "does not require grad and does not have a grad_fn",
+        "Nothing this output was computed from requires grad, so there is no graph to walk back through: create "
+        "the inputs with requires_grad=True (or call .requires_grad_()), and do not compute the output under "
+        "torch.no_grad() or from .detach()/.data.",
+    ),
+    (
+        "modified by an inplace operation",
+        "A tensor that the graph saved for backward was changed in place afterwards (its version counter moved "
+        "on). Use the out-of-place form (x = x + 1 instead of x += 1), or .clone() the tensor before changing it.",
+    ),
+    (
+        "pin_memory",
+        "Pinned memory needs an accelerator; on a machine without one torch raises here. Without "
+        "pin_memory=True, torch.empty would return uninitialised memory: its numbers are whatever was in "
+        "memory, so the values the source printed cannot be reproduced.",
+    ),
+    (
+        "Mismatch in shape",
+        "v lives in the output's space: it needs one entry per output element, the output's shape.",
+    ),
+    (
+        "appears to not have been used in the graph",
+        "One of the inputs does not take part in computing the output: pass allow_unused=True to get None for "
+        "it, or leave it out of inputs.",
+    ),
+    (
+        "Only Tensors of floating point",
+        "Integer tensors cannot require grad: write the values as floats (1.0) or pass dtype=torch.float32.",
+    ),
+    (
+        "a leaf Variable that requires grad is being used in an in-place operation",
+        "Changing a leaf that requires grad in place would corrupt the graph: update it inside "
+        "`with torch.no_grad():` (as optimizers do), or work on a clone.",
+    ),
+    (
+        "Boolean value of Tensor with more than one value is ambiguous",
+        "An if or while condition needs one number: reduce the tensor first (.all(), .any(), .item()).",
+    ),
+]
+
+
+def explain_error(message: str) -> str | None:
+    for pattern, text in ERRORS:
+        if pattern in message:
+            return text
+    return None

@@ -1,0 +1,159 @@
+"""The snippet mode's result: plain data (numbers, lists, strings), shown by render/snippet_view.py."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SNIPPET_SCHEMA_VERSION = 1
+
+
+@dataclass
+class TensorInfo:
+    """A tensor as the snippet held it: shape, dtype and values (nested lists, float64)."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+    values: Any
+
+
+@dataclass
+class Check:
+    """One comparison of an event: `status` is agree, disagree or skipped (with `reason`)."""
+
+    name: str
+    status: str
+    compares: str
+    max_abs_diff: float | None = None
+    tolerance: str | None = None
+    reason: str | None = None
+    undefined: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LeafGrad:
+    """What one backward/grad call did to one input: its .grad before and after, and Jᵀv from the Jacobian."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+    value: Any
+    grad_before: Any  # None where .grad was None
+    grad_after: Any
+    grad: Any  # what this call contributed: after - before for backward, the returned tensor for grad
+    jtv: Any = None  # Jᵀv from the explicit Jacobian (float64), None where it was not built
+    jacobian: Any = None  # rows: output elements (flattened), columns: this input's elements (flattened)
+    finite_difference: Any = None  # Jᵀv from central differences of the replayed forward (float64)
+
+
+@dataclass
+class Event:
+    """One backward or grad call of the snippet, explained."""
+
+    index: int
+    line: int
+    source: str
+    call: str  # Tensor.backward, torch.autograd.backward, torch.autograd.grad
+    outputs: list[TensorInfo]
+    v: list[TensorInfo]
+    v_origin: str  # given | scalar default 1 | grad_outputs
+    retain_graph: bool
+    create_graph: bool
+    inputs: list[LeafGrad]
+    checks: list[Check] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        states = {c.status for c in self.checks}
+        return "disagree" if "disagree" in states else "agree" if "agree" in states else "skipped"
+
+
+@dataclass
+class Claim:
+    """What the pasted source says a statement printed, against what it printed now."""
+
+    text: list[str]
+    origin: str  # transcript | comment
+    matches: bool
+
+
+@dataclass
+class Step:
+    """One top-level statement of the transcript and what it printed."""
+
+    line: int
+    end_line: int
+    source: str
+    stdout: str
+    events: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    claim: Claim | None = None
+
+
+@dataclass
+class RaisedError:
+    """Where the snippet raised, as plain Python with torch would, and what it means here."""
+
+    line: int
+    source: str
+    type: str
+    message: str
+    explanation: str | None
+
+
+@dataclass
+class SnippetResult:
+    """A whole snippet run: its transcript, its backward events, and the error it stopped at, if any."""
+
+    label: str
+    seed: int
+    seed_given: bool
+    repl: bool
+    torch_version: str
+    steps: list[Step]
+    events: list[Event]
+    error: RaisedError | None
+    notes: list[str]
+    stdout: str
+
+    @property
+    def exit_code(self) -> int:
+        from ..errors import ExitCode
+
+        if any(e.status == "disagree" for e in self.events):
+            return int(ExitCode.DISAGREE)
+        if self.error is not None:
+            return int(ExitCode.SNIPPET_RAISED)
+        return int(ExitCode.OK)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {
+            "schema": SNIPPET_SCHEMA_VERSION,
+            "snippet": {
+                "source": self.label,
+                "seed": self.seed,
+                "seed_given": self.seed_given,
+                "repl": self.repl,
+                "torch": self.torch_version,
+                "stdout": self.stdout,
+                "steps": [asdict(s) for s in self.steps],
+                "events": [{**asdict(e), "status": e.status} for e in self.events],
+                "error": None if self.error is None else asdict(self.error),
+                "notes": list(self.notes),
+                "exit_code": self.exit_code,
+            },
+        }
+        return _json_safe(d)
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x

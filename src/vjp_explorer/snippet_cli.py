@@ -1,0 +1,121 @@
+"""The command line's snippet door: `vjp run FILE.py`, `vjp explain --snippet -`, a bundled seed snippet.
+
+Reads the snippet (bounded, regular files only), refuses the options that belong to programs, runs the
+snippet pipeline and hands the result to a renderer. Returns the exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+from .snippet.source import visible
+
+# options of `run`/`explain` that describe a program's inputs; a snippet makes its own
+_PROGRAM_ONLY = {
+    "var": "--var",
+    "const": "--const",
+    "grad": "--grad",
+    "output": "--output",
+    "dtype": "--dtype",
+    "backward_calls": "--backward-calls",
+    "max_jacobian": "--max-jacobian",
+}
+
+
+def snippet_command(
+    ctx: Any,
+    expression: str | None,
+    explain: bool,
+    o: dict[str, Any],
+    stdout: Callable[[], Any],
+    stderr: Callable[[], Any],
+) -> int:
+    from .cli import _limits
+
+    for problem in ctx.meta.get("vjp_problems", []):
+        raise UsageError(problem)
+    names = [f"--{n}" for n, _ in ctx.meta.get("vjp_variables", [])]
+    names += [flag for key, flag in _PROGRAM_ONLY.items() if o.get(key)]
+    if names:
+        raise UsageError(
+            f"{', '.join(visible(n) for n in names)} {'does' if len(names) == 1 else 'do'} not apply to a snippet: "
+            "a snippet makes its own tensors and calls backward itself.",
+            hint="Change the values in the snippet, or run a program instead: vjp run '3*a' --a 1,2.",
+        )
+    limits = _limits(o)
+    text, label = _read(expression, o.get("snippet"), limits.snippet_chars)
+    from .snippet import run_snippet
+
+    result = run_snippet(text, label, seed=o.get("seed"), limits=limits)
+    from .render import snippet_view
+
+    if o.get("json_"):
+        snippet_view.write_json(result, sys.stdout.write)
+    else:
+        stdout().print(snippet_view.render(result, explain=explain, full=bool(o.get("full"))))
+        code = result.exit_code
+        if code == 3:
+            stderr().print("error: a check disagrees (exit 3); see the event's checks above.", markup=False)
+    return result.exit_code
+
+
+def _read(expression: str | None, snippet: str | None, max_chars: int) -> tuple[str, str]:
+    """The snippet's text and the label its messages use."""
+    if snippet is not None and expression is not None:
+        raise UsageError("Give either a snippet file or --snippet TEXT, not both.")
+    if snippet == "-":
+        try:
+            text = sys.stdin.read(max_chars + 1)
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            raise UsageError(f"The snippet on standard input cannot be read ({type(e).__name__}).") from None
+        return text, "<stdin>"
+    if snippet is not None:
+        return snippet, "<snippet>"
+    assert expression is not None
+    from .language.files import resolve_example
+
+    path = Path(expression)
+    if not _exists(path):
+        found = resolve_example(expression)
+        if found is None:
+            raise UsageError(f"{visible(expression)}: no such file.", hint="vjp examples lists the bundled snippets.")
+        path = found
+    return read_text(path, max_chars), visible(str(path))
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+def read_text(path: Path, max_chars: int) -> str:
+    """A regular file's text, read bounded; a FIFO, device or directory is refused without blocking."""
+    shown = visible(str(path))
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise UsageError(f"{shown}: cannot be read ({e.strerror}).") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a pipe or a device)"
+        raise UsageError(f"{shown}: is {kind}; a snippet is read from a file or from --snippet -.")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(4 * max_chars + 4)
+    except OSError as e:
+        raise UsageError(f"{shown}: cannot be read ({e.strerror}).") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise UsageError(f"{shown}: is not UTF-8 text (byte {e.start}, line {line}).") from None
+    if "\x00" in text:
+        raise UsageError(f"{shown}: contains a NUL byte; it is not a text file.")
+    return text

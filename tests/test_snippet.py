@@ -1,0 +1,225 @@
+"""Snippet mode: the seeds' code runs verbatim and prints what plain Python prints; each backward is explained."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from snippet_oracle import plain_python
+from vjp_explorer.snippet import run_snippet
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = sorted((ROOT / "expressions" / "snippets").glob("*.py"))
+
+
+@pytest.fixture(scope="module")
+def oracle() -> dict[str, dict]:
+    return dict(zip((p.name for p in SEEDS), plain_python([p.read_text() for p in SEEDS], seed=0), strict=True))
+
+
+@pytest.mark.parametrize("path", SEEDS, ids=lambda p: p.stem)
+def test_seed_prints_what_plain_python_prints(path, oracle):
+    want = oracle[path.name]
+    got = run_snippet(path.read_text(), path.name, seed=0)
+    assert got.stdout == want["stdout"]
+    if want["error"] is None:
+        assert got.error is None
+    else:
+        assert got.error is not None
+        assert (got.error.type, got.error.message) == (want["error"]["type"], want["error"]["message"])
+
+
+def _grads(result, event):
+    return {x.name: x.grad for x in result.events[event].inputs}
+
+
+def test_seed_3vector_numbers():
+    r = run_snippet((ROOT / "expressions/snippets/seed000_ex1.py").read_text(), seed=0)
+    (e,) = r.events
+    assert e.v_origin == "given" and e.retain_graph
+    g = _grads(r, 0)
+    assert g["a"] == pytest.approx([0.3, 3.0, 3e-4], rel=1e-6)
+    assert g["b"] == pytest.approx([1.2, 16.0, 2e-3], rel=1e-6)
+    assert g["c"] == pytest.approx([1 / 60, 1 / 7, 1.25e-5], rel=1e-6)
+    # J is diagonal: 3, 4b, 1/c, and Jᵀv equals what backward added
+    b = next(x for x in e.inputs if x.name == "b")
+    assert b.jacobian == [[12.0, 0.0, 0.0], [0.0, 16.0, 0.0], [0.0, 0.0, 20.0]]
+    assert [c.status for c in e.checks if c.name == "jtv"] == ["agree"]
+    assert all(claim.matches for s in r.steps if (claim := s.claim) is not None)
+    assert r.exit_code == 0
+
+
+def test_accumulation_shows_before_and_after():
+    r = run_snippet((ROOT / "expressions/snippets/seed000_ex4.py").read_text(), seed=0)
+    first, second = r.events
+    a1 = next(x for x in first.inputs if x.name == "a")
+    a2 = next(x for x in second.inputs if x.name == "a")
+    assert (a1.grad_before, a1.grad_after) == (None, 3.0)
+    assert (a2.grad_before, a2.grad_after, a2.grad) == (3.0, 6.0, 3.0)
+    assert any("accumulate" in n for n in second.notes)
+    assert r.stdout == "tensor(6.)\ntensor(8.)\ntensor(2.)\n"
+
+
+def test_onehot_sequence_with_zeroing():
+    r = run_snippet((ROOT / "expressions/snippets/seed000_variable.py").read_text(), seed=0)
+    assert [e.inputs[0].grad for e in r.events] == [
+        [[2.0, 0.0, 0.0, 0.0]],
+        [[0.0, 2.0, 0.0, 0.0]],
+        [[2.0, 2.0, 2.0, 2.0]],
+        [[2.0, 2.0, 2.0, 2.0]],
+    ]
+    assert "row 0 of J" in " ".join(r.events[0].notes)
+    assert "column sums" in " ".join(r.events[2].notes)
+    assert r.events[1].inputs[0].grad_before == [[0.0, 0.0, 0.0, 0.0]]  # zeroed between the calls
+
+
+def test_official_example_gives_4_5():
+    r = run_snippet((ROOT / "expressions/snippets/seed003_official.py").read_text(), seed=0)
+    assert r.events[0].inputs[0].grad == [[4.5, 4.5], [4.5, 4.5]]
+    assert r.events[0].v_origin == "scalar default 1"
+
+
+def test_pin_memory_raises_as_torch_does_and_is_explained():
+    r = run_snippet((ROOT / "expressions/snippets/seed000_ex3_empty.py").read_text(), seed=0)
+    assert r.error is not None and r.error.line == 2 and r.error.type == "RuntimeError"
+    assert "uninitialised memory" in (r.error.explanation or "")
+    assert r.exit_code == 4
+
+
+def test_repl_transcript_compares_with_the_source():
+    r = run_snippet((ROOT / "expressions/snippets/seed002_repl.py").read_text(), seed=0)
+    assert r.repl
+    claims = {s.line: s.claim for s in r.steps if s.claim is not None}
+    assert claims[7].matches  # `y.requires_grad` printed True, as the transcript says
+    assert not claims[2].matches  # unseeded randn: other numbers than the source's
+    assert claims[15].matches  # x.grad.zero_() shows zeros
+    third = r.events[2]
+    want = [2 * x * w for row, w in zip(third.inputs[0].value, (1.0, 0.1, 0.01), strict=True) for x in row]
+    assert [g for row in third.inputs[0].grad for g in row] == pytest.approx(want, rel=1e-6)
+
+
+BACKWARD_TWICE = """import torch
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+y = (x * x).sum()
+y.backward()
+y.backward()
+"""
+
+
+def test_backward_twice_raises_with_torchs_message_and_explains():
+    r = run_snippet(BACKWARD_TWICE, seed=0)
+    assert r.error is not None and r.error.line == 5
+    assert r.error.message.startswith("Trying to backward through the graph a second time")
+    assert "retain_graph=True" in (r.error.explanation or "")
+    assert len(r.events) == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("x = torch.ones(3, requires_grad=True)\n(x * 2).backward()", "grad can be implicitly created"),
+        ("x = torch.ones(3)\n(x * 2).sum().backward()", "element 0 of tensors does not require grad"),
+        ("x = torch.ones(3, requires_grad=True)\ny = x.exp()\ny.add_(1)\ny.sum().backward()", "inplace operation"),
+        ("x = torch.ones(3, requires_grad=True)\n(x * 2).backward(torch.ones(2))", "Mismatch in shape"),
+    ],
+)
+def test_pytorch_errors_are_reported_and_explained(code, message):
+    r = run_snippet(code, seed=0)
+    assert r.error is not None and message in r.error.message
+    assert r.error.explanation
+    assert r.exit_code == 4
+
+
+def test_autograd_grad_with_create_graph_second_derivative():
+    code = """x = torch.tensor(2.0, requires_grad=True)
+y = x ** 3
+(g,) = torch.autograd.grad(y, x, create_graph=True)
+print(g)
+g.backward()
+print(x.grad)
+"""
+    r = run_snippet(code, seed=0)
+    assert r.stdout == plain_python([code])[0]["stdout"]
+    first, second = r.events
+    assert first.call == "torch.autograd.grad" and first.inputs[0].grad == 12.0
+    assert second.inputs[0].grad == 12.0  # d/dx 3x^2 = 6x
+    assert all(c.status == "agree" for e in r.events for c in e.checks)
+
+
+def test_non_leaf_grad_warning_and_none():
+    code = "x = torch.ones(2, requires_grad=True)\ny = x * 2\ny.sum().backward()\nprint(y.grad)\n"
+    r = run_snippet(code, seed=0)
+    assert r.stdout == "None\n"
+    assert any("not a leaf Tensor" in w for s in r.steps for w in s.warnings)
+
+
+def test_implicit_torch_is_noted():
+    r = run_snippet("x = torch.ones(2, requires_grad=True)\nprint(x)\n", seed=0)
+    assert any("without importing" in n for n in r.notes)
+
+
+def test_control_flow_functions_and_fstrings_match_python():
+    code = """import torch
+def f(x, k=2):
+    return (x ** k).sum()
+xs = [torch.tensor(float(i), requires_grad=True) for i in range(1, 4)]
+total = 0
+for i, x in enumerate(xs):
+    if i % 2 == 0:
+        total = total + f(x)
+    else:
+        total = total + f(x, k=3)
+total.backward()
+print(f"grads: {[x.grad.item() for x in xs]}", sep="")
+print("%.3f" % total.item())
+sq = lambda t: t * t
+w = torch.linspace(0, 1, 5, requires_grad=True)
+out = sq(w)[1:4].sum() + w[-1]
+out.backward()
+w.grad
+with torch.no_grad():
+    w -= 0.1 * w.grad
+w
+"""
+    r = run_snippet(code, seed=0)
+    want = plain_python([code])[0]
+    assert want["error"] is None
+    assert r.stdout == want["stdout"]
+    assert all(e.status == "agree" for e in r.events)
+
+
+def test_cli_json_contract(vjp):
+    res = vjp("run", str(ROOT / "expressions/snippets/seed000_ex1.py"), "--seed", "0", "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    s = d["snippet"]
+    assert d["schema"] == 1
+    assert s["seed"] == 0 and s["error"] is None and s["exit_code"] == 0
+    ev = s["events"][0]
+    assert ev["line"] == 8 and ev["call"] == "Tensor.backward" and ev["status"] == "agree"
+    assert [x["name"] for x in ev["inputs"]] == ["a", "b", "c"]
+    assert ev["v"][0]["values"] == pytest.approx([0.1, 1.0, 1e-4])
+    assert set(ev["inputs"][0]) >= {"grad_before", "grad_after", "grad", "jtv", "jacobian"}
+
+
+def test_cli_stdin_and_bundled_names(vjp):
+    res = vjp("explain", "--snippet", "-", "--seed", "1", input=BACKWARD_TWICE)
+    assert res.exit_code == 4
+    assert "Trying to backward through the graph a second time" in res.stdout
+    res = vjp("run", "seed003_official", "--seed", "0")
+    assert res.exit_code == 0 and "4.5" in res.stdout
+    res = vjp("examples")
+    assert "seed000_ex1" in res.stdout
+
+
+def test_cli_refuses_program_options_for_a_snippet(vjp):
+    res = vjp("run", "seed000_ex1", "--grad", "1,2,3")
+    assert res.exit_code == 2
+    assert "--grad does not apply to a snippet" in res.stderr
+
+
+def test_cli_missing_snippet_file(vjp, tmp_path):
+    res = vjp("run", str(tmp_path / "nope.py"))
+    assert res.exit_code == 2 and "no such file" in res.stderr

@@ -136,6 +136,8 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
         if c.undefined:
             line.append(f"; undefined (nan/inf on both routes) at {', '.join(c.undefined[:8])}")
         parts.append(line)
+    if e.diagnosis:
+        parts.append(Text(visible(e.diagnosis), style="yellow"))
     if explain:
         for x in e.inputs:
             parts.extend(_ledger(e, x))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import operator
 import string
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +63,14 @@ def call(it: Interpreter, e: ast.Call, scope: Scope) -> Any:
     if isinstance(func, torch.nn.Module):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         guards.check_call(type(func).__name__, tuple(tensors), {}, it.limits.elements)
-        return it.real(func, *args, node=e, **kwargs)
+        return it.traced(
+            "call",
+            func,
+            args,
+            kwargs,
+            lambda: it.real(func, *args, node=e, **kwargs),
+            opaque=f"the forward calls the module {type(func).__name__}, whose parameters the replay cannot vary",
+        )
     if isinstance(func, type) and issubclass(func, BaseException) and func.__name__ in W.EXCEPTIONS:
         return it.real(func, *args, node=e, **kwargs)
     raise SnippetRaised(TypeError(f"'{type(func).__name__}' object is not callable"), e)
@@ -75,7 +83,7 @@ def call_fn(it: Interpreter, fn: Fn, args: list[Any], kwargs: dict[str, Any], no
     kwargs = {k: it.as_callable(v) for k, v in kwargs.items()}
     if "out" in kwargs:
         raise refuse(f"{fn.qualname}(..., out=...)", hint="Assign the result instead.")
-    value = it.real(fn.real, *args, node=node, **kwargs)
+    value = it.traced("call", fn.real, args, kwargs, lambda: it.real(fn.real, *args, node=node, **kwargs))
     if fn.qualname.startswith(("torch.func.", "torch.autograd.functional.")) and callable(value):
         return Fn(f"{fn.qualname}(...)", value)  # a transformed function, e.g. torch.func.grad(f)
     return value
@@ -92,7 +100,10 @@ def call_method(it: Interpreter, m: Method, args: list[Any], kwargs: dict[str, A
             it.hooks += 1
             args = [it.as_callable(a) for a in args]
         guards.check_call(f"Tensor.{name}", (obj, *args), kwargs, it.limits.elements)
-        return it.real(getattr(obj, name), *args, node=node, **kwargs)
+        kind = "inplace" if name.endswith("_") and name not in ("requires_grad_",) else "method"
+        return it.traced(
+            kind, name, (obj, *args), kwargs, lambda: it.real(getattr(obj, name), *args, node=node, **kwargs)
+        )
     if isinstance(obj, str):
         if name == "format":
             _check_format_fields(obj)
@@ -121,7 +132,6 @@ def _check_format_fields(text: str) -> None:
 
 
 def call_builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
-    import torch
 
     if name == "print":
         if "file" in kwargs:
@@ -150,10 +160,8 @@ def call_builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, 
         guards.check_format_text(str(args[1]))
     if name == "type" and len(args) != 1:
         raise refuse("type() with more than one argument")
-    value = it.real(getattr(builtins, name), *args, node=node, **kwargs)
-    if isinstance(value, torch.Tensor):
-        it.count(value)
-    return value
+    real = getattr(builtins, name)
+    return it.traced("call", real, args, kwargs, lambda: it.real(real, *args, node=node, **kwargs))
 
 
 def get_attribute(it: Interpreter, obj: Any, name: str, node: ast.AST) -> Any:  # noqa: C901 - one branch per kind
@@ -167,6 +175,9 @@ def get_attribute(it: Interpreter, obj: Any, name: str, node: ast.AST) -> Any:  
     if isinstance(obj, Fn) and obj.real is torch.Tensor:
         return Method(obj.real, name) if name in W.TENSOR_METHODS else _no(obj, name)
     if isinstance(obj, torch.Tensor):
+        if name in ("T", "mT", "H", "mH", "real", "imag"):
+            get = operator.attrgetter(name)
+            return it.traced("call", get, (obj,), {}, lambda: it.real(get, obj, node=node))
         if name in W.TENSOR_ATTRS:
             return it.real(getattr, obj, name, node=node)
         if name in W.TENSOR_METHODS:

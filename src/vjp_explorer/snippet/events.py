@@ -72,6 +72,11 @@ class Explainer:
         jac, why_not = (
             self._jacobian(outs, default, leaves) if explain else (None, "only the first calls are explained")
         )
+        diagnosis = None
+        if jac is not None and _nonfinite_jtv(jac, default):
+            from .nonfinite import locate
+
+            diagnosis = locate(it, outs, default, leaves)
         value = it.real(self._caller(receiver, real), *args, node=node, **kwargs)
         returned = list(value) if is_grad else None
         after = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
@@ -86,6 +91,7 @@ class Explainer:
             retain_graph=bool(p.get("retain_graph") if p.get("retain_graph") is not None else p.get("create_graph")),
             create_graph=bool(p.get("create_graph")),
             inputs=[],
+            diagnosis=diagnosis,
         )
         for k, x in enumerate(leaves):
             got = returned[k] if returned is not None else _delta(before[k], after[k])
@@ -110,6 +116,11 @@ class Explainer:
             from .replay import finite_difference_check
 
             finite_difference_check(it, event, outs, default, leaves, before, after, returned)
+        if event.diagnosis and event.status != "disagree":
+            event.diagnosis = (
+                "Finite differences find no finite derivative here either, so a non-finite grad is what the math "
+                "gives (the derivative is infinite or undefined at this point). " + event.diagnosis
+            )
         event.notes.extend(_notes(event, before))
         self.events.append(event)
         return value
@@ -244,6 +255,13 @@ def name_of(it: Interpreter, t: Any, node: ast.AST | None) -> str:
 
 
 # ------------------------------------------------------------------ errors and budgets
+
+
+def _nonfinite_jtv(jac: list[Any], vs: list[Any]) -> bool:
+    import torch
+
+    v = torch.cat([x.detach().reshape(-1).to(torch.float64) for x in vs])
+    return any(not bool(torch.isfinite(J.T @ v).all()) for J in jac)
 
 
 def graph_leaves(outs: list[Any]) -> list[Any]:

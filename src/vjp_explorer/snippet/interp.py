@@ -114,6 +114,20 @@ class Interpreter:
         self.count(value)
         return value
 
+    def traced(
+        self, kind: str, fn: Any, args: Any, kwargs: dict[str, Any], run: Callable[[], Any], opaque: str | None = None
+    ) -> Any:
+        """Run a tensor operation and record it for the replay (arguments as they are before it runs)."""
+        from .replay import has_tensor
+
+        trace = self.replay
+        if trace is None or not (has_tensor(args) or has_tensor(kwargs)):
+            return run()
+        pre_args, pre_kwargs = trace.wrap(tuple(args)), trace.wrap(kwargs)
+        value = run()
+        trace.record(kind, fn, pre_args, pre_kwargs, value, opaque)
+        return value
+
     def count(self, value: Any) -> None:
         import torch
 
@@ -138,6 +152,8 @@ class Interpreter:
     def exec_block(self, body: list[ast.stmt], scope: Scope, top: bool = False) -> None:
         for stmt in body:
             self.current_line = stmt.lineno
+            if self.replay is not None:
+                self.replay.line = self.where(stmt)
             self.tick(stmt)
             try:
                 self.exec_stmt(stmt, scope, top)
@@ -332,11 +348,26 @@ class Interpreter:
             self.set_attribute(obj, target.attr, value, target)
         elif isinstance(target, ast.Subscript):
             obj = self.eval(target.value, scope)
-            index = self.eval_index(target.slice, scope)
-            self.check_setitem(obj, target)
-            self.real(operator.setitem, obj, index, value, node=target)
+            self.set_item(obj, self.eval_index(target.slice, scope), value, target)
         else:
             raise refuse(f"Assigning to a {type(target).__name__}")
+
+    def inplace(self, sym: str, left: Any, right: Any, node: ast.AST) -> Any:
+        """`left op= right`, in place where Python does it in place (on a tensor), recorded for the replay."""
+        fn = _INPLACE[sym]
+        return self.traced("inplace", fn, (left, right), {}, lambda: self.real(fn, left, right, node=node))
+
+    def set_item(self, obj: Any, index: Any, value: Any, node: ast.AST) -> None:
+        """`obj[index] = value`: for a tensor, an in-place write with PyTorch's own semantics, recorded."""
+        import torch
+
+        self.check_setitem(obj, node)
+        if self.replay is None or not isinstance(obj, torch.Tensor):
+            self.real(operator.setitem, obj, index, value, node=node)
+            return
+        pre = self.replay.wrap((obj, index, value))
+        self.real(operator.setitem, obj, index, value, node=node)
+        self.replay.record("setitem", operator.setitem, pre, {}, obj)
 
     def check_setitem(self, obj: Any, node: ast.AST) -> None:
         import torch
@@ -353,19 +384,21 @@ class Interpreter:
             if not found:
                 left = self.lookup(t.id, t, scope)
             guards.check_binop(sym, left, right, self.limits.elements)
-            scope.vars[t.id] = self.real(_INPLACE[sym], left, right, node=s)
+            scope.vars[t.id] = self.inplace(sym, left, right, s)
         elif isinstance(t, ast.Attribute):
             obj = self.eval(t.value, scope)
             left = self.get_attribute(obj, t.attr, t)
             guards.check_binop(sym, left, right, self.limits.elements)
-            self.set_attribute(obj, t.attr, self.real(_INPLACE[sym], left, right, node=s), t)
+            self.set_attribute(obj, t.attr, self.inplace(sym, left, right, s), t)
         elif isinstance(t, ast.Subscript):
             obj = self.eval(t.value, scope)
             index = self.eval_index(t.slice, scope)
             self.check_setitem(obj, t)
-            left = self.real(operator.getitem, obj, index, node=t)
+            left = self.traced(
+                "call", operator.getitem, (obj, index), {}, lambda: self.real(operator.getitem, obj, index, node=t)
+            )
             guards.check_binop(sym, left, right, self.limits.elements)
-            self.real(operator.setitem, obj, index, self.real(_INPLACE[sym], left, right, node=s), node=t)
+            self.set_item(obj, index, self.inplace(sym, left, right, s), t)
         else:
             raise refuse(f"Augmented assignment to a {type(t).__name__}")
 
@@ -405,9 +438,10 @@ class Interpreter:
             right = self.eval(e.right, scope)
             sym, fn = _BINOPS[type(e.op)]
             guards.check_binop(sym, left, right, self.limits.elements)
-            return self.real(fn, left, right, node=e)
+            return self.traced("call", fn, (left, right), {}, lambda: self.real(fn, left, right, node=e))
         if isinstance(e, ast.UnaryOp):
-            return self.real(_UNARY[type(e.op)], self.eval(e.operand, scope), node=e)
+            operand, op = self.eval(e.operand, scope), _UNARY[type(e.op)]
+            return self.traced("call", op, (operand,), {}, lambda: self.real(op, operand, node=e))
         if isinstance(e, ast.BoolOp):
             value: Any = None
             for v in e.values:
@@ -421,7 +455,10 @@ class Interpreter:
             result: Any = True
             for op, comp in zip(e.ops, e.comparators, strict=True):
                 right = self.eval(comp, scope)
-                result = self.real(_CMP[type(op)], left, right, node=e)
+                cmp, a = _CMP[type(op)], left
+                result = self.traced(
+                    "call", cmp, (a, right), {}, lambda c=cmp, a=a, b=right: self.real(c, a, b, node=e)
+                )
                 if len(e.ops) > 1 and not self.truth(result, e):
                     return result
                 left = right
@@ -430,7 +467,10 @@ class Interpreter:
             return self.eval(e.body if self.truth(self.eval(e.test, scope), e.test) else e.orelse, scope)
         if isinstance(e, ast.Subscript):
             obj = self.eval(e.value, scope)
-            return self.real(operator.getitem, obj, self.eval_index(e.slice, scope), node=e)
+            index = self.eval_index(e.slice, scope)
+            return self.traced(
+                "call", operator.getitem, (obj, index), {}, lambda: self.real(operator.getitem, obj, index, node=e)
+            )
         if isinstance(e, ast.Tuple):
             return tuple(self.eval_items(e.elts, scope))
         if isinstance(e, ast.List):

@@ -36,6 +36,9 @@ def run_snippet(
     explainer = Explainer()
     it = Interpreter(src, label, limits, explainer)
     explainer.it = it
+    from .replay import Trace
+
+    it.replay = Trace()
     steps: list[Step] = []
     error: RaisedError | None = None
     lines = src.code.split("\n")

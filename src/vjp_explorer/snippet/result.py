@@ -64,6 +64,7 @@ class Event:
     inputs: list[LeafGrad]
     checks: list[Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    diagnosis: str | None = None  # where a nan/inf entered the backward pass, and the fix
 
     @property
     def status(self) -> str:

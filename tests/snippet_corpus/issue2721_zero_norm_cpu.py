@@ -1,0 +1,9 @@
+import torch
+a = torch.FloatTensor((5,5))
+a.zero_()
+
+# Calculate norm  on CPU
+v = torch.autograd.Variable(a, requires_grad=True)
+n = v.norm()
+n.backward()
+print(v.grad) # Variable containing: nan nan [torch.FloatTensor of size 2]

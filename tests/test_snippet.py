@@ -145,7 +145,9 @@ print(x.grad)
     first, second = r.events
     assert first.call == "torch.autograd.grad" and first.inputs[0].grad == 12.0
     assert second.inputs[0].grad == 12.0  # d/dx 3x^2 = 6x
-    assert all(c.status == "agree" for e in r.events for c in e.checks)
+    assert [c.status for c in first.checks] == ["agree", "agree"]
+    fd = next(c for c in second.checks if c.name == "finite_difference")
+    assert fd.status == "skipped" and "create_graph" in (fd.reason or "")
 
 
 def test_non_leaf_grad_warning_and_none():
@@ -223,3 +225,116 @@ def test_cli_refuses_program_options_for_a_snippet(vjp):
 def test_cli_missing_snippet_file(vjp, tmp_path):
     res = vjp("run", str(tmp_path / "nope.py"))
     assert res.exit_code == 2 and "no such file" in res.stderr
+
+
+CUSTOM = """import torch
+class Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.save_for_backward(x)
+        ctx.k = k
+        return k * x ** 3
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        print("backward ran", ctx.needs_input_grad)
+        return BODY, None
+x = torch.tensor([1.0, 2.0, -1.5], requires_grad=True)
+y = Cube.apply(x, 2.0)
+y.backward(torch.tensor([0.5, 1.0, 2.0]))
+print(x.grad)
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "verdict", "pattern"),
+    [
+        ("3 * ctx.k * x ** 2 * g", "agree", None),
+        ("2 * ctx.k * x ** 2 * g", "disagree", "same factor 0.666667"),
+        ("-3 * ctx.k * x ** 2 * g", "disagree", "sign is flipped"),
+        ("3 * ctx.k * x ** 2 * g + 1", "disagree", "same amount 1"),
+        ("3 * ctx.k * x ** 2 * g * g", "disagree", None),  # squares v: invisible with one-hot v alone
+    ],
+)
+def test_custom_function_backward_is_checked_against_its_forward(body, verdict, pattern):
+    code = CUSTOM.replace("BODY", body)
+    r = run_snippet(code, seed=0)
+    assert r.stdout == plain_python([code])[0]["stdout"]  # the custom backward ran once, printing once
+    (event,) = r.events
+    fd = next(c for c in event.checks if c.name == "finite_difference")
+    assert fd.status == verdict
+    assert event.inputs[0].finite_difference == pytest.approx([3.0, 24.0, 27.0], rel=1e-6)  # 3k·x²·v
+    if pattern:
+        assert pattern in (fd.reason or "")
+    if verdict == "disagree":
+        assert "custom Function Cube" in (event.diagnosis or "")
+        assert r.exit_code == 3
+
+
+@pytest.mark.parametrize(
+    ("code", "where", "node"),
+    [
+        (
+            "x = torch.tensor([30.0, 89.0, 100.0], requires_grad=True)\ny = torch.log(torch.exp(x))\n"
+            "y.backward(torch.ones(3))",
+            ["x[1]", "x[2]"],
+            "ExpBackward0",
+        ),
+        (
+            "x = torch.tensor([0.0, 1.0], requires_grad=True)\nh = torch.sqrt(x)\ny = h * 0\ny.backward(torch.ones(2))",
+            ["x[0]"],
+            "SqrtBackward0",
+        ),
+        (
+            "x = torch.tensor([0.0, 1.0, 2.0], requires_grad=True)\n"
+            "y = torch.where(x > 0, torch.log(x), torch.zeros_like(x))\ny.sum().backward()",
+            ["x[0]"],
+            "LogBackward0",
+        ),
+    ],
+)
+def test_spurious_nan_is_a_disagreement_with_its_cause(code, where, node):
+    r = run_snippet(code, seed=0)
+    (event,) = r.events
+    fd = next(c for c in event.checks if c.name == "finite_difference")
+    assert fd.status == "disagree" and all(w in (fd.reason or "") for w in where)
+    assert node in (event.diagnosis or "")
+    assert r.exit_code == 3
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "z = torch.tensor([0.0, 1.0], requires_grad=True)\ntorch.log(z).sum().backward()",
+        "z = torch.tensor([0.0, 1.0], requires_grad=True)\n(1 / z).sum().backward()",
+        "z = torch.tensor([0.0, 4.0], requires_grad=True)\ntorch.sqrt(z).sum().backward()",
+    ],
+)
+def test_a_genuinely_infinite_derivative_is_undefined_not_wrong(code):
+    r = run_snippet(code, seed=0)
+    (event,) = r.events
+    assert event.status != "disagree"
+    fd = next(c for c in event.checks if c.name == "finite_difference")
+    assert "z[0]" in fd.undefined
+    assert r.exit_code == 0
+
+
+def test_kinks_are_not_compared():
+    r = run_snippet("r = torch.tensor([0.0, 2.0, -1.0], requires_grad=True)\ntorch.relu(r).sum().backward()", seed=0)
+    fd = next(c for c in r.events[0].checks if c.name == "finite_difference")
+    assert fd.status == "agree" and "r[0]" in (fd.reason or "")
+
+
+def test_large_inputs_are_checked_along_random_directions():
+    code = "w = torch.randn(40, 40, requires_grad=True)\n(w @ w).tanh().sum().backward()\nprint(torch.randn(3))\n"
+    r = run_snippet(code, seed=0)
+    fd = next(c for c in r.events[0].checks if c.name == "finite_difference")
+    assert fd.status == "agree" and "random directions" in fd.compares
+    assert r.stdout == plain_python([code])[0]["stdout"]  # the check draws from its own generator, not the snippet's
+
+
+def test_a_hook_that_scales_the_gradient_is_not_called_wrong():
+    code = "v = torch.ones(3, requires_grad=True)\nv.register_hook(lambda g: g * 2)\nv.backward(torch.ones(3))\n"
+    r = run_snippet(code, seed=0)
+    fd = next(c for c in r.events[0].checks if c.name == "finite_difference")
+    assert fd.status == "skipped" and "hook" in (fd.reason or "")

@@ -32,7 +32,13 @@ REFUSED = {
     "x = torch.ones(1)\nx.numpy()": ".numpy",
     "x = torch.ones(1)\nx.storage()": ".storage",
     "'{0.__class__}'.format(1)": "format field",
-    "class A: pass": "ClassDef",
+    "class A: pass": "class A",
+    "class A(torch.nn.Module): pass": "class A",
+    "class A(torch.autograd.Function):\n    x = 1": "Assign in the body of class A",
+    "class A(torch.autograd.Function):\n    @property\n    def forward(ctx): pass\n"
+    "    @staticmethod\n    def backward(ctx, g): pass": "decorator",
+    "class A(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        return ctx.__dict__\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g\nA.apply(torch.ones(1))": "'__dict__'",
     "global x": "Global",
     "type(1).__subclasses__()": "'__subclasses__'",
     "type(1).mro()": ".mro",

@@ -24,6 +24,7 @@ from .names import (
     module_attr,
     refuse,
 )
+from .runtime import SnippetRaised
 
 if TYPE_CHECKING:
     from .interp import Interpreter, Scope
@@ -81,9 +82,10 @@ def call_fn(it: Interpreter, fn: Fn, args: list[Any], kwargs: dict[str, Any], no
     guards.check_call(fn.qualname, tuple(args), kwargs, it.limits.elements)
     args = [it.as_callable(a) for a in args]
     kwargs = {k: it.as_callable(v) for k, v in kwargs.items()}
-    if "out" in kwargs:
-        raise refuse(f"{fn.qualname}(..., out=...)", hint="Assign the result instead.")
-    value = it.traced("call", fn.real, args, kwargs, lambda: it.real(fn.real, *args, node=node, **kwargs))
+    opaque = "out= writes the result in place" if "out" in kwargs else None
+    value = it.traced(
+        "call", fn.real, args, kwargs, lambda: it.real(fn.real, *args, node=node, **kwargs), opaque=opaque
+    )
     if fn.qualname.startswith(("torch.func.", "torch.autograd.functional.")) and callable(value):
         return Fn(f"{fn.qualname}(...)", value)  # a transformed function, e.g. torch.func.grad(f)
     return value
@@ -93,9 +95,14 @@ def call_method(it: Interpreter, m: Method, args: list[Any], kwargs: dict[str, A
     import torch
 
     obj, name = m.obj, m.name
+    if isinstance(obj, type) and issubclass(obj, torch.autograd.Function) and name == "apply":
+        guards.check_call(f"{obj.__name__}.apply", tuple(args), kwargs, it.limits.elements)
+        return it.traced("call", obj.apply, args, kwargs, lambda: it.real(obj.apply, *args, node=node, **kwargs))
     if isinstance(obj, torch.Tensor):
         if name == "backward":
             return it.on_autograd("Tensor.backward", torch.Tensor.backward, obj, args, kwargs, node)
+        if name == "retain_grad":
+            it.retained.append(obj)
         if name == "register_hook":
             it.hooks += 1
             args = [it.as_callable(a) for a in args]
@@ -172,6 +179,18 @@ def get_attribute(it: Interpreter, obj: Any, name: str, node: ast.AST) -> Any:  
         raise refuse(f"The attribute {name!r}", hint="Names starting with an underscore are never reachable.")
     if isinstance(obj, Module):
         return module_attr(obj, name)
+    from .custom import CtxView, CustomFunction
+
+    if isinstance(obj, CustomFunction):
+        if name == "apply":
+            return Method(obj.cls, "apply")
+        return _no(obj, name)
+    if isinstance(obj, CtxView):
+        try:
+            is_method, value = obj.get(name)
+        except AttributeError as e:
+            raise SnippetRaised(e, node) from None
+        return Method(obj.real, value) if is_method else value
     if isinstance(obj, Fn) and obj.real is torch.Tensor:
         return Method(obj.real, name) if name in W.TENSOR_METHODS else _no(obj, name)
     if isinstance(obj, torch.Tensor):
@@ -180,8 +199,8 @@ def get_attribute(it: Interpreter, obj: Any, name: str, node: ast.AST) -> Any:  
             return it.traced("call", get, (obj,), {}, lambda: it.real(get, obj, node=node))
         if name in W.TENSOR_ATTRS:
             return it.real(getattr, obj, name, node=node)
-        if name in W.TENSOR_METHODS:
-            return Method(obj, name)
+        if name in W.TENSOR_METHODS or name.endswith("_") and name[:-1] in W.TENSOR_METHODS:
+            return Method(obj, name)  # x.f_() is the in-place form of a whitelisted x.f()
         raise refuse(f"The tensor attribute .{name}", hint=_tensor_hint(name))
     if isinstance(obj, torch.nn.Module):
         if name in MODULE_OBJECT_ATTRS:
@@ -201,6 +220,8 @@ def get_attribute(it: Interpreter, obj: Any, name: str, node: ast.AST) -> Any:  
         if name in NODE_ATTRS:
             return it.real(getattr, obj, name, node=node)
         return _no(obj, name)
+    if type(obj).__name__ == "RemovableHandle" and name == "remove":
+        return Method(obj, name)
     if isinstance(obj, torch.Size):
         return Method(obj, name) if name in ("numel", "index", "count") else _no(obj, name)
     if isinstance(obj, tuple) and hasattr(obj, "_fields") and name in obj._fields:  # torch.return_types

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
     from .interp import Interpreter
 
-# |got - ref| <= atol + rtol * (Σ|v_i J_ij| + |.grad before|): float32 rounds each term at about 6e-8
-TOLERANCES = {"float64": (1e-12, 1e-10), "float32": (1e-6, 1e-5), "float16": (1e-3, 1e-2), "bfloat16": (1e-2, 5e-2)}
+# |got - ref| <= atol + rtol * (Σ|v_i J_ij| + |.grad before|): the program mode's documented tolerances
+TOLERANCES = {"float64": (1e-14, 1e-9), "float32": (1e-7, 1e-4), "float16": (1e-3, 1e-2), "bfloat16": (1e-2, 5e-2)}
 
 
 class Explainer:
@@ -69,14 +69,20 @@ class Explainer:
         is_grad = qualname == "torch.autograd.grad"
         before = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
         explain = len(self.events) < it.limits.snippet_explained_calls
+        kept = [(t, None if t.grad is None else t.grad.detach().clone()) for t in it.retained]
+        it.quiet = True  # the probes below may run the snippet's own backward code: no output, no steps
         jac, why_not = (
             self._jacobian(outs, default, leaves) if explain else (None, "only the first calls are explained")
         )
+        customs = _custom_nodes(outs)
         diagnosis = None
         if jac is not None and _nonfinite_jtv(jac, default):
             from .nonfinite import locate
 
             diagnosis = locate(it, outs, default, leaves)
+        for t, g in kept:  # the probes above must leave no trace in a retain_grad() tensor's .grad
+            t.grad = g
+        it.quiet = False
         value = it.real(self._caller(receiver, real), *args, node=node, **kwargs)
         returned = list(value) if is_grad else None
         after = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
@@ -115,8 +121,19 @@ class Explainer:
         if explain and it.replay is not None:
             from .replay import finite_difference_check
 
-            finite_difference_check(it, event, outs, default, leaves, before, after, returned)
-        if event.diagnosis and event.status != "disagree":
+            trace, it.replay, it.quiet = it.replay, None, True  # the replay may run snippet functions again
+            try:
+                finite_difference_check(it, event, outs, default, leaves, before, after, returned, trace)
+            finally:
+                it.replay, it.quiet = trace, False
+        fd = next((c for c in event.checks if c.name == "finite_difference"), None)
+        if customs and event.status == "disagree":
+            names = ", ".join(customs)
+            event.diagnosis = (event.diagnosis + " " if event.diagnosis else "") + (
+                f"The gradient passes through the custom Function {names}: finite differences of its forward "
+                "are the reference, so look at its backward first (a factor, a sign, a transposed or missing term)."
+            )
+        if event.diagnosis and fd is not None and fd.status == "agree":
             event.diagnosis = (
                 "Finite differences find no finite derivative here either, so a non-finite grad is what the math "
                 "gives (the derivative is infinite or undefined at this point). " + event.diagnosis
@@ -255,6 +272,23 @@ def name_of(it: Interpreter, t: Any, node: ast.AST | None) -> str:
 
 
 # ------------------------------------------------------------------ errors and budgets
+
+
+def _custom_nodes(outs: list[Any]) -> list[str]:
+    """The snippet's own autograd Functions on the graph behind `outs` (torch names their nodes NameBackward)."""
+    found: list[str] = []
+    seen: set[int] = set()
+    stack = [o.grad_fn for o in outs if o.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        cls = getattr(node, "_forward_cls", None)  # set on the nodes of Python autograd Functions
+        if cls is not None and cls.__name__ not in found:
+            found.append(cls.__name__)
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return found
 
 
 def _nonfinite_jtv(jac: list[Any], vs: list[Any]) -> bool:

@@ -54,6 +54,8 @@ class Interpreter:
         self.implicit_used: set[str] = set()
         self.warnings: list[tuple[int, str]] = []
         self.current_line = 0
+        self.quiet = False  # while the tool itself runs snippet code (probes, replays): no output, no step count
+        self.retained: list[Any] = []  # tensors the snippet called .retain_grad() on
         self.replay: Any = None  # the trace of tensor ops, for the finite-difference route (replay.py)
 
     def where(self, node: ast.AST | None) -> int:
@@ -76,7 +78,7 @@ class Interpreter:
         return err
 
     def tick(self, node: ast.AST) -> None:
-        self.steps += 1
+        self.steps += 0 if self.quiet else 1
         if self.steps > self.limits.snippet_steps:
             raise LimitError(
                 f"The snippet ran {self.limits.snippet_steps:,} steps without finishing (a loop that never ends?).",
@@ -89,6 +91,8 @@ class Interpreter:
             )
 
     def write(self, text: str) -> None:
+        if self.quiet:
+            return
         self.out_chars += len(text)
         if self.out_chars > self.limits.snippet_output_chars:
             raise LimitError(
@@ -163,7 +167,7 @@ class Interpreter:
     def exec_stmt(self, s: ast.stmt, scope: Scope, top: bool) -> None:
         if isinstance(s, ast.Expr):
             value = self.eval(s.value, scope)
-            if top and value is not None and not isinstance(s.value, ast.Constant):
+            if top and value is not None:
                 self.write(self.real(repr, value, node=s) + "\n")
         elif isinstance(s, ast.Assign):
             value = self.eval(s.value, scope)
@@ -192,6 +196,10 @@ class Interpreter:
             if s.decorator_list:
                 raise refuse("A decorator")
             scope.vars[s.name] = self.make_function(s.name, s.args, s.body, scope)
+        elif isinstance(s, ast.ClassDef):
+            from .custom import define
+
+            scope.vars[s.name] = define(self, s, scope)
         elif isinstance(s, ast.Return):
             raise _Return(None if s.value is None else self.eval(s.value, scope))
         elif isinstance(s, ast.With):
@@ -440,8 +448,8 @@ class Interpreter:
             guards.check_binop(sym, left, right, self.limits.elements)
             return self.traced("call", fn, (left, right), {}, lambda: self.real(fn, left, right, node=e))
         if isinstance(e, ast.UnaryOp):
-            operand, op = self.eval(e.operand, scope), _UNARY[type(e.op)]
-            return self.traced("call", op, (operand,), {}, lambda: self.real(op, operand, node=e))
+            operand, unary = self.eval(e.operand, scope), _UNARY[type(e.op)]
+            return self.traced("call", unary, (operand,), {}, lambda: self.real(unary, operand, node=e))
         if isinstance(e, ast.BoolOp):
             value: Any = None
             for v in e.values:
@@ -453,12 +461,9 @@ class Interpreter:
         if isinstance(e, ast.Compare):
             left = self.eval(e.left, scope)
             result: Any = True
-            for op, comp in zip(e.ops, e.comparators, strict=True):
+            for cmpop, comp in zip(e.ops, e.comparators, strict=True):
                 right = self.eval(comp, scope)
-                cmp, a = _CMP[type(op)], left
-                result = self.traced(
-                    "call", cmp, (a, right), {}, lambda c=cmp, a=a, b=right: self.real(c, a, b, node=e)
-                )
+                result = self.compare(_CMP[type(cmpop)], left, right, e)
                 if len(e.ops) > 1 and not self.truth(result, e):
                     return result
                 left = right
@@ -494,6 +499,9 @@ class Interpreter:
         if isinstance(e, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
             return self.eval_comprehension(e, scope)
         raise refuse(f"A {type(e).__name__} expression")
+
+    def compare(self, cmp: Callable[[Any, Any], Any], left: Any, right: Any, node: ast.AST) -> Any:
+        return self.traced("call", cmp, (left, right), {}, lambda: self.real(cmp, left, right, node=node))
 
     def eval_items(self, elts: list[ast.expr], scope: Scope) -> list[Any]:
         out: list[Any] = []
@@ -565,6 +573,8 @@ class Interpreter:
         found, value = scope.find(name)
         if found:
             return value
+        if name == "__name__":
+            return "__main__"  # `if __name__ == "__main__":` runs, as in a script run directly
         if name in W.BUILTINS or name in ("True", "False", "None"):
             return Builtin(name)
         if name in W.EXCEPTIONS:
@@ -628,6 +638,11 @@ class Interpreter:
     def set_attribute(self, obj: Any, name: str, value: Any, node: ast.AST) -> None:
         import torch
 
+        from .custom import CtxView
+
+        if isinstance(obj, CtxView) and not name.startswith("_"):
+            obj.set(name, value)
+            return
         if isinstance(obj, torch.Tensor) and name in W.TENSOR_SETTABLE:
             self.real(setattr, obj, name, value, node=node)
             return

@@ -73,7 +73,7 @@ def _describe(it: Interpreter, node: Any, arriving: tuple[Any, ...], through_whe
     result = getattr(node, "_saved_result", None)
     overflow = isinstance(result, torch.Tensor) and bool(torch.isinf(result).any())
     text = f"The non-finite value entered the backward pass at {name}{where}: "
-    if overflow:
+    if overflow and isinstance(result, torch.Tensor):
         text += f"the forward {op.lower()} overflowed to inf in {str(result.dtype).removeprefix('torch.')}, "
         text += "and its backward multiplies the arriving cotangent by that inf"
         text += " (0·inf = nan)." if zero_in else "."

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .result import Check
+from .runtime import SnippetRaised
 
 if TYPE_CHECKING:
     from .interp import Interpreter
@@ -190,8 +191,8 @@ class Replay:
                 continue
             if rec is None:
                 raise NotReplayable(
-                    "part of the forward was not recorded as tensor operations (for example a "
-                    "tensor that came out of a backward pass with create_graph=True)"
+                    "part of the forward was not recorded as tensor operations (a tensor that came out of a "
+                    "backward pass with create_graph=True, or from a call the replay does not repeat)"
                 )
             if rec.opaque:
                 raise NotReplayable(rec.opaque)
@@ -281,6 +282,7 @@ def finite_difference_check(
     before: list[Any],
     after: list[Any],
     returned: list[Any] | None,
+    trace: Trace,
 ) -> None:
     """Add the check `finite_difference` to `event`: Jᵀv from central differences of g(x) = Σ v·y(x)."""
     import torch
@@ -288,9 +290,10 @@ def finite_difference_check(
     compares = ("the returned grads" if returned is not None else "what the call added to .grad") + (
         " vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
     )
-    trace: Trace = it.replay
-    out_keys = [(id(o), o._version) for o in outs]
-    leaf_keys = [(id(x), x._version) for x in leaves]
+    out_keys = [trace.key(o) for o in outs]
+    leaf_keys = [trace.key(x) for x in leaves]
+    for o, k in zip(outs, out_keys, strict=True):
+        trace.needs_grad.setdefault(k, o.requires_grad)
     base = {k: x.detach().to(torch.float64) for k, x in zip(leaf_keys, leaves, strict=True)}
     v64 = [v.detach().to(torch.float64) for v in vs]
     try:
@@ -326,11 +329,20 @@ def finite_difference_check(
         ]
         v = torch.cat([t.reshape(-1) for t in v64])
         if n <= FULL_ELEMENTS:
-            _full(event, compares, y, v, leaf_keys, leaves, base, got64, before)
+            _full(event, compares, y, v, leaf_keys, leaves, base, got64, before, it.hooks > 0)
         else:
-            _directions(event, compares, y, v, leaf_keys, leaves, base, got64)
+            _directions(event, compares, y, v, leaf_keys, leaves, base, got64, it.hooks > 0)
     except NotReplayable as e:
         event.checks.append(Check("finite_difference", "skipped", compares, reason=str(e)))
+    except SnippetRaised as e:
+        event.checks.append(
+            Check(
+                "finite_difference",
+                "skipped",
+                compares,
+                reason=f"the replayed forward raised {type(e.exc).__name__}: {e.exc}",
+            )
+        )
     except (RuntimeError, ValueError, TypeError, IndexError) as e:
         event.checks.append(
             Check("finite_difference", "skipped", compares, reason=f"the replay failed: {str(e).splitlines()[0][:200]}")
@@ -383,6 +395,32 @@ def column(y0: Any, ys: dict[int, Any], h: float) -> tuple[Any, Any, Any]:
     return d1, (d1 - d2).abs(), state
 
 
+def _pattern(pairs: list[tuple[float, float]]) -> str | None:
+    """What kind of mistake a set of (backward, reference) pairs shows: a factor, a flipped sign, an offset."""
+    if len(pairs) < 2:
+        return None
+    big = [(g, r) for g, r in pairs if abs(r) > 1e-12]
+    if big and len(big) == len(pairs):
+        ratios = [g / r for g, r in big]
+        mid = sorted(ratios)[len(ratios) // 2]
+        if mid != 1 and all(abs(q - mid) <= 1e-3 * max(1.0, abs(mid)) for q in ratios):
+            return (
+                "every element is off by the same factor: the sign is flipped"
+                if abs(mid + 1) < 1e-3
+                else (f"every element is off by the same factor {mid:.6g}")
+            )
+    offsets = [g - r for g, r in pairs]
+    mid = sorted(offsets)[len(offsets) // 2]
+    if mid != 0 and all(abs(o - mid) <= 1e-4 * max(1.0, abs(mid)) for o in offsets):
+        return f"every element is off by the same amount {mid:.6g}"
+    return None
+
+
+def _status(bad: list[str], hooked: bool) -> str:
+    """A difference is a disagreement, unless a hook of the snippet changes the gradient on purpose."""
+    return "agree" if not bad else "skipped" if hooked else "disagree"
+
+
 def _full(
     event: Event,
     compares: str,
@@ -393,6 +431,7 @@ def _full(
     base: dict[Key, Any],
     got64: list[Any],
     before: list[Any],
+    hooked: bool,
 ) -> None:
     import torch
 
@@ -403,6 +442,7 @@ def _full(
     bad: list[str] = []
     kinks: list[str] = []
     undefined: list[str] = []
+    pairs: list[tuple[float, float]] = []
     for k, (key, x) in enumerate(zip(keys, leaves, strict=True)):
         flat = base[key].reshape(-1)
         fd = torch.empty(flat.numel(), dtype=torch.float64)
@@ -440,6 +480,7 @@ def _full(
                     undefined.append(label)  # the differences cannot show the derivative is finite here
                 continue
             scale = abs(d1) + (float(prior[j]) if prior is not None else 0.0)
+            pairs.append((got, d1))
             diff = abs(got - d1)
             worst = max(worst, diff)
             if diff > atol + rtol * scale + 3 * fd_err:
@@ -448,6 +489,9 @@ def _full(
     parts = []
     if bad:
         parts.append("differs at " + ", ".join(bad[:10]) + (f" and {len(bad) - 10} more" if len(bad) > 10 else ""))
+        pattern = _pattern(pairs)
+        if pattern:
+            parts.append(pattern)
     if kinks:
         parts.append(f"not compared at the kinks {', '.join(kinks[:6])}")
         event.notes.append(
@@ -455,10 +499,12 @@ def _full(
             "a tie of max/min, clamp at a bound, a step): finite differences are no reference there, and torch "
             "picks one subgradient by convention."
         )
+    if bad and hooked:
+        parts.insert(0, "a hook of the snippet changes the gradient, so .grad is not Jᵀv by design")
     event.checks.append(
         Check(
             "finite_difference",
-            "disagree" if bad else "agree",
+            _status(bad, hooked),
             compares,
             worst,
             "|Δ| <= atol + rtol·|Jᵀv| + 3·(the differences' own error estimate)",
@@ -477,6 +523,7 @@ def _directions(
     leaves: list[Any],
     base: dict[Key, Any],
     got64: list[Any],
+    hooked: bool,
 ) -> None:
     import torch
 
@@ -502,7 +549,7 @@ def _directions(
     event.checks.append(
         Check(
             "finite_difference",
-            "disagree" if bad else "agree",
+            _status(bad, hooked),
             compares.replace("Jᵀv from", f"⟨u, Jᵀv⟩ along {DIRECTIONS} random directions u from"),
             worst,
             "|Δ| <= atol + rtol·Σ|u·grad| + 3·(error estimate)",

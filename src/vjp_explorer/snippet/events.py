@@ -170,8 +170,10 @@ class Explainer:
         try:
             for o in outs:
                 for i in range(o.numel()):
-                    e = torch.zeros_like(o, dtype=o.dtype).detach()
-                    e.view(-1)[i] = 1
+                    e = None  # a scalar's v = 1 (passing it would import torch.fx and sympy: 0.8 s)
+                    if o.numel() > 1:
+                        e = torch.zeros_like(o, dtype=o.dtype).detach()
+                        e.view(-1)[i] = 1
                     gs = torch.autograd.grad(o, leaves, grad_outputs=e, retain_graph=True, allow_unused=True)
                     for j, g in enumerate(gs):
                         rows[j].append(

@@ -33,6 +33,25 @@ def _shape_of(args: tuple[Any, ...]) -> list[int] | None:
     return None
 
 
+def broadcast(*shapes: Any) -> list[int] | None:
+    """The broadcast of some shapes, or None where they do not broadcast (the real call then raises).
+
+    Written out because torch.broadcast_shapes imports torch.fx and sympy on first use (0.8 s).
+    """
+    out: list[int] = []
+    for shape in shapes:
+        dims = [int(d) for d in shape]
+        if len(dims) > len(out):
+            out = [1] * (len(dims) - len(out)) + out
+        for i, d in enumerate(dims):
+            j = len(out) - len(dims) + i
+            if out[j] == 1:
+                out[j] = d
+            elif d != 1 and d != out[j]:
+                return None
+    return out
+
+
 def numel(shape: list[int]) -> int:
     n = 1
     for d in shape:
@@ -101,10 +120,9 @@ def check_call(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], element
         _check_product(base, args)
     tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
     if len(tensors) >= 2 and base not in ("cat", "concat", "concatenate", "stack", "where", "index_select", "gather"):
-        try:
-            need = max(need, numel(list(torch.broadcast_shapes(*(t.shape for t in tensors)))))
-        except RuntimeError:
-            pass  # shapes that do not broadcast: the call itself raises torch's own message
+        shape = broadcast(*(t.shape for t in tensors))
+        if shape is not None:  # shapes that do not broadcast: the call itself raises torch's own message
+            need = max(need, numel(shape))
     if need > elements:
         raise limit_error(f"{name} would make a tensor of {need:,} elements", need, elements, "elements")
 
@@ -123,10 +141,10 @@ def _check_product(base: str, args: tuple[Any, ...]) -> None:
     else:
         k = a.shape[-1]
         n = b.shape[-1] if b.dim() > 1 else 1
-        try:
-            batch = numel(list(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))) if a.dim() > 2 or b.dim() > 2 else 1
-        except RuntimeError:
+        batch_shape = broadcast(a.shape[:-2], b.shape[:-2]) if a.dim() > 2 or b.dim() > 2 else []
+        if batch_shape is None:
             return
+        batch = numel(batch_shape)
         m = a.shape[-2] if a.dim() > 1 else 1
         flops = batch * m * n * k
     if flops > MAX_FLOPS:
@@ -158,10 +176,10 @@ def check_binop(op: str, left: Any, right: Any, elements: int) -> None:
         if op == "@":
             _check_product("matmul", (left, right))
         else:
-            try:
-                need = numel(list(torch.broadcast_shapes(left.shape, right.shape)))
-            except RuntimeError:
+            shape = broadcast(left.shape, right.shape)
+            if shape is None:
                 return
+            need = numel(shape)
             if need > elements:
                 raise limit_error(
                     f"broadcasting {list(left.shape)} {op} {list(right.shape)} would make {need:,} elements",

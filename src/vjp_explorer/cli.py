@@ -142,6 +142,13 @@ LimitOpt = Annotated[
 ]
 DeviceOpt = Annotated[str, typer.Option("--device", metavar="cpu|cuda", help="cpu or cuda.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show a traceback for internal errors.")]
+GraphOpt = Annotated[
+    bool, typer.Option("--graph", help="Show the backward graph of each call, with the cotangents (snippets).")
+]
+DotOpt = Annotated[
+    Path | None,
+    typer.Option("--dot", metavar="FILE", help="Write the backward graphs as Graphviz DOT to FILE (snippets)."),
+]
 SnippetOpt = Annotated[
     str | None,
     typer.Option(
@@ -412,6 +419,14 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
             raise _fail(e, debug) from None
         raise typer.Exit(code)
     o.pop("snippet", None)
+    if o.pop("graph", False) or o.pop("dot", None) is not None:
+        raise _fail(
+            UsageError(
+                "--graph and --dot show the graph of a snippet's backward calls (vjp run FILE.py --graph); "
+                "for a program, write it as a snippet for now."
+            ),
+            debug,
+        )
     _keep_freed_memory()
     try:
         if o["digits"] is not None and not 1 <= o["digits"] <= 17:
@@ -482,6 +497,8 @@ def run(
     device: DeviceOpt = "cpu",
     debug: DebugOpt = False,
     snippet: SnippetOpt = None,
+    graph: GraphOpt = False,
+    dot: DotOpt = None,
 ) -> None:
     """Run y.backward(v) for real and show .grad, the Jacobian J, Jᵀv from J, and sympy's check side by side.
 
@@ -522,6 +539,8 @@ def explain_cmd(
     debug: DebugOpt = False,
     latex: Annotated[bool, typer.Option("--latex", help="Print formulas as LaTeX.")] = False,
     snippet: SnippetOpt = None,
+    graph: GraphOpt = False,
+    dot: DotOpt = None,
 ) -> None:
     """Explain backward(v) for a program: shapes, the symbolic Jacobian, and each grad term by term.
 

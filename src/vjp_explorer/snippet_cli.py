@@ -52,9 +52,15 @@ def snippet_command(
     text, label = _read(expression, o.get("snippet"), limits.snippet_chars)
     from .snippet import run_snippet
 
-    result = run_snippet(text, label, seed=o.get("seed"), limits=limits)
+    want_graph = bool(o.get("graph")) or o.get("dot") is not None
+    result = run_snippet(text, label, seed=o.get("seed"), limits=limits, graph=want_graph)
     from .render import snippet_view
 
+    if o.get("dot") is not None:
+        _write_dot(Path(o["dot"]), result)
+    if want_graph and not o.get("graph"):
+        for event in result.events:
+            event.graph = None  # asked only for the file
     if o.get("json_"):
         snippet_view.write_json(result, sys.stdout.write)
     else:
@@ -63,6 +69,16 @@ def snippet_command(
         if code == 3:
             stderr().print("error: a check disagrees (exit 3); see the event's checks above.", markup=False)
     return result.exit_code
+
+
+def _write_dot(path: Path, result: Any) -> None:
+    from .snippet.graph import to_dot
+
+    graphs = [(e.index, f"#{e.index} line {e.line}: {e.source}", e.graph) for e in result.events if e.graph]
+    try:
+        path.write_text(to_dot(graphs), encoding="utf-8")
+    except OSError as err:
+        raise UsageError(f"--dot {visible(str(path))}: cannot write the file ({err.strerror}).") from None
 
 
 def _read(expression: str | None, snippet: str | None, max_chars: int) -> tuple[str, str]:

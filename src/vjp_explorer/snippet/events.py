@@ -28,9 +28,10 @@ TOLERANCES = {"float64": (1e-14, 1e-9), "float32": (1e-7, 1e-4), "float16": (1e-
 class Explainer:
     """Holds the events of one snippet run; `__call__` is the interpreter's hook for autograd calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, graph: bool = False) -> None:
         self.events: list[Event] = []
         self.it: Interpreter | None = None
+        self.graph = graph
 
     def __call__(
         self, qualname: str, real: Any, receiver: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST
@@ -83,7 +84,16 @@ class Explainer:
         for t, g in kept:  # the probes above must leave no trace in a retain_grad() tensor's .grad
             t.grad = g
         it.quiet = False
-        value = it.real(self._caller(receiver, real), *args, node=node, **kwargs)
+        probe = None
+        if self.graph and explain:
+            from .graph import GraphProbe
+
+            probe = GraphProbe(it, outs, lambda t: name_of(it, t, None))
+            probe.start()
+        try:
+            value = it.real(self._caller(receiver, real), *args, node=node, **kwargs)
+        finally:
+            graph = probe.finish() if probe is not None else None
         returned = list(value) if is_grad else None
         after = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
         event = Event(
@@ -98,6 +108,7 @@ class Explainer:
             create_graph=bool(p.get("create_graph")),
             inputs=[],
             diagnosis=diagnosis,
+            graph=graph,
         )
         for k, x in enumerate(leaves):
             got = returned[k] if returned is not None else _delta(before[k], after[k])

@@ -99,13 +99,9 @@ def _describe(it: Interpreter, node: Any, arriving: tuple[Any, ...], through_whe
 
 def _statement(it: Interpreter, node: Any) -> str:
     """`, from `y = torch.exp(x)` (line 3)` for the recorded operation whose result has this grad_fn."""
-    trace = it.replay
-    if trace is None:
+    from .graph import statement
+
+    line, text = statement(it, node)
+    if line is None:
         return ""
-    for key, rec in trace.made_by.items():
-        t = trace.alive.get(key[0])
-        if t is not None and t.grad_fn is node and rec.line:
-            lines = it.src.original.split("\n")
-            text = lines[rec.line - 1].strip() if 0 < rec.line <= len(lines) else ""
-            return f", from `{text}` (line {rec.line})" if text else f" (line {rec.line})"
-    return ""
+    return f", from `{text}` (line {line})" if text else f" (line {line})"

@@ -19,7 +19,11 @@ _NOTE_IMPLICIT = (
 
 
 def run_snippet(
-    text: str, label: str = "<snippet>", seed: int | None = None, limits: Limits = DEFAULT_LIMITS
+    text: str,
+    label: str = "<snippet>",
+    seed: int | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    graph: bool = False,
 ) -> SnippetResult:
     """Run a pasted snippet; the snippet's own exceptions end up in `result.error`, ours are raised."""
     src = read_source(text, label)
@@ -33,7 +37,7 @@ def run_snippet(
     seed_given = seed is not None
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little") % 2**31
-    explainer = Explainer()
+    explainer = Explainer(graph=graph)
     it = Interpreter(src, label, limits, explainer)
     explainer.it = it
     from .replay import Trace

@@ -65,6 +65,7 @@ class Event:
     checks: list[Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     diagnosis: str | None = None  # where a nan/inf entered the backward pass, and the fix
+    graph: list[dict[str, Any]] | None = None  # with --graph: the nodes backward ran (see snippet/graph.py)
 
     @property
     def status(self) -> str:

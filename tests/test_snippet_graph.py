@@ -1,0 +1,86 @@
+"""--graph and --dot: the nodes torch ran for one backward call, with the cotangents, against hand-derived values."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from vjp_explorer.snippet import run_snippet
+from vjp_explorer.snippet.graph import paths, to_dot
+
+ROOT = Path(__file__).resolve().parents[1]
+TWICE = """import torch
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+h = x * x
+y = torch.sin(h) + h
+y.backward(torch.tensor([1.0, 0.5]))
+"""
+
+
+def _by_name(graph):
+    out = {}
+    for node in graph:
+        out.setdefault(node["name"], []).append(node)
+    return out
+
+
+def test_seed_graph_nodes_and_cotangents():
+    r = run_snippet((ROOT / "expressions/snippets/seed000_ex1.py").read_text(), seed=0, graph=True)
+    g = r.events[0].graph
+    names = _by_name(g)
+    assert {n["leaf"] for n in names["AccumulateGrad"]} == {"a", "b", "c"}
+    assert names["LogBackward0"][0]["arriving"]["values"] == pytest.approx([0.1, 1.0, 1e-4])
+    leaf = {n["leaf"]: n["arriving"]["values"] for n in names["AccumulateGrad"]}
+    assert leaf["a"] == pytest.approx([0.3, 3.0, 3e-4])
+    assert leaf["b"] == pytest.approx([1.2, 16.0, 2e-3], rel=1e-6)
+    assert leaf["c"] == pytest.approx([1 / 60, 1 / 7, 1.25e-5], rel=1e-6)
+    root = g[0]
+    assert root["name"] == "AddBackward0" and root["value_of"] == "y" and root["line"] == 6
+
+
+def test_a_value_used_twice_is_a_sum_of_paths():
+    r = run_snippet(TWICE, seed=0, graph=True)
+    g = r.events[0].graph
+    merges = {m["value_of"] or m["leaf"]: m for m in paths(g)}
+    h = merges["h"]  # d/dh = v (through + h) + v·cos(h) (through sin(h))
+    parts = sorted((p["name"], p["value"]["values"]) for p in h["parts"])
+    assert parts[0][0] == "AddBackward0" and parts[0][1] == pytest.approx([1.0, 0.5])
+    assert parts[1][0] == "SinBackward0" and parts[1][1] == pytest.approx(
+        [math.cos(1.0), 0.5 * math.cos(4.0)], rel=1e-6
+    )
+    x = merges["x"]  # h = x*x: each factor's path sends d/dh · x
+    dh = [1 + math.cos(1.0), 0.5 + 0.5 * math.cos(4.0)]
+    for p in x["parts"]:
+        assert p["value"]["values"] == pytest.approx([dh[0] * 1.0, dh[1] * 2.0], rel=1e-6)
+
+
+def test_dot_parses_back_to_the_same_graph(tmp_path):
+    r = run_snippet(TWICE, seed=0, graph=True)
+    g = r.events[0].graph
+    text = to_dot([(1, 'a "title" with \\ and\nbreak', g)])
+    nodes = dict(re.findall(r'^\s+(e1n\d+) \[label="((?:[^"\\]|\\.)*)"\];$', text, re.M))
+    edges = re.findall(r"^\s+(e1n\d+) -> (e1n\d+) ", text, re.M)
+    assert len(nodes) == len(g)
+    assert all(nodes[f"e1n{n['id']}"].startswith(n["name"]) for n in g)
+    want = sorted((f"e1n{n['id']}", f"e1n{e['to']}") for n in g for e in n["edges"] if e["to"] is not None)
+    assert sorted(edges) == want
+    assert text.count("{") == text.count("}")
+    assert 'label="a \\"title\\" with \\\\ and\\nbreak";' in text  # escaped, and one line
+
+
+def test_cli_graph_tree_and_dot_file(vjp, tmp_path):
+    path = tmp_path / "twice.py"
+    path.write_text(TWICE)
+    dot = tmp_path / "g.dot"
+    res = vjp("run", str(path), "--seed", "0", "--graph", "--dot", str(dot))
+    assert res.exit_code == 0, res.output
+    assert "backward graph of #1" in res.stdout and "SinBackward0" in res.stdout
+    assert "gradients add where a value is used more than once" in res.stdout
+    assert dot.read_text().startswith("digraph backward {")
+    res = vjp("run", str(path), "--seed", "0", "--dot", str(dot), "--json")
+    assert '"graph": null' in res.stdout  # only the file was asked for
+    res = vjp("run", "3*a", "--a", "1", "--graph")
+    assert res.exit_code == 2 and "snippet" in res.stderr

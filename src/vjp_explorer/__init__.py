@@ -10,10 +10,31 @@ if TYPE_CHECKING:
     from .api import Request, explore
     from .errors import ExitCode, VjpError
     from .result import Result
+    from .snippet import SnippetResult, run_snippet
+    from .trusted import check
 
-__all__ = ["ExitCode", "Request", "Result", "VjpError", "__version__", "explore"]
+__all__ = [
+    "ExitCode",
+    "Request",
+    "Result",
+    "SnippetResult",
+    "VjpError",
+    "__version__",
+    "check",
+    "explore",
+    "run_snippet",
+]
 
-_WHERE = {"Request": "api", "explore": "api", "ExitCode": "errors", "VjpError": "errors", "Result": "result"}
+_WHERE = {
+    "Request": "api",
+    "explore": "api",
+    "ExitCode": "errors",
+    "VjpError": "errors",
+    "Result": "result",
+    "check": "trusted",
+    "run_snippet": "snippet",
+    "SnippetResult": "snippet",
+}
 
 
 def __getattr__(name: str) -> Any:

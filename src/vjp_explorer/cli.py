@@ -639,6 +639,41 @@ def _is_dir(text: str) -> bool:
         return False
 
 
+@app.command(
+    name="check",
+    cls=VariableOptions,
+    context_settings={"allow_interspersed_args": True},
+    epilog="Example: vjp check my_ops.py:Square --x 1,2,3 --grad 0.5,1,2",
+)
+def check_cmd(
+    ctx: typer.Context,
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="MODULE.py:NAME",
+            help="Your file and the function or autograd.Function in it. This imports (runs) your file.",
+        ),
+    ],
+    grad: GradOpt = None,
+    dtype: DtypeOpt = None,
+    json_: JsonOpt = False,
+    full: FullOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Check your own backward against finite differences of its forward; name the wrong elements.
+
+    The trusted door: it imports and runs MODULE.py, your own code (programs, files and snippets never do).
+    Give each input as --NAME VALUE, named as the function's parameters.
+    """
+    try:
+        from .check_cli import check_command
+
+        code = check_command(ctx, target, grad, dtype, json_, full, debug, _stdout, _stderr)
+    except (Exception, KeyboardInterrupt) as e:
+        raise _fail(e, debug) from None
+    raise typer.Exit(code)
+
+
 @app.command()
 def examples(
     json_: JsonOpt = False,

@@ -27,6 +27,8 @@ def write_json(result: SnippetResult, write: Callable[[str], Any]) -> None:
 def render(r: SnippetResult, explain: bool = False, full: bool = False) -> RenderableType:
     parts: list[RenderableType] = [_header(r)]
     events = {e.index: e for e in r.events}
+    if r.kind == "check":
+        parts.extend(Padding(_event(e, explain, full), (0, 0, 0, 2)) for e in r.events)
     for step in r.steps:
         parts.append(_source_lines(step.line, step.source))
         if step.stdout:
@@ -69,6 +71,8 @@ def _random(r: SnippetResult) -> bool:
 
 
 def _header(r: SnippetResult) -> Text:
+    if r.kind == "check":
+        return Text(f"check {visible(r.label)} · torch {r.torch_version} (your own code, imported)\n", style="bold")
     seed = f"seed {r.seed}" + (" (--seed)" if r.seed_given else " (drawn; pass --seed N to repeat it)")
     kind = "REPL transcript" if r.repl else "snippet"
     return Text(f"{kind} {visible(r.label)} · torch {r.torch_version} · {seed}\n", style="bold")
@@ -103,7 +107,8 @@ def _flat(x: Any) -> list[Any]:
 
 def _event(e: Event, explain: bool, full: bool) -> RenderableType:
     parts: list[RenderableType] = []
-    head = Text(f"╰ {'grad' if e.call.endswith('grad') else 'backward'} #{e.index}  ", style="bold cyan")
+    kind = "check" if e.call == "check" else "grad" if e.call.endswith("grad") else "backward"
+    head = Text(f"╰ {kind} #{e.index}  ", style="bold cyan")
     head.append(visible(e.source), style="cyan")
     parts.append(head)
     meta = Table.grid(padding=(0, 2))
@@ -137,7 +142,7 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
             line.append(f"; undefined (nan/inf on both routes) at {', '.join(c.undefined[:8])}")
         parts.append(line)
     if e.diagnosis:
-        parts.append(Text(visible(e.diagnosis), style="yellow"))
+        parts.append(Text(("diagnosis: " if e.call == "check" else "") + visible(e.diagnosis), style="yellow"))
     if e.graph is not None:
         parts.extend(_graph(e))
     if explain:
@@ -150,8 +155,9 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
 
 def _grad_table(e: Event, full: bool) -> Table:
     """One row per input element: its value, .grad before and after, what the call gave, and the references."""
-    is_grad = e.call.endswith("grad")
+    is_grad = e.call.endswith("grad") or e.call == "check"
     fd = any(x.finite_difference is not None for x in e.inputs)
+    has_j = any(x.jtv is not None for x in e.inputs)
     t = Table(show_edge=False, header_style="bold", pad_edge=False)
     t.add_column("element")
     t.add_column("value", justify="right")
@@ -159,11 +165,14 @@ def _grad_table(e: Event, full: bool) -> Table:
         t.add_column(".grad before", justify="right")
         t.add_column(".grad after", justify="right")
     t.add_column("returned" if is_grad else "added", justify="right")
-    t.add_column("Jᵀv (J)", justify="right")
+    if has_j:
+        t.add_column("Jᵀv (J)", justify="right")
     if fd:
         t.add_column("Jᵀv (fin. diff.)", justify="right")
     for x in e.inputs:
-        columns = [x.value, *([x.grad_before, x.grad_after] if not is_grad else []), x.grad, x.jtv]
+        columns = [x.value, *([x.grad_before, x.grad_after] if not is_grad else []), x.grad]
+        if has_j:
+            columns.append(x.jtv)
         if fd:
             columns.append(x.finite_difference)
         flat = [_flat(c) if c is not None else None for c in columns]

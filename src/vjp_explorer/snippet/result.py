@@ -120,6 +120,7 @@ class SnippetResult:
     error: RaisedError | None
     notes: list[str]
     stdout: str
+    kind: str = "snippet"  # or "check" (vjp check: one call of the user's own function)
 
     @property
     def exit_code(self) -> int:
@@ -134,7 +135,7 @@ class SnippetResult:
     def to_dict(self) -> dict[str, Any]:
         d = {
             "schema": SNIPPET_SCHEMA_VERSION,
-            "snippet": {
+            self.kind: {
                 "source": self.label,
                 "seed": self.seed,
                 "seed_given": self.seed_given,

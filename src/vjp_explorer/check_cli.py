@@ -1,0 +1,81 @@
+"""`vjp check MODULE.py:NAME --x VALUE ...`: inputs from the command line, then check.check, then a renderer."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from .errors import UsageError
+from .snippet.source import visible
+
+
+def check_command(
+    ctx: Any,
+    target: str,
+    grad: str | None,
+    dtype: str | None,
+    json_: bool,
+    full: bool,
+    debug: bool,
+    stdout: Callable[[], Any],
+    stderr: Callable[[], Any],
+) -> int:
+    for problem in ctx.meta.get("vjp_problems", []):
+        raise UsageError(problem)
+    given = dict(ctx.meta.get("vjp_variables", []))
+    if dtype not in (None, "float32", "float64"):
+        raise UsageError(f"--dtype must be float32 or float64, not {visible(dtype)!r}.")
+    from .trusted import check, load_target, parameters
+
+    obj, label = load_target(target)
+    try:
+        names = parameters(obj)
+    except (TypeError, ValueError):
+        raise UsageError(f"{label}: cannot read its parameters; is it a function or an autograd.Function?") from None
+    missing = [n for n in names if n not in given]
+    unknown = [n for n in given if n not in names]
+    if unknown:
+        raise UsageError(
+            f"{label} has no parameter {', '.join(visible(n) for n in unknown)}; "
+            f"its parameters are: {', '.join(names)}."
+        )
+    if missing:
+        raise UsageError(
+            f"Give a value for {', '.join(missing)}: vjp check {visible(target)} "
+            + " ".join(f"--{n} VALUE" for n in names)
+            + "."
+        )
+    import torch
+
+    from .engine.tensors import make_tensor
+    from .language.values import parse_value
+
+    tdtype = torch.float64 if dtype == "float64" else torch.float32
+    gen = torch.Generator().manual_seed(0)
+    inputs = [make_tensor(parse_value(given[n], f"--{n}"), f"--{n}", tdtype, gen) for n in names]
+    v = None
+    if grad is not None:
+        spec = parse_value(grad, "--grad", allow_ones=True)
+        v = None if spec.generator == "ones_like" else make_tensor(spec, "--grad", tdtype, gen)
+    try:
+        result = check(obj, *inputs, v=v, label=label)
+    except UsageError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's forward or backward raised (or torch refused it)
+        if debug:
+            raise
+        first = (str(e).splitlines() or [""])[0]
+        raise UsageError(
+            f"{label} raised {type(e).__name__} while being checked: {visible(first)}",
+            hint="Run it with these inputs in Python to see the traceback (or add --debug).",
+        ) from None
+    from .render import snippet_view
+
+    if json_:
+        snippet_view.write_json(result, sys.stdout.write)
+    else:
+        stdout().print(snippet_view.render(result, explain=True, full=full))
+        if result.exit_code == 3:
+            stderr().print("error: the backward is wrong (exit 3); see the diagnosis above.", markup=False)
+    return result.exit_code

@@ -1,0 +1,205 @@
+"""vjp check (the trusted door): deliberately wrong custom Functions, each with exactly its diagnosis."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+import torch
+
+import vjp_explorer
+from vjp_explorer.errors import VjpError
+from vjp_explorer.trusted import check, load_target
+
+MODULE = textwrap.dedent(
+    """
+    import torch
+
+    def _fn(name, fwd, bwd):
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return fwd(x)
+
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return bwd(x, g)
+
+        return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
+                                                        "backward": staticmethod(backward)})
+
+    Right = _fn("Right", lambda x: x ** 3, lambda x, g: 3 * x ** 2 * g)
+    Factor = _fn("Factor", lambda x: x ** 3, lambda x, g: 2 * x ** 2 * g)
+    Sign = _fn("Sign", lambda x: x ** 3, lambda x, g: -3 * x ** 2 * g)
+    Offset = _fn("Offset", lambda x: x ** 3, lambda x, g: 3 * x ** 2 * g + 1)
+    Squares = _fn("Squares", lambda x: x ** 3, lambda x, g: 3 * x ** 2 * g * g)
+    Zeros = _fn("Zeros", lambda x: x ** 3, lambda x, g: torch.zeros_like(x))
+    Nothing = _fn("Nothing", lambda x: x ** 3, lambda x, g: None)
+    Precision = _fn("Precision", lambda x: x ** 2,
+                    lambda x, g: ((x + 3e4) ** 2 - (x - 3e4) ** 2) / 6e4 * g)
+
+    class OneRow(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.cumsum(x, 0)
+
+        @staticmethod
+        def backward(ctx, g):
+            out = torch.flip(torch.cumsum(torch.flip(g, [0]), 0), [0])
+            return out + g[0] * torch.tensor([0.0, 1.0, 0.0])  # row 0 of J gets a stray entry
+
+    class Transposed(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, W, x):
+            ctx.save_for_backward(W, x)
+            return W @ x
+
+        @staticmethod
+        def backward(ctx, g):
+            W, x = ctx.saved_tensors
+            return torch.outer(g, x), W @ g
+
+    class Linear(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, W, x):
+            ctx.save_for_backward(W, x)
+            return W @ x
+
+        @staticmethod
+        def backward(ctx, g):
+            W, x = ctx.saved_tensors
+            return torch.outer(g, x), W.T @ g
+
+    def plain(x):
+        return torch.sin(x) * x
+
+    def boom(x):
+        raise ValueError("my bug")
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def ops(tmp_path_factory):
+    path = tmp_path_factory.mktemp("user") / "my_ops.py"
+    path.write_text(MODULE)
+    return path
+
+
+def _run(ops, name, *inputs, v=None):
+    obj, label = load_target(f"{ops}:{name}")
+    return check(obj, *inputs, v=v, label=label)
+
+
+X = torch.tensor([1.0, 2.0, -1.5])
+V = torch.tensor([0.5, 1.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("name", "diagnosis"),
+    [
+        ("Factor", "off by the factor 0.666667"),
+        ("Sign", "the sign is flipped"),
+        ("Offset", "constant offset"),
+        ("Squares", "not linear in v"),
+        ("Zeros", "ignores this input"),
+        ("Nothing", "returned None"),
+        ("OneRow", "only row 0 of J is wrong"),
+    ],
+)
+def test_each_kind_of_mistake_gets_its_diagnosis(ops, name, diagnosis):
+    r = _run(ops, name, X, v=V)
+    (event,) = r.events
+    assert event.status == "disagree" and r.exit_code == 3
+    assert diagnosis in (event.diagnosis or ""), event.diagnosis
+
+
+def test_the_wrong_elements_are_named(ops):
+    r = _run(ops, "Factor", X, v=V)
+    fd = r.events[0].checks[0]
+    # expected 3x²v = [1.5, 12, 13.5]; returned 2x²v = [1, 8, 9]
+    assert "x[0] (1 vs 1.5)" in fd.reason and "x[2] (9 vs 13.5)" in fd.reason
+
+
+def test_transposed_jacobian(ops):
+    W = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    r = _run(ops, "Transposed", W, torch.tensor([1.0, 2.0]), v=torch.tensor([1.0, 1.0]))
+    assert "transposed" in (r.events[0].diagnosis or "")
+    assert [x.name for x in r.events[0].inputs] == ["W", "x"]
+
+
+def test_float32_precision_is_not_called_a_bug(ops):
+    r = _run(ops, "Precision", torch.tensor([1.37, 2.91, 0.53]))
+    assert r.events[0].status == "disagree"
+    assert "float32 precision" in (r.events[0].diagnosis or "")
+    r64 = _run(ops, "Precision", torch.tensor([1.37, 2.91, 0.53], dtype=torch.float64))
+    assert r64.events[0].status == "agree"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    ("name", "inputs"),
+    [
+        ("Right", [torch.tensor(1.5)]),
+        ("Right", [torch.tensor([1.0, 2.0, -1.5])]),
+        ("Right", [torch.tensor([[1.0, 2.0], [0.5, -1.0]])]),
+        ("Linear", [torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([1.0, -2.0])]),
+        ("plain", [torch.tensor([0.3, 1.2])]),
+    ],
+)
+def test_correct_backwards_agree(ops, name, inputs, dtype):
+    r = _run(ops, name, *[x.to(dtype) for x in inputs])
+    assert r.events[0].status == "agree" and r.events[0].diagnosis is None and r.exit_code == 0
+
+
+def test_python_api_is_exported(ops):
+    obj, _ = load_target(f"{ops}:Right")
+    r = vjp_explorer.check(obj, X, v=V)
+    assert r.events[0].inputs[0].grad == pytest.approx([1.5, 12.0, 13.5])
+
+
+def test_large_inputs_are_checked_along_directions(ops):
+    obj, _ = load_target(f"{ops}:plain")
+    r = check(obj, torch.linspace(-1, 1, 10_000))
+    assert r.events[0].status == "agree" and "random directions" in r.events[0].checks[0].compares
+    assert any("random directions" in n for n in r.events[0].notes)
+
+
+def test_cli_check(vjp, ops):
+    res = vjp("check", f"{ops}:Factor", "--x", "1,2,-1.5", "--grad", "0.5,1,2")
+    assert res.exit_code == 3 and "off by the factor" in res.stdout
+    res = vjp("check", f"{ops}:Right", "--x", "1,2,-1.5", "--json")
+    assert res.exit_code == 0
+    d = json.loads(res.stdout)["check"]
+    assert d["events"][0]["status"] == "agree"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope.py:f", "--x", "1"], "cannot be read"),
+        (["{ops}:missing", "--x", "1"], "has no 'missing'"),
+        (["{ops}:boom", "--x", "1"], "my bug"),
+        (["{ops}:plain"], "Give a value for x"),
+        (["{ops}:plain", "--x", "1", "--y", "2"], "no parameter y"),
+        (["{ops}", "--x", "1"], "MODULE.py:NAME"),
+    ],
+)
+def test_cli_check_bad_input(vjp, ops, args, message):
+    res = vjp("check", *[a.format(ops=ops) for a in args])
+    assert res.exit_code == 2 and message in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_load_target_refuses_a_directory(tmp_path):
+    with pytest.raises(VjpError):
+        load_target(f"{tmp_path}:f")
+
+
+def test_a_backward_that_squares_v_is_caught_even_with_v_ones(ops):
+    # gradcheck's one-hot v cannot see g * g; with v = ones the grads even match finite differences
+    r = _run(ops, "Squares", X)
+    checks = {c.name: c.status for c in r.events[0].checks}
+    assert checks == {"finite_difference": "agree", "linearity": "disagree"}
+    assert r.exit_code == 3

@@ -84,3 +84,24 @@ def test_cli_graph_tree_and_dot_file(vjp, tmp_path):
     assert '"graph": null' in res.stdout  # only the file was asked for
     res = vjp("run", "3*a", "--a", "1", "--graph")
     assert res.exit_code == 2 and "snippet" in res.stderr
+
+
+def test_svg_and_html_save_what_the_terminal_shows(vjp, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    svg, html = tmp_path / "run.svg", tmp_path / "run.html"
+    res = vjp("run", "seed000_ex1", "--seed", "0", "--svg", str(svg), "--html", str(html))
+    assert res.exit_code == 0
+    ET.fromstring(svg.read_text())  # well-formed XML
+    page = html.read_text()
+    assert page.lstrip().startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    for number in ("0.0166667", "1.25e-05", "tensor([3.0000e-01, 3.0000e+00, 3.0000e-04])"):
+        assert number in res.stdout and number in page
+        assert number.replace(" ", "&#160;") in svg.read_text() or number in svg.read_text()
+    res = vjp("run", "3*a", "--a", "1,2", "--grad", "1,1", "--svg", str(svg))
+    assert res.exit_code == 0 and "Jᵀv" in svg.read_text().replace("&#7488;", "ᵀ")
+
+
+def test_version(vjp):
+    res = vjp("--version")
+    assert res.exit_code == 0 and res.stdout.startswith("vjp-explorer ")

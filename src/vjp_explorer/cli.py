@@ -29,6 +29,24 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        print(f"vjp-explorer {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit."),
+    ] = None,
+) -> None:
+    """See what y.backward(v) computes: Jᵀv, one weighted sum per input element, checked three ways."""
+
+
 class VariableOptions(TyperCommand):
     """A command that also accepts `--NAME VALUE` for each variable of the program."""
 
@@ -148,6 +166,12 @@ GraphOpt = Annotated[
 DotOpt = Annotated[
     Path | None,
     typer.Option("--dot", metavar="FILE", help="Write the backward graphs as Graphviz DOT to FILE (snippets)."),
+]
+SvgOpt = Annotated[
+    Path | None, typer.Option("--svg", metavar="FILE", help="Also save what the terminal shows as SVG to FILE.")
+]
+HtmlOpt = Annotated[
+    Path | None, typer.Option("--html", metavar="FILE", help="Also save what the terminal shows as HTML to FILE.")
 ]
 SnippetOpt = Annotated[
     str | None,
@@ -358,7 +382,15 @@ def _stdout() -> Any:
     return _console()
 
 
-def _emit(result: Any, json_: bool, full: bool, verbose: bool, digits: int | None, explain: bool = False) -> None:
+def _emit(
+    result: Any,
+    json_: bool,
+    full: bool,
+    verbose: bool,
+    digits: int | None,
+    explain: bool = False,
+    export: tuple[Path | None, Path | None] = (None, None),
+) -> None:
     if json_:
         from .render.json_out import write_json
 
@@ -372,9 +404,14 @@ def _emit(result: Any, json_: bool, full: bool, verbose: bool, digits: int | Non
     if explain:
         from .render.explain_view import render_explain
 
-        console.print(render_explain(result, view))
+        shown = render_explain(result, view)
     else:
-        console.print(text.render_run(result, view))
+        shown = text.render_run(result, view)
+    console.print(shown)
+    if export != (None, None):
+        from .render.export import save
+
+        save(shown, export[0], export[1], console.width, "vjp explain" if explain else "vjp run")
 
 
 def _keep_freed_memory() -> None:
@@ -439,7 +476,7 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
 
         result = explore(req)
         try:
-            _emit(result, o["json_"], o["full"], o["verbose"], o["digits"], explain)
+            _emit(result, o["json_"], o["full"], o["verbose"], o["digits"], explain, (o["svg"], o["html"]))
         except BrokenPipeError:  # the reader stopped early (`| head`): not an error of ours, stop writing
             _silence_stdout()
     except typer.Exit:
@@ -499,6 +536,8 @@ def run(
     snippet: SnippetOpt = None,
     graph: GraphOpt = False,
     dot: DotOpt = None,
+    svg: SvgOpt = None,
+    html: HtmlOpt = None,
 ) -> None:
     """Run y.backward(v) for real and show .grad, the Jacobian J, Jᵀv from J, and sympy's check side by side.
 
@@ -541,6 +580,8 @@ def explain_cmd(
     snippet: SnippetOpt = None,
     graph: GraphOpt = False,
     dot: DotOpt = None,
+    svg: SvgOpt = None,
+    html: HtmlOpt = None,
 ) -> None:
     """Explain backward(v) for a program: shapes, the symbolic Jacobian, and each grad term by term.
 

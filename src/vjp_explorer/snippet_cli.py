@@ -64,7 +64,13 @@ def snippet_command(
     if o.get("json_"):
         snippet_view.write_json(result, sys.stdout.write)
     else:
-        stdout().print(snippet_view.render(result, explain=explain, full=bool(o.get("full"))))
+        shown = snippet_view.render(result, explain=explain, full=bool(o.get("full")))
+        console = stdout()
+        console.print(shown)
+        if o.get("svg") is not None or o.get("html") is not None:
+            from .render.export import save
+
+            save(shown, o.get("svg"), o.get("html"), console.width, f"vjp {'explain' if explain else 'run'} {label}")
         code = result.exit_code
         if code == 3:
             stderr().print("error: a check disagrees (exit 3); see the event's checks above.", markup=False)

@@ -1,0 +1,28 @@
+"""Save exactly what the terminal shows as SVG or HTML (Rich records the console and exports it)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rich.console import Console, RenderableType
+
+from ..errors import UsageError
+
+
+def save(renderable: RenderableType, svg: Path | None, html: Path | None, width: int, title: str) -> None:
+    """Render once more into a recording console of the terminal's width and write the files asked for."""
+    console = Console(record=True, file=io.StringIO(), width=width, color_system="truecolor", highlight=False)
+    console.print(renderable)
+    for path, kind in ((svg, "svg"), (html, "html")):
+        if path is None:
+            continue
+        text = (
+            console.export_svg(title=title, clear=False)
+            if kind == "svg"
+            else console.export_html(inline_styles=True, clear=False)
+        )
+        try:
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"--{kind} {path}: cannot write the file ({e.strerror}).") from None

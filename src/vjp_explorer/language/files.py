@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,22 +65,34 @@ def _err(path: Path | str, message: str, hint: str | None = None) -> FileFormatE
 def read_toml(path: Path, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
     """The parsed TOML of an expression file, after size, encoding and depth checks."""
     try:
-        if path.is_dir():
-            raise _err(path, "is a directory, not an expression file.")
-        size = path.stat().st_size
+        # non-blocking, so that a FIFO is opened (and refused below) instead of waiting forever for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise _err(path, "no such file.", not_found_hint(path.name)) from None
-    except OSError as e:
-        raise _err(path, f"cannot be read ({e.strerror}).") from None
-    if size > limits.file_bytes:
-        raise _err(
-            path, f"is {size:,} bytes; expression files are at most {limits.file_bytes:,} bytes (--limit file_bytes=N)."
-        )
+    except IsADirectoryError:
+        raise _err(path, "is a directory, not an expression file.") from None
+    except (OSError, ValueError) as e:
+        raise _err(path, f"cannot be read ({getattr(e, 'strerror', None) or e}).") from None
     try:
-        with path.open("rb") as f:  # bounded: a device or pipe (/dev/zero) has no size to stat
-            raw = f.read(limits.file_bytes + 1)
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise _err(path, "is a directory, not an expression file.")
+        if not stat.S_ISREG(info.st_mode):
+            mode = info.st_mode
+            kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+            raise _err(path, f"is {kind}, not a regular file; expression files are read only from regular files.")
+        if info.st_size > limits.file_bytes:
+            raise _err(
+                path,
+                f"is {info.st_size:,} bytes; expression files are at most {limits.file_bytes:,} bytes "
+                "(--limit file_bytes=N).",
+            )
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read(limits.file_bytes + 1)  # bounded: the file may grow between fstat and read
     except OSError as e:
         raise _err(path, f"cannot be read ({e.strerror}).") from None
+    finally:
+        os.close(fd)
     if len(raw) > limits.file_bytes:
         raise _err(
             path,
@@ -198,12 +212,17 @@ def _check_brackets(path: Path, text: str, limits: Limits) -> None:
         i += 1
 
 
+# one part of a dotted key, in any of TOML's three spellings: bare, "basic" (with escapes) or 'literal'
+_KEY_PART = r"""(?:[\w-]++|"(?:[^"\\\n]|\\.)*+"|'[^'\n]*+')"""
+
+
 def _check_dotted_keys(path: Path, text: str, limits: Limits) -> None:
     """Before tomllib: refuse a dotted key of more parts than file_depth allows tables (a.b.c is three
-    nested tables). tomllib takes time quadratic in the parts (a 200 kB key a.a.a... takes minutes).
+    nested tables), whether its parts are bare, quoted or literal, with or without spaces around the dots.
+    tomllib takes time quadratic in the parts (a 200 kB key a.a.a... or "a"."a"... takes minutes).
     Possessive, word-anchored matching: one linear pass, also over long runs of text that are not keys."""
     parts = limits.file_depth + limits.value_depth
-    m = re.search(r"(?<![\w-])(?:[\w-]++[ \t]*+\.[ \t]*+){" + str(parts) + ",}", text)
+    m = re.search(r"(?<![\w-])(?:" + _KEY_PART + r"[ \t]*+\.[ \t]*+){" + str(parts) + ",}", text)
     if m is not None:
         raise LimitError(
             f"{path}: a dotted key has more than {parts} parts here; each part is one level of tables, and "

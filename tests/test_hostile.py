@@ -16,7 +16,7 @@ import pytest
 import sympy  # noqa: F401  - imported up front so that no case pays for the first import
 import torch  # noqa: F401
 
-from hostile_corpus import BAD_INPUT, FILE_CASES, OK_CASES, STDIN
+from hostile_corpus import BAD_INPUT, FILE_CASES, OK_CASES, STDIN, TERMINAL, TERMINAL_FILES
 
 SECONDS = 8.0  # per case; generous, so a loaded machine does not fail it, but a hang does
 
@@ -176,6 +176,47 @@ def test_expression_file_and_program_clash(vjp, tmp_path):
     path.write_text('program = "x*2"\n[inputs]\nx = 1\n')
     r, elapsed = timed(vjp, "run", "x*3", "--file", str(path))
     assert_bad_input(r, elapsed, "not both")
+
+
+# ---------------------------------------------------------------------------- nothing reaches the terminal raw
+# C0 controls but the newline, DEL, C1 controls, bidi embeddings/overrides/isolates, line separators
+_RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def assert_nothing_raw(r):
+    for name, text in (("stdout", r.stdout), ("stderr", r.stderr)):
+        m = _RAW.search(text)
+        assert m is None, (name, ascii(m.group(0)), text[max(0, m.start() - 60) : m.end() + 60])
+
+
+@pytest.mark.parametrize(("args", "code"), TERMINAL)
+def test_text_from_outside_is_made_visible(vjp, args, code):
+    r, elapsed = timed(vjp, *args)
+    assert_clean(r, elapsed)
+    assert r.exit_code == code, (r.exit_code, r.stderr)
+    assert_nothing_raw(r)
+
+
+@pytest.mark.parametrize(("content", "code"), TERMINAL_FILES.values(), ids=TERMINAL_FILES.keys())
+@pytest.mark.parametrize("cmd", ["run", "explain"])
+def test_an_expression_files_words_are_made_visible(vjp, tmp_path, content, code, cmd):
+    path = tmp_path / "evil.toml"
+    path.write_text(content)
+    for json_ in ([], ["--json"]):
+        r, elapsed = timed(vjp, cmd, *(["--file"] if cmd == "run" else []), str(path), *json_)
+        assert_clean(r, elapsed)
+        assert r.exit_code == code, (r.exit_code, r.stderr)
+        assert_nothing_raw(r)
+        if json_ and code == 0:
+            assert r.stdout.isascii() and json.loads(r.stdout)["title"].startswith("T\x1b]0;pwned")
+
+
+def test_title_shows_its_escapes_visibly(vjp, tmp_path):
+    path = tmp_path / "evil.toml"
+    path.write_text('title = "T\\u001b[2J \\u202eevil"\nprogram = "y = x*2"\n[inputs]\nx = 1\n')
+    r = vjp("explain", str(path))
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "T\u241b[2J \ufffdevil"
 
 
 # ---------------------------------------------------------------------------- nothing user-written is evaluated

@@ -45,10 +45,17 @@ class Limits:
                 raise ValueError(f"{key} must be positive and finite, not {text!r}")
             if kind is int and (not number.is_integer() or number > 2**62):
                 raise ValueError(f"{key} must be a whole number below 2**62, not {text!r}")
+            low, high = _RANGES.get(norm, (0, math.inf))
+            if not low <= number <= high:
+                raise ValueError(f"{key} must be from {low:g} to {high:g}, not {text!r}")
             value = int(number) if kind is int else number
             changes[norm] = value
         return replace(self, **changes)  # type: ignore[arg-type]
 
+
+# limits with a range of their own: the sympy budget is a timer (setitimer), which reads below a
+# millisecond as "no timer at all" and past the platform's time_t as an error
+_RANGES = {"symbolic_seconds": (0.001, 1e6)}
 
 DEFAULT_LIMITS = Limits()
 

@@ -412,6 +412,12 @@ def load_request(path: Path | str, limits: Limits = DEFAULT_LIMITS) -> Any:  # -
     return req
 
 
+def _shown(v: Any) -> str:
+    """A value from the file as a message quotes it: an integer of hundreds of digits is cut short."""
+    text = str(v) if isinstance(v, int | float) else _type_name(v)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} digits)"
+
+
 def _expected(path: Path, table: dict[str, Any] | None) -> Expected | None:
     if table is None:
         return None
@@ -421,9 +427,12 @@ def _expected(path: Path, table: dict[str, Any] | None) -> Expected | None:
     grads = table.get("grads")
     if grads is not None and not isinstance(grads, dict):
         raise _err(path, f"key 'expect.grads': expected a table NAME = numbers, got {_type_name(grads)}.")
-    for k in ("rtol", "atol"):
-        if k in table and (isinstance(table[k], bool) or not isinstance(table[k], int | float) or table[k] < 0):
-            raise _err(path, f"key 'expect.{k}': expected a non-negative number.")
+    for k, top in (("rtol", 1.0), ("atol", math.inf)):
+        v = table.get(k, 0.0)
+        # nan compares false with everything: a check under rtol = nan would agree whatever the numbers
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (0 <= v <= top and math.isfinite(v)):
+            shown = "a number from 0 to 1" if k == "rtol" else "a finite number, 0 or more"
+            raise _err(path, f"key 'expect.{k}': expected {shown}, got {_shown(v)}.")
 
     def numbers(key: str, v: Any) -> None:
         stack = [v]
@@ -435,8 +444,8 @@ def _expected(path: Path, table: dict[str, Any] | None) -> Expected | None:
                 raise _err(
                     path, f"key 'expect.{key}': expected numbers (or nested arrays of numbers), got {_type_name(item)}."
                 )
-            elif not math.isfinite(float(item)):
-                raise _err(path, f"key 'expect.{key}': expected finite numbers, got {item}.")
+            elif not (isinstance(item, float) or abs(item) <= 2**1023) or not math.isfinite(item):
+                raise _err(path, f"key 'expect.{key}': expected finite numbers, got {_shown(item)}.")
 
     if "output" in table:
         numbers("output", table["output"])

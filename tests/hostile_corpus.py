@@ -113,7 +113,43 @@ UNICODE = [
     case("unicode-var-option", ["x*2", "--\u00e9", "1"], "neither an option nor a valid variable name"),
 ]
 
+SMALL_MEMORY = ["--limit", "memory_bytes=100000000"]
 BOMBS = [
+    # the whole run's budgets, refused before the work from shapes and counts
+    case("matmul-work", ["a@a", "--a", "ones(7000,7000)", "--grad", "ones"], "multiply_adds = 5e+10"),
+    case(
+        "matmul-loop-work",
+        ["y = a\nfor i in range(100):\n    y = y@a", "--a", "ones(1000,1000)", "--grad", "ones"],
+        "--limit multiply_adds=N",
+    ),
+    case(  # as 10,000 steps on 10^6 elements (120 GB by the estimate) meets 8 GB, with the limit made small
+        "loop-memory",
+        ["y = x\nfor i in range(10000):\n    y = sin(y)", "--x", "randn(1000000)", "--grad", "ones", *SMALL_MEMORY],
+        "memory_bytes = 100 MB",
+    ),
+    case(
+        "many-big-steps",
+        [
+            ";".join(f"y{i} = x*{i}" for i in range(60)),
+            "--x",
+            "ones(50000000)",
+            "--grad",
+            "ones",
+            "--limit",
+            "memory_bytes=2e9",
+        ],
+        "the run's memory estimate",
+    ),
+    case(
+        "matmul-broadcast-operand",
+        ["a@b", "--a", "ones(1,1000,1000)", "--b", "ones(1000,1000,1)", "--grad", "ones"],
+        "shape [1000, 1000, 1000]",
+    ),
+    case(
+        "memory-limit-lowered",
+        ["x*2", "--x", "ones(1000)", "--grad", "ones", "--limit", "memory_bytes=1000"],
+        "--limit memory_bytes=N",
+    ),
     case("deep-parens", ["(" * 200 + "x" + ")" * 200, *X1], "nested more than 60 deep"),
     case("deep-unary-minus", ["x*" + "-" * 500 + "x", *X1], "nests more than 60 levels deep"),
     case("huge-unary-minus", ["x*" + "-" * 15000 + "x", *X1], "unary operators"),

@@ -324,6 +324,13 @@ BAD_INPUT = ESCAPES + UNICODE + BOMBS + VALUES + OPTIONS + GRAD + MARKUP + SYNTA
 
 # hostile-looking but legal: must run (exit 0) and show the user's text literally
 OK_CASES = [
+    # a big constant the per-element sympy route would have expanded into millions of symbols
+    pytest.param(
+        ["if sum(c) > 0:\n    y = x*2\nelse:\n    y = x", *X1, "--const", "c=ones(3000000)"],
+        "symbolic  agree",
+        id="big-const-in-condition",
+    ),
+    pytest.param(["sum(c)*x", *X1, "--const", "c=ones(3000000)"], "symbolic  agree", id="big-const-read"),
     pytest.param(["x*2 # [/red]", *X1], "[/red]", id="markup-comment"),
     pytest.param(
         ["x*2 # [bold red]boom[/] [link=file:///etc/passwd]x[/link]", "--x", "1,2", "--grad", "ones"],

@@ -85,6 +85,9 @@ class Interpreter:
 
     # ------------------------------------------------------------------ statements
     def run(self, env: dict[str, Val]) -> Forward:
+        for val in env.values():  # the inputs count too: a leaf twice (its value and its .grad)
+            if isinstance(val.v, torch.Tensor):
+                self.memory += val.v.numel() * self.dtype.itemsize * (2 if val.v.requires_grad else 1)
         self._block(self.program.body, env)
         out = env.get(self.program.output)
         if out is None:
@@ -218,8 +221,9 @@ class Interpreter:
         """Check an operation against the run's budgets before it runs, then count it.
 
         Memory: every result the program computes is counted three times its size (the value, what
-        autograd saves for backward, the grad backward gives it), summed over the run: a deterministic
-        bound from shapes, not a measurement (freed buffers and malloc's thresholds vary from run to run).
+        autograd saves for backward, the grad backward gives it), summed over the run with the inputs
+        (counted by run): a deterministic bound from shapes, not a measurement (freed buffers and
+        malloc's thresholds vary from run to run).
         `transient` is memory the operation needs only while it runs (matmul's broadcast operands).
         Work: a matrix product's multiply-adds, three times (the forward and the two products of its
         backward), summed over the run.

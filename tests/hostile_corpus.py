@@ -116,7 +116,7 @@ UNICODE = [
 SMALL_MEMORY = ["--limit", "memory_bytes=100000000"]
 BOMBS = [
     # the whole run's budgets, refused before the work from shapes and counts
-    case("matmul-work", ["a@a", "--a", "ones(7000,7000)", "--grad", "ones"], "multiply_adds = 5e+10"),
+    case("matmul-work", ["a@a", "--a", "ones(7000,7000)", "--grad", "ones"], "multiply_adds = 1e+11"),
     case(
         "matmul-loop-work",
         ["y = a\nfor i in range(100):\n    y = y@a", "--a", "ones(1000,1000)", "--grad", "ones"],
@@ -331,6 +331,13 @@ OK_CASES = [
         id="big-const-in-condition",
     ),
     pytest.param(["sum(c)*x", *X1, "--const", "c=ones(3000000)"], "symbolic  agree", id="big-const-read"),
+    # a dense Jacobian whose rows would cost more arithmetic than the budget: checked by a JVP instead
+    pytest.param(
+        ["tanh(W@x)", "--const", "W=ones(200,200)", "--x", "ones(200)", "--grad", "ones"]
+        + ["--limit", "multiply_adds=1e6"],
+        "passes through the program's matrix",
+        id="jacobian-arithmetic",
+    ),
     pytest.param(["x*2 # [/red]", *X1], "[/red]", id="markup-comment"),
     pytest.param(
         ["x*2 # [bold red]boom[/] [link=file:///etc/passwd]x[/link]", "--x", "1,2", "--grad", "ones"],

@@ -683,8 +683,12 @@ def examples(
         t.add_column("title")
         for i in items:
             t.add_row(Text(i.name), Text(i.title))
-        where = f"\nfiles in {items[0].path.parent}; run one with: vjp explain NAME, vjp run --file NAME"
-        _write(_render(t, *([Text(where)] if items else [])))
+        shown: list[Any] = [t]
+        if items:
+            shown.append(
+                Text(f"\nfiles in {items[0].path.parent}; run one with: vjp explain NAME, vjp run --file NAME")
+            )
+        _write(_render(*shown))
     except VjpError as e:
         raise _fail(e, False) from None
 

@@ -19,7 +19,7 @@ class Limits:
     literal: float = 1e15  # largest magnitude of a number literal
     elements: int = 50_000_000  # elements of any one value or intermediate tensor
     memory_bytes: int = 8_000_000_000  # the forward's estimate: 3 x the size of every result, all together
-    multiply_adds: int = 50_000_000_000  # matrix products' multiply-adds, x3 for backward, all together
+    multiply_adds: int = 100_000_000_000  # matrix products' multiply-adds (x3 for backward; the Jacobian's)
     value_chars: int = 2_000_000  # length of one value's text
     value_depth: int = 32  # nesting depth of a nested-list value
     file_bytes: int = 1_048_576  # size of an expression file

@@ -64,6 +64,7 @@ class Forward:
     steps: list[Step]
     control: list[ControlRecord]
     output: Val
+    work: int = 0  # multiply-adds of the matrix products, backward included (the multiply_adds budget)
 
 
 class Interpreter:
@@ -94,7 +95,7 @@ class Interpreter:
             raise ProgramError(
                 f"The output variable {self.program.output!r} was never assigned on the path taken at these inputs."
             )
-        return Forward(env, self.steps, self.control, out)
+        return Forward(env, self.steps, self.control, out, self.work)
 
     def _block(self, body: tuple[P.Stmt, ...], env: dict[str, Val]) -> None:
         for s in body:

@@ -298,3 +298,19 @@ def test_terms_that_cancel_are_weighed_as_written(vjp, args):
     r, elapsed = timed(vjp, "run", *args)
     assert_clean(r, elapsed)
     assert r.exit_code == 0, r.stdout[-1500:]
+
+
+def test_sizing_as_written_keeps_the_sympy_budget_and_falls_back():
+    import sympy as sp
+
+    from vjp_explorer.engine import symbolic as S
+
+    def out_of_time():
+        raise S.SymbolicTimeout()
+
+    with pytest.raises(S.SymbolicTimeout):  # the budget's alarm is not mistaken for a failed build
+        S.as_written(out_of_time, [sp.Integer(1)])()
+    assert S.as_written(lambda: 1 / 0, [sp.Integer(1)])() == [1]  # any other failure: the evaluated form
+    x = sp.Symbol("x")
+    written = S.as_written(lambda: [sp.exp(x) - sp.exp(x) + x], [x])()[0]
+    assert written != x and S.chain_size(written, x).subs(x, 0) == 3  # |exp| + |-exp| + 1 at x = 0

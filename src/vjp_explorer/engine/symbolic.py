@@ -433,7 +433,9 @@ def as_written(build: Callable[[], list[Any]], evaluated: list[Any]) -> Callable
                 with sp.evaluate(False):
                     items = build()
                 done.append(items if len(items) == len(evaluated) else evaluated)
-            except Exception:  # noqa: BLE001 - any failure: size from the evaluated form, as before
+            except SymbolicTimeout:  # the sympy budget ran out: the caller says so
+                raise
+            except Exception:  # noqa: BLE001 - any other failure: size from the evaluated form, as before
                 done.append(evaluated)
         return done[0]
 

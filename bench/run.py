@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/run.py            # full: about 4 minutes on 2 cores
     .venv/bin/python bench/run.py --quick    # about a minute, smaller sizes, fewer repeats
-    .venv/bin/python bench/run.py --only c,d # some sections: a (+e) whole process, b start-up, c Jacobian, d symbolic
+    .venv/bin/python bench/run.py --only c,d # some sections: a (+e) whole process, b start-up, c Jacobian,
+                                             # d symbolic, m memory estimate
 
 Targets are reported PASS/FAIL; the exit code is 0 unless the benchmark itself breaks.
 """
@@ -21,7 +22,7 @@ sys.path.insert(0, str(HERE))
 from vjpbench import process, report  # noqa: E402
 from vjpbench.plans import PLANS  # noqa: E402
 
-SECTIONS = "abcd"
+SECTIONS = "abcdm"
 
 
 def inprocess():  # type: ignore[no-untyped-def]
@@ -50,6 +51,7 @@ def main() -> int:
         "b": ("(b)+(e) start-up", lambda: process.run_help(plan, log)),
         "c": ("(c) Jacobian", lambda: inprocess().run_jacobian(plan, log)),
         "d": ("(d) symbolic", lambda: inprocess().run_symbolic(plan, log)),
+        "m": ("(m) memory estimate", lambda: importlib.import_module("vjpbench.memory").run_memory(log)),
     }
     sections = []
     # in this order: the whole-process runs first, before this process imports torch

@@ -113,7 +113,43 @@ UNICODE = [
     case("unicode-var-option", ["x*2", "--\u00e9", "1"], "neither an option nor a valid variable name"),
 ]
 
+SMALL_MEMORY = ["--limit", "memory_bytes=100000000"]
 BOMBS = [
+    # the whole run's budgets, refused before the work from shapes and counts
+    case("matmul-work", ["a@a", "--a", "ones(7000,7000)", "--grad", "ones"], "multiply_adds = 1e+11"),
+    case(
+        "matmul-loop-work",
+        ["y = a\nfor i in range(100):\n    y = y@a", "--a", "ones(1000,1000)", "--grad", "ones"],
+        "--limit multiply_adds=N",
+    ),
+    case(  # as 10,000 steps on 10^6 elements (120 GB by the estimate) meets 8 GB, with the limit made small
+        "loop-memory",
+        ["y = x\nfor i in range(10000):\n    y = sin(y)", "--x", "randn(1000000)", "--grad", "ones", *SMALL_MEMORY],
+        "memory_bytes = 100 MB",
+    ),
+    case(
+        "many-big-steps",
+        [
+            ";".join(f"y{i} = x*{i}" for i in range(60)),
+            "--x",
+            "ones(50000000)",
+            "--grad",
+            "ones",
+            "--limit",
+            "memory_bytes=2e9",
+        ],
+        "the run's memory estimate",
+    ),
+    case(
+        "matmul-broadcast-operand",
+        ["a@b", "--a", "ones(1,1000,1000)", "--b", "ones(1000,1000,1)", "--grad", "ones"],
+        "shape [1000, 1000, 1000]",
+    ),
+    case(
+        "memory-limit-lowered",
+        ["x*2", "--x", "ones(1000)", "--grad", "ones", "--limit", "memory_bytes=1000"],
+        "--limit memory_bytes=N",
+    ),
     case("deep-parens", ["(" * 200 + "x" + ")" * 200, *X1], "nested more than 60 deep"),
     case("deep-unary-minus", ["x*" + "-" * 500 + "x", *X1], "nests more than 60 levels deep"),
     case("huge-unary-minus", ["x*" + "-" * 15000 + "x", *X1], "unary operators"),
@@ -168,6 +204,14 @@ BOMBS = [
 ]
 
 VALUES = [
+    # numbers that parse but do not fit the dtype: refused where they enter, not a torch RuntimeError
+    case("full-overflow", ["x*2", "--x", "full(2, 1e300)", "--grad", "ones"], "full() is given 1e+300"),
+    case("linspace-overflow", ["x*2", "--x", "linspace(0, 1e39, 2)", "--grad", "ones"], "does not fit in float32"),
+    case("arange-overflow", ["x*2", "--x", "arange(0, 1e39, 1e38)", "--grad", "ones"], "does not fit in float32"),
+    case("full-overflow-grad", ["x*2", "--x", "1,2", "--grad", "full(2, -1e39)"], "does not fit in float32"),
+    case("limit-seconds-huge", ["x*2", *X1, "--limit", "symbolic_seconds=1e300"], "symbolic_seconds must be from"),
+    case("limit-seconds-tiny", ["x*2", *X1, "--limit", "symbolic_seconds=1e-9"], "symbolic_seconds must be from"),
+    case("limit-nan", ["x*2", *X1, "--limit", "elements=nan"], "positive and finite"),
     case("double-comma", ["x*2", "--x", "1,2,,3", "--grad", "ones"], "an item is missing before ','"),
     case("trailing-comma", ["x*2", "--x", "1,2,", "--grad", "ones"], "a trailing ','"),
     case("leading-comma", ["x*2", "--x", ",1"], "starts with ','"),
@@ -280,6 +324,20 @@ BAD_INPUT = ESCAPES + UNICODE + BOMBS + VALUES + OPTIONS + GRAD + MARKUP + SYNTA
 
 # hostile-looking but legal: must run (exit 0) and show the user's text literally
 OK_CASES = [
+    # a big constant the per-element sympy route would have expanded into millions of symbols
+    pytest.param(
+        ["if sum(c) > 0:\n    y = x*2\nelse:\n    y = x", *X1, "--const", "c=ones(3000000)"],
+        "symbolic  agree",
+        id="big-const-in-condition",
+    ),
+    pytest.param(["sum(c)*x", *X1, "--const", "c=ones(3000000)"], "symbolic  agree", id="big-const-read"),
+    # a dense Jacobian whose rows would cost more arithmetic than the budget: checked by a JVP instead
+    pytest.param(
+        ["tanh(W@x)", "--const", "W=ones(200,200)", "--x", "ones(200)", "--grad", "ones"]
+        + ["--limit", "multiply_adds=1e6"],
+        "passes through the program's matrix",
+        id="jacobian-arithmetic",
+    ),
     pytest.param(["x*2 # [/red]", *X1], "[/red]", id="markup-comment"),
     pytest.param(
         ["x*2 # [bold red]boom[/] [link=file:///etc/passwd]x[/link]", "--x", "1,2", "--grad", "ones"],
@@ -325,4 +383,54 @@ FILE_CASES = {
     "markup-value": (b'program = "x*2 # [/red]"\n[inputs]\nx = "[/red]"\n', "[/red]"),
     "long-program": (b'program = "x' + b" " * 30000 + b'"\n[inputs]\nx = 1\n', "characters long"),
     "huge-decimal-int": (b'program = "x*2"\n[inputs]\nx = [1, ' + b"9" * 5000 + b"]\n", "digits"),
+    # dotted keys in every spelling TOML allows: tomllib takes time quadratic in the parts
+    "dotted-quoted": (b'program = "x*2"\n[inputs]\nx = 1\n' + b'"a".' * 40000 + b'"a" = 1\n', "dotted key"),
+    "dotted-literal-spaced": (b'program = "x*2"\n' + b"'a' . " * 40000 + b"'a' = 1\n", "dotted key"),
+    "dotted-escaped": (b'program = "x*2"\n' + b'"a\\"b" .\t' * 40000 + b"a = 1\n", "dotted key"),
+    "dotted-mixed-header": (b'program = "x*2"\n[' + b"a.'b'.\"c\"." * 20000 + b"d]\nx = 1\n", "dotted key"),
+    "dotted-inline-table": (b'program = "x*2"\ninputs = {' + b'"x".' * 40000 + b"x = 1}\n", "dotted key"),
+    # numbers of [expect] that would make the file's own check meaningless or crash it
+    "expect-rtol-nan": (b'program = "x*2"\n[inputs]\nx = 1\n[expect]\ngrads.x = 5\nrtol = nan\n', "expect.rtol"),
+    "expect-rtol-negative": (b'program = "x*2"\n[inputs]\nx = 1\n[expect]\nrtol = -1\n', "expect.rtol"),
+    "expect-rtol-huge": (b'program = "x*2"\n[inputs]\nx = 1\n[expect]\nrtol = 1e300\n', "from 0 to 1"),
+    "expect-atol-inf": (b'program = "x*2"\n[inputs]\nx = 1\n[expect]\natol = inf\n', "expect.atol"),
+    "expect-400-digits": (
+        b'program = "x*2"\n[inputs]\nx = 1\n[expect]\ngrads.x = [' + b"9" * 400 + b"]\n",
+        "(400 digits)",
+    ),
+    "expect-output-nan": (b'program = "x*2"\n[inputs]\nx = 1\n[expect]\noutput = nan\n', "finite numbers"),
+}
+
+# text from outside that tries to drive the terminal: ESC sequences (CSI, OSC title and clipboard), C1
+# controls, BEL, bidi overrides. Each run must show them made visible, on stdout and stderr alike.
+EVIL = "\x1b]0;pwned\x07\x1b]52;c;aGVsbG8=\x07\x1b[2J\x9b31m\u202eevil\u2066\x08\r"
+TERMINAL = [
+    pytest.param(["run", "x*2", *X1, f"--a{EVIL}", "1"], 2, id="option-name"),
+    pytest.param(["run", "x*2", *X1, "--limit", f"{EVIL}=3"], 2, id="limit-name"),
+    pytest.param(["run", "x*2", *X1, "--limit", f"elements={EVIL}"], 2, id="limit-value"),
+    pytest.param(["run", "x*2", "--var", f"{EVIL}=1"], 2, id="var-name"),
+    pytest.param(["run", "x*2", "--x", f"1,{EVIL}"], 2, id="value"),
+    pytest.param(["run", "x*2", *X1, "--grad", EVIL], 2, id="grad"),
+    pytest.param(["run", f"x*2 # {EVIL}", *X1], 2, id="program-comment"),
+    pytest.param(["run", "--file", f"/nonexistent/{EVIL}.toml"], 2, id="file-path"),
+    pytest.param(["explain", f"/nonexistent/{EVIL}"], 2, id="explain-path"),
+    pytest.param(["run", "x*2", *X1, "--output", EVIL], 2, id="output-name"),
+    pytest.param(["run", "x*2", *X1, "--dtype", EVIL], 2, id="dtype"),
+]
+# the same in a TOML string (TOML refuses raw control characters: the file spells them \\u001b)
+EVIL_TOML = "".join(c if c.isprintable() and c.isascii() else f"\\u{ord(c):04x}" for c in EVIL)
+# (file content, exit code): the file's own words and keys
+TERMINAL_FILES = {
+    "raw-escape": (f'title = "T{EVIL}"\nprogram = "y = x*2"\n[inputs]\nx = 1\n', 2),
+    "title-description-source": (
+        f'title = "T{EVIL_TOML}"\ndescription = "D{EVIL_TOML}"\nsource = "S{EVIL_TOML}"\n'
+        'program = "y = x*2"\n[inputs]\nx = 1\n',
+        0,
+    ),
+    "expect-key": (f'program = "y = x*2"\n[inputs]\nx = 1\n[expect]\n"k{EVIL_TOML}" = 1\n', 2),
+    "expect-grads-name": (f'program = "y = x*2"\n[inputs]\nx = 1\n[expect]\ngrads."k{EVIL_TOML}" = 1\n', 2),
+    "top-key": (f'program = "y = x*2"\n"k{EVIL_TOML}" = 1\n[inputs]\nx = 1\n', 2),
+    "input-name": (f'program = "y = x*2"\n[inputs]\nx = 1\n"k{EVIL_TOML}" = 2\n', 2),
+    "input-value": (f'program = "y = x*2"\n[inputs]\nx = "1{EVIL_TOML}"\n', 2),
+    "program": (f'program = "y = x*2 # {EVIL_TOML}"\n[inputs]\nx = 1\n', 2),
 }

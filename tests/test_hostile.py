@@ -16,7 +16,7 @@ import pytest
 import sympy  # noqa: F401  - imported up front so that no case pays for the first import
 import torch  # noqa: F401
 
-from hostile_corpus import BAD_INPUT, FILE_CASES, OK_CASES, STDIN
+from hostile_corpus import BAD_INPUT, FILE_CASES, OK_CASES, STDIN, TERMINAL, TERMINAL_FILES
 
 SECONDS = 8.0  # per case; generous, so a loaded machine does not fail it, but a hang does
 
@@ -178,6 +178,47 @@ def test_expression_file_and_program_clash(vjp, tmp_path):
     assert_bad_input(r, elapsed, "not both")
 
 
+# ---------------------------------------------------------------------------- nothing reaches the terminal raw
+# C0 controls but the newline, DEL, C1 controls, bidi embeddings/overrides/isolates, line separators
+_RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def assert_nothing_raw(r):
+    for name, text in (("stdout", r.stdout), ("stderr", r.stderr)):
+        m = _RAW.search(text)
+        assert m is None, (name, ascii(m.group(0)), text[max(0, m.start() - 60) : m.end() + 60])
+
+
+@pytest.mark.parametrize(("args", "code"), TERMINAL)
+def test_text_from_outside_is_made_visible(vjp, args, code):
+    r, elapsed = timed(vjp, *args)
+    assert_clean(r, elapsed)
+    assert r.exit_code == code, (r.exit_code, r.stderr)
+    assert_nothing_raw(r)
+
+
+@pytest.mark.parametrize(("content", "code"), TERMINAL_FILES.values(), ids=TERMINAL_FILES.keys())
+@pytest.mark.parametrize("cmd", ["run", "explain"])
+def test_an_expression_files_words_are_made_visible(vjp, tmp_path, content, code, cmd):
+    path = tmp_path / "evil.toml"
+    path.write_text(content)
+    for json_ in ([], ["--json"]):
+        r, elapsed = timed(vjp, cmd, *(["--file"] if cmd == "run" else []), str(path), *json_)
+        assert_clean(r, elapsed)
+        assert r.exit_code == code, (r.exit_code, r.stderr)
+        assert_nothing_raw(r)
+        if json_ and code == 0:
+            assert r.stdout.isascii() and json.loads(r.stdout)["title"].startswith("T\x1b]0;pwned")
+
+
+def test_title_shows_its_escapes_visibly(vjp, tmp_path):
+    path = tmp_path / "evil.toml"
+    path.write_text('title = "T\\u001b[2J \\u202eevil"\nprogram = "y = x*2"\n[inputs]\nx = 1\n')
+    r = vjp("explain", str(path))
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "T\u241b[2J \ufffdevil"
+
+
 # ---------------------------------------------------------------------------- nothing user-written is evaluated
 SRC = __import__("pathlib").Path(__file__).resolve().parents[1] / "src" / "vjp_explorer"
 _DYNAMIC_NAMES = {"eval", "exec", "compile", "__import__", "breakpoint"}
@@ -239,3 +280,37 @@ def test_user_text_never_reaches_an_evaluator(vjp, monkeypatch):
         assert_clean(r, elapsed)
         assert r.exit_code == 0, r.stderr
     assert seen == []
+
+
+# ---------------------------------------------------------------------------- a check that must not false-alarm
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["exp(x) - exp(x) + x", "--x", "20"],  # per element
+        ["exp(x) - exp(x) + x", "--x", "full(30000, 20)", "--grad", "ones"],  # the elementwise route
+        ["y = exp(x)\nz = x + y\nout = z - exp(x)", "--x", "20,21", "--grad", "ones"],  # across statements
+    ],
+    ids=["per-element", "elementwise", "statements"],
+)
+def test_terms_that_cancel_are_weighed_as_written(vjp, args):
+    # sympy cancels exp(x) - exp(x) as it builds; autograd adds both 4.9e8 terms in float32, an error
+    # of about 1 in a derivative of 1: the allowance is sized from the program as written
+    r, elapsed = timed(vjp, "run", *args)
+    assert_clean(r, elapsed)
+    assert r.exit_code == 0, r.stdout[-1500:]
+
+
+def test_sizing_as_written_keeps_the_sympy_budget_and_falls_back():
+    import sympy as sp
+
+    from vjp_explorer.engine import symbolic as S
+
+    def out_of_time():
+        raise S.SymbolicTimeout()
+
+    with pytest.raises(S.SymbolicTimeout):  # the budget's alarm is not mistaken for a failed build
+        S.as_written(out_of_time, [sp.Integer(1)])()
+    assert S.as_written(lambda: 1 / 0, [sp.Integer(1)])() == [1]  # any other failure: the evaluated form
+    x = sp.Symbol("x")
+    written = S.as_written(lambda: [sp.exp(x) - sp.exp(x) + x], [x])()[0]
+    assert written != x and S.chain_size(written, x).subs(x, 0) == 3  # |exp| + |-exp| + 1 at x = 0

@@ -1,5 +1,5 @@
 """python -m vjp_explorer"""
 
-from .cli import main
+from .entry import main
 
 main()

@@ -459,6 +459,9 @@ class _Run:
         n = sum(x.numel() for x in leaves.values())
         entries = m * n
         work = sum(math.prod(_step_shape(fwd, s)) for s in fwd.steps)
+        # a constant the executed steps never read (one used only in an if's condition) gets no symbols
+        read = {e.id for s in fwd.steps for e in P.walk_exprs(s.expr) if isinstance(e, P.Name)}
+        consts_read = sum(x.numel() for k, x in consts.items() if k in read)
         budget = self.limits.symbolic_seconds
         elementwise = S.is_elementwise(fwd.steps, fwd.output.deps)
         reason = None
@@ -467,10 +470,10 @@ class _Run:
                 f"too large for the exact per-element check: {m:,} outputs x {n:,} inputs = {entries:,} "
                 f"derivatives (limit {self.limits.symbolic_entries:,}; --limit symbolic_entries=N)"
             )
-        elif work > self.limits.symbolic_entries * 5:
+        elif work + consts_read > self.limits.symbolic_entries * 5:
             reason = (
-                f"the program computes {work:,} intermediate elements, more than 5 x symbolic_entries for "
-                "per-element sympy (--limit symbolic_entries=N)"
+                f"the program computes {work:,} intermediate elements and reads {consts_read:,} constant ones, "
+                "more than 5 x symbolic_entries for per-element sympy (--limit symbolic_entries=N)"
             )
         elif m * min(fwd.output.size[0], 10**12) * min(fwd.output.size[1], n) > self.limits.symbolic_cost:
             nodes, syms = fwd.output.size
@@ -481,7 +484,7 @@ class _Run:
             )
         else:
             lv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in leaves.items()}
-            cv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in consts.items()}
+            cv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in consts.items() if k in read}
             t0 = time.perf_counter()
             try:
                 with S.time_budget(budget):

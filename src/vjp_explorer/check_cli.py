@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,8 +17,8 @@ def check_command(
     json_: bool,
     full: bool,
     debug: bool,
-    stdout: Callable[[], Any],
-    stderr: Callable[[], Any],
+    write: Callable[..., None],
+    render: Callable[..., str],
 ) -> int:
     for problem in ctx.meta.get("vjp_problems", []):
         raise UsageError(problem)
@@ -73,9 +72,11 @@ def check_command(
     from .render import snippet_view
 
     if json_:
-        snippet_view.write_json(result, sys.stdout.write)
+        parts: list[str] = []
+        snippet_view.write_json(result, parts.append)
+        write(parts)
     else:
-        stdout().print(snippet_view.render(result, explain=True, full=full))
+        write(render(snippet_view.render(result, explain=True, full=full)))
         if result.exit_code == 3:
-            stderr().print("error: the backward is wrong (exit 3); see the diagnosis above.", markup=False)
+            write("error: the backward is wrong (exit 3); see the diagnosis above.\n", err=True)
     return result.exit_code

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
-from .errors import ExitCode, UsageError, VjpError
+from .errors import ExitCode, OutputError, UsageError, VjpError
 
 app = typer.Typer(
     name="vjp",
@@ -220,7 +220,12 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
     limits = _limits(o)
     if expression == "-":
         # bounded: one character past the limit is enough for the parser to refuse it (`< /dev/zero` ends)
-        expression = sys.stdin.read(limits.program_chars + 1).rstrip()
+        try:
+            expression = sys.stdin.read(limits.program_chars + 1).rstrip()
+        except (AttributeError, OSError, ValueError):  # `vjp run - <&-`: no stdin, or a closed one
+            raise UsageError("'-' reads the program from stdin, but stdin is closed or unreadable.") from None
+        except UnicodeDecodeError as e:
+            raise UsageError(f"'-' reads the program from stdin, which is not UTF-8 text ({e.reason}).") from None
     if file is not None:
         from .language.files import load_request
 
@@ -347,39 +352,104 @@ def _limits(o: dict[str, Any]) -> Any:
 
 
 def _fail(e: BaseException, debug: bool) -> typer.Exit:
-    err = _stderr()
+    from .language.unicode import visible
+
     if isinstance(e, VjpError):
-        err.print("error: " + e.render(), markup=False, highlight=False, soft_wrap=True)
+        _write("error: " + visible(e.render()) + "\n", err=True)
         return typer.Exit(int(e.exit_code))
     if isinstance(e, KeyboardInterrupt):
-        err.print("interrupted", markup=False)
+        _write("interrupted\n", err=True)
         return typer.Exit(int(ExitCode.INTERRUPTED))
-    if debug or os.environ.get("VJP_DEBUG"):
+    if debug or os.environ.get("VJP_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):
         raise e
-    err.print(
-        f"internal error: {type(e).__name__}: {e}\nThis is a bug in vjp-explorer; please report it with the command "
-        "you ran. Run again with --debug (or VJP_DEBUG=1) for the traceback.",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
+    _write(
+        visible(f"internal error: {type(e).__name__}: {e}")
+        + "\nThis is a bug in vjp-explorer; please report it with the command you ran. Run again with --debug "
+        "(or VJP_DEBUG=1) for the traceback.\n",
+        err=True,
     )
     return typer.Exit(int(ExitCode.INTERNAL))
 
 
-def _console(stderr: bool = False) -> Any:
+# our symbols, spelled in ASCII for a stream that cannot encode them (PYTHONIOENCODING=ascii, latin-1)
+_ASCII_SPELLINGS = {"ᵀ": "^T", "∂": "d", "Σ": "sum", "ᵢ": "_i", "·": "*", "×": "x", "±": "+/-", "Δ": "diff"}
+_ASCII_SPELLINGS |= {"δ": "delta", "Π": "prod", "⊙": "(.)", "←": "<-", "•": "*", "★": "*"}
+
+
+def _ascii_box(c: str) -> str:
+    """A table's box-drawing character as |, - or + (a crossing or corner); any other character unchanged."""
+    if not "\u2500" <= c <= "\u257f":
+        return c
+    import unicodedata
+
+    name = unicodedata.name(c)
+    return "+" if " AND " in name else "|" if name.endswith("VERTICAL") else "-" if "HORIZONTAL" in name else "+"
+
+
+def _can_encode(text: str, err: bool = False) -> bool:
+    encoding = getattr(sys.stderr if err else sys.stdout, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def _write(text: str | list[str], err: bool = False) -> None:
+    """Write already rendered output to stdout (or stderr), in what the stream can encode.
+
+    Where the stream cannot take our symbols they are spelled in ASCII (Jᵀv as J^T v), anything else
+    as a backslash escape. A reader that went away (`| head`) ends stdout quietly; any other fault
+    writing stdout (a full disk) is an OutputError. A fault on stderr leaves nothing to tell it with.
+    """
+    stream = sys.stderr if err else sys.stdout
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    parts = [text] if isinstance(text, str) else text
+    try:
+        for part in parts:
+            if not part.isascii() and not _can_encode(part, err):
+                part = re.sub("ᵀ(?=[A-Za-z])", "^T ", part)
+                part = "".join(_ASCII_SPELLINGS.get(c) or _ascii_box(c) for c in part)
+                part = part.encode(encoding, "backslashreplace").decode(encoding)
+            stream.write(part)
+        stream.flush()
+    except BrokenPipeError:
+        if not err:
+            _silence_stdout()
+    except (OSError, ValueError) as e:
+        if err:
+            return
+        _silence_stdout()
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise OutputError(f"Cannot write the output to stdout: {reason}.") from None
+
+
+def _render(*renderables: Any) -> str:
+    """What Rich would print on stdout, as a string: written in one piece by _write.
+
+    Rich renders into a buffer, never onto stdout itself, so that only _write meets a full disk or
+    a closed pipe; colour follows whether stdout is a terminal, as it would.
+    """
+    import io
+
     from rich.console import Console
 
     # NO_COLOR (no-color.org) means no ANSI codes at all, not just no colours: no bold or dim either
     plain = "NO_COLOR" in os.environ and os.environ["NO_COLOR"] != ""
-    return Console(stderr=stderr, highlight=False, color_system=None if plain else "auto")
-
-
-def _stderr() -> Any:
-    return _console(stderr=True)
-
-
-def _stdout() -> Any:
-    return _console()
+    try:
+        terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    console = Console(
+        file=io.StringIO(), force_terminal=terminal, highlight=False, color_system=None if plain else "auto"
+    )
+    # COLUMNS=0 (or a terminal a few columns wide) would print nothing or a column of fragments
+    console.width = min(max(console.width, 40), 1000)
+    for renderable in renderables:
+        console.print(renderable)
+    file = console.file
+    assert isinstance(file, io.StringIO)
+    return file.getvalue()
 
 
 def _emit(
@@ -394,24 +464,36 @@ def _emit(
     if json_:
         from .render.json_out import write_json
 
-        write_json(result, sys.stdout.write)
-        sys.stdout.write("\n")
+        parts: list[str] = []  # all of it before the first byte: no truncated JSON if anything fails
+        write_json(result, parts.append)
+        parts.append("\n")
+        _write(parts)
         return
     from .render import text
 
-    view = text.View.for_result(result, digits, full, verbose)
-    console = _stdout()
+    view = text.View.for_result(result, digits, full, verbose, ascii=not _can_encode("Jᵀv∂Σ"))
     if explain:
         from .render.explain_view import render_explain
 
         shown = render_explain(result, view)
     else:
         shown = text.render_run(result, view)
-    console.print(shown)
-    if export != (None, None):
-        from .render.export import save
+    _write(_render(shown))
+    _export(shown, export, "vjp explain" if explain else "vjp run")
 
-        save(shown, export[0], export[1], console.width, "vjp explain" if explain else "vjp run")
+
+def _export(shown: Any, export: tuple[Path | None, Path | None], title: str) -> None:
+    """--svg/--html: the same renderable, recorded at the width the terminal got."""
+    if export == (None, None):
+        return
+    import io
+
+    from rich.console import Console
+
+    from .render.export import save
+
+    width = min(max(Console(file=io.StringIO()).width, 40), 1000)
+    save(shown, export[0], export[1], width, title)
 
 
 def _keep_freed_memory() -> None:
@@ -451,7 +533,7 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         from .snippet_cli import snippet_command
 
         try:
-            code = snippet_command(ctx, expression, explain, o, _stdout, _stderr)
+            code = snippet_command(ctx, expression, explain, o, _write, _render)
         except (Exception, KeyboardInterrupt) as e:
             raise _fail(e, debug) from None
         raise typer.Exit(code)
@@ -475,10 +557,7 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         from .api import explore
 
         result = explore(req)
-        try:
-            _emit(result, o["json_"], o["full"], o["verbose"], o["digits"], explain, (o["svg"], o["html"]))
-        except BrokenPipeError:  # the reader stopped early (`| head`): not an error of ours, stop writing
-            _silence_stdout()
+        _emit(result, o["json_"], o["full"], o["verbose"], o["digits"], explain, (o["svg"], o["html"]))
     except typer.Exit:
         raise
     except (Exception, KeyboardInterrupt) as e:
@@ -504,7 +583,7 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
     code = int(result.exit_code)
     if code:
         if not o["json_"]:
-            _stderr().print("error: a cross-check disagrees (exit 3); see 'checks' above.", markup=False)
+            _write("error: a cross-check disagrees (exit 3); see 'checks' above.\n", err=True)
         raise typer.Exit(code)
 
 
@@ -709,7 +788,7 @@ def check_cmd(
     try:
         from .check_cli import check_command
 
-        code = check_command(ctx, target, grad, dtype, json_, full, debug, _stdout, _stderr)
+        code = check_command(ctx, target, grad, dtype, json_, full, debug, _write, _render)
     except (Exception, KeyboardInterrupt) as e:
         raise _fail(e, debug) from None
     raise typer.Exit(code)
@@ -727,27 +806,28 @@ def examples(
         from .language.files import bundled_examples
 
         items = bundled_examples()
+        if json_:
+            import json
+
+            listing = [{"name": i.name, "path": str(i.path), "title": i.title} for i in items]
+            _write(json.dumps(listing, indent=2) + "\n")
+            return
+        from rich.table import Table
+        from rich.text import Text
+
+        t = Table(show_edge=False, header_style="bold")
+        t.add_column("name", no_wrap=True)
+        t.add_column("title")
+        for i in items:
+            t.add_row(Text(i.name), Text(i.title))
+        shown: list[Any] = [t]
+        if items:
+            shown.append(
+                Text(f"\nfiles in {items[0].path.parent}; run one with: vjp explain NAME, vjp run --file NAME")
+            )
+        _write(_render(*shown))
     except VjpError as e:
         raise _fail(e, False) from None
-    if json_:
-        import json
-
-        sys.stdout.write(
-            json.dumps([{"name": i.name, "path": str(i.path), "title": i.title} for i in items], indent=2) + "\n"
-        )
-        return
-    from rich.table import Table
-    from rich.text import Text
-
-    t = Table(show_edge=False, header_style="bold")
-    t.add_column("name", no_wrap=True)
-    t.add_column("title")
-    for i in items:
-        t.add_row(Text(i.name), Text(i.title))
-    console = _stdout()
-    console.print(t)
-    if items:
-        console.print(Text(f"\nfiles in {items[0].path.parent}; run one with: vjp explain NAME, vjp run --file NAME"))
 
 
 def main() -> None:
@@ -760,6 +840,11 @@ def main() -> None:
     for name in ("stdout", "stderr"):  # started with a descriptor closed (`vjp ... >&-`): write nowhere, quietly
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w"))  # lives until os._exit below
+    try:
+        os.getcwd()
+    except OSError:  # deleted under us: torch's MKL would stop the process with a "FATAL ERROR" while loading
+        _write("error: The current directory no longer exists (deleted?); cd to one that does and run again.\n", True)
+        os._exit(int(ExitCode.BAD_INPUT))
     try:
         app()
         code: object = 0

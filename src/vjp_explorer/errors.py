@@ -101,3 +101,9 @@ class FileFormatError(VjpError):
 
 class UsageError(VjpError):
     """The command line is wrong (options that clash, a missing argument)."""
+
+
+class OutputError(VjpError):
+    """stdout cannot take the output (a full disk); not the input's fault, so exit 1."""
+
+    exit_code = ExitCode.INTERNAL

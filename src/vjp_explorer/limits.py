@@ -18,6 +18,8 @@ class Limits:
     steps: int = 50_000  # executed assignments, all together
     literal: float = 1e15  # largest magnitude of a number literal
     elements: int = 50_000_000  # elements of any one value or intermediate tensor
+    memory_bytes: int = 8_000_000_000  # the forward's estimate: 3 x the size of every result, all together
+    multiply_adds: int = 100_000_000_000  # matrix products' multiply-adds (x3 for backward; the Jacobian's)
     value_chars: int = 2_000_000  # length of one value's text
     value_depth: int = 32  # nesting depth of a nested-list value
     file_bytes: int = 1_048_576  # size of an expression file
@@ -56,10 +58,17 @@ class Limits:
                 raise ValueError(f"{key} must be positive and finite, not {text!r}")
             if kind is int and (not number.is_integer() or number > 2**62):
                 raise ValueError(f"{key} must be a whole number below 2**62, not {text!r}")
+            low, high = _RANGES.get(norm, (0, math.inf))
+            if not low <= number <= high:
+                raise ValueError(f"{key} must be from {low:g} to {high:g}, not {text!r}")
             value = int(number) if kind is int else number
             changes[norm] = value
         return replace(self, **changes)  # type: ignore[arg-type]
 
+
+# limits with a range of their own: the sympy budget is a timer (setitimer), which reads below a
+# millisecond as "no timer at all" and past the platform's time_t as an error
+_RANGES = {"symbolic_seconds": (0.001, 1e6)}
 
 DEFAULT_LIMITS = Limits()
 

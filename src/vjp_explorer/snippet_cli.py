@@ -33,8 +33,8 @@ def snippet_command(
     expression: str | None,
     explain: bool,
     o: dict[str, Any],
-    stdout: Callable[[], Any],
-    stderr: Callable[[], Any],
+    write: Callable[..., None],
+    render: Callable[..., str],
 ) -> int:
     from .cli import _limits
 
@@ -62,18 +62,17 @@ def snippet_command(
         for event in result.events:
             event.graph = None  # asked only for the file
     if o.get("json_"):
-        snippet_view.write_json(result, sys.stdout.write)
+        parts: list[str] = []
+        snippet_view.write_json(result, parts.append)
+        write(parts)
     else:
         shown = snippet_view.render(result, explain=explain, full=bool(o.get("full")))
-        console = stdout()
-        console.print(shown)
-        if o.get("svg") is not None or o.get("html") is not None:
-            from .render.export import save
+        write(render(shown))
+        from .cli import _export
 
-            save(shown, o.get("svg"), o.get("html"), console.width, f"vjp {'explain' if explain else 'run'} {label}")
-        code = result.exit_code
-        if code == 3:
-            stderr().print("error: a check disagrees (exit 3); see the event's checks above.", markup=False)
+        _export(shown, (o.get("svg"), o.get("html")), f"vjp {'explain' if explain else 'run'} {label}")
+        if result.exit_code == 3:
+            write("error: a check disagrees (exit 3); see the event's checks above.\n", err=True)
     return result.exit_code
 
 

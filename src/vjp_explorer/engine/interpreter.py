@@ -64,6 +64,7 @@ class Forward:
     steps: list[Step]
     control: list[ControlRecord]
     output: Val
+    work: int = 0  # multiply-adds of the matrix products, backward included (the multiply_adds budget)
 
 
 class Interpreter:
@@ -77,19 +78,24 @@ class Interpreter:
         self.control: list[ControlRecord] = []
         self.iterations = 0
         self.loop_values: dict[str, int] = {}
+        self.memory = 0  # the run's memory estimate so far, in bytes (see _charge)
+        self.work = 0  # multiply-adds of the matrix products so far, backward included
 
     def err(self, cls: type[Exception], message: str, span: P.Span, hint: str | None = None) -> Exception:
         return cls(message, self.program.source, span[0], span[1], hint)  # type: ignore[call-arg]
 
     # ------------------------------------------------------------------ statements
     def run(self, env: dict[str, Val]) -> Forward:
+        for val in env.values():  # the inputs count too: a leaf twice (its value and its .grad)
+            if isinstance(val.v, torch.Tensor):
+                self.memory += val.v.numel() * self.dtype.itemsize * (2 if val.v.requires_grad else 1)
         self._block(self.program.body, env)
         out = env.get(self.program.output)
         if out is None:
             raise ProgramError(
                 f"The output variable {self.program.output!r} was never assigned on the path taken at these inputs."
             )
-        return Forward(env, self.steps, self.control, out)
+        return Forward(env, self.steps, self.control, out, self.work)
 
     def _block(self, body: tuple[P.Stmt, ...], env: dict[str, Val]) -> None:
         for s in body:
@@ -168,6 +174,8 @@ class Interpreter:
         if isinstance(e, P.UnaryOp):
             x = self.value_of(e.operand, env)
             if e.op == "-":
+                if isinstance(x.v, torch.Tensor):
+                    self._charge(tuple(x.v.shape), e.span)
                 return Val(-x.v, dict(x.deps), _grow(x.size))
             return Val(not self._truth(x, e))
         if isinstance(e, P.Compare):
@@ -210,6 +218,41 @@ class Interpreter:
                 span,
             )
 
+    def _charge(self, shape: tuple[int, ...], span: P.Span, work: int = 0, transient: int = 0) -> None:
+        """Check an operation against the run's budgets before it runs, then count it.
+
+        Memory: every result the program computes is counted three times its size (the value, what
+        autograd saves for backward, the grad backward gives it), summed over the run with the inputs
+        (counted by run): a deterministic bound from shapes, not a measurement (freed buffers and
+        malloc's thresholds vary from run to run).
+        `transient` is memory the operation needs only while it runs (matmul's broadcast operands).
+        Work: a matrix product's multiply-adds, three times (the forward and the two products of its
+        backward), summed over the run.
+        """
+        self._check_numel(shape, span)
+        size = math.prod(shape) * self.dtype.itemsize
+        need = self.memory + 3 * size + transient
+        if need > self.limits.memory_bytes:
+            raise self.err(
+                LimitError,
+                f"This operation would bring the run's memory estimate to {_bytes(need)}: each value the program "
+                f"computes counts three times its size (the value, what autograd saves for backward, its grad), "
+                f"{_bytes(self.memory)} so far and {_bytes(3 * size + transient)} for this one (shape "
+                f"{list(shape)}). The limit is memory_bytes = {_bytes(self.limits.memory_bytes)}; raise it with "
+                f"--limit memory_bytes=N (bytes).",
+                span,
+            )
+        if self.work + 3 * work > self.limits.multiply_adds:
+            raise self.err(
+                LimitError,
+                f"This matrix product would bring the run's arithmetic to {self.work + 3 * work:.3g} multiply-adds "
+                f"({work:.3g} for its forward, twice that for its backward, {self.work:.3g} before it). The limit "
+                f"is multiply_adds = {self.limits.multiply_adds:.3g}; raise it with --limit multiply_adds=N.",
+                span,
+            )
+        self.memory += 3 * size
+        self.work += 3 * work
+
     def _binop(self, e: P.BinOp, a: Val, b: Val) -> Val:
         op = e.op
         if op == "@":
@@ -226,8 +269,9 @@ class Interpreter:
                 e.span,
                 "Broadcasting matches trailing dimensions; each pair must be equal or 1.",
             ) from None
-        self._check_numel(shape, e.span)
         x, y = a.v, b.v
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            self._charge(shape, e.span)
         if not isinstance(x, torch.Tensor) and not isinstance(y, torch.Tensor):
             v: Any = _python_op(op, float(x), float(y))
         elif op == "+":
@@ -259,8 +303,14 @@ class Interpreter:
                 f"{y.shape[0] if y.dim() == 1 else y.shape[-2]}).",
                 span,
             )
-        self._check_numel(shape, span)
         k = int(x.shape[-1])
+        # operands with batch dimensions that broadcast are expanded to the batch shape while it runs
+        batch = shape[:-2] if x.dim() > 1 and y.dim() > 1 else ()
+        wider = [batch + tuple(t.shape[-2:]) for t in (x, y) if t.dim() > 1 and tuple(t.shape[:-2]) != batch]
+        for operand in wider:  # a materialised intermediate like any other
+            self._check_numel(operand, span)
+        expanded = sum(math.prod(operand) for operand in wider)
+        self._charge(shape, span, work=math.prod(shape) * k, transient=expanded * self.dtype.itemsize)
         return Val(torch.matmul(x, y), _dense(a, b), _grow(a.size, b.size, times=k))
 
     def _call(self, e: P.Call, args: list[Val]) -> Val:
@@ -271,6 +321,7 @@ class Interpreter:
             t = torch.as_tensor(float(t), dtype=self.dtype)
         try:
             if f in ELEMENTWISE:
+                self._charge(tuple(t.shape), e.span)
                 return Val(getattr(torch, f)(t), dict(x.deps), _grow(x.size))
             if f == "pow":
                 return self._binop(P.BinOp("**", P.Num(0, e.span), P.Num(0, e.span), e.span), x, args[1])
@@ -284,6 +335,7 @@ class Interpreter:
                 r = self._reduce(e, t)
                 return Val(r, _dense(x), _grow(x.size, times=max(1, t.numel() // max(1, r.numel()))))
             if f in ("softmax", "log_softmax"):
+                self._charge(tuple(t.shape), e.span)
                 dim = self._dim(e, t, e.param("dim"))
                 width = int(t.shape[dim]) if t.dim() else 1
                 return Val(getattr(torch, f)(t, dim=dim), _dense(x), _grow(x.size, times=2 * width))
@@ -351,6 +403,14 @@ def _grow(*sizes: tuple[int, int], times: int = 1) -> tuple[int, int]:
     nodes = times * (sum(s[0] for s in sizes) + 1)
     syms = times * sum(s[1] for s in sizes)
     return min(nodes, _CAP), min(syms, _CAP)
+
+
+def _bytes(n: int) -> str:
+    """A byte count as people read it: 8.59 GB, 750 MB."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} bytes"
 
 
 def _first_line(err: BaseException) -> str:
@@ -452,8 +512,9 @@ class _ReplayInterpreter(Interpreter):
     """The interpreter without limits or program bookkeeping: the trace was already checked."""
 
     def __init__(self) -> None:  # noqa: D107 - no program: steps are pre-checked
-        self.limits = Limits(elements=2**62)
+        self.limits = Limits(elements=2**62, memory_bytes=2**62, multiply_adds=2**62)
         self.loop_values = {}
+        self.memory = self.work = 0
         self.dtype = torch.float32
 
     def err(self, cls: type[Exception], message: str, span: P.Span, hint: str | None = None) -> Exception:

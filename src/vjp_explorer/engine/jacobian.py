@@ -132,6 +132,24 @@ def compute_jacobians(
                     f"({limits.jacobian_entries:,} entries, {limits.jacobian_bytes:,} bytes; "
                     f"--max-jacobian N to change it)",
                 )
+        # each row (or column) of a dense block is one more pass through the program's products: about
+        # two thirds of the forward's count, which holds the forward and backward products (x3)
+        n_fits = sum(leaves[n].numel() for n in fits)
+        passes = m if m <= SMALL_ROWS else min(m, n_fits)
+        cost = passes * fwd.work * 2 // 3
+        if fits and cost > limits.multiply_adds:
+            for n in fits:
+                res[n] = LeafJacobian(
+                    why="beyond the arithmetic budget: Jᵀv comes from backward(v) alone, checked by a forward-mode JVP",
+                    structure="dense",
+                    method="not materialised",
+                    full=None,
+                    diagonal=None,
+                    jtv=None,
+                    reason=f"{passes:,} passes through the program's matrix products, about {cost:.3g} "
+                    f"multiply-adds, exceed the budget ({limits.multiply_adds:.3g}; --limit multiply_adds=N)",
+                )
+            fits = []
         if fits:
             blocks, method, why = _dense_blocks(fwd, leaves, consts, fits, out, output_name)
             for n, J in zip(fits, blocks, strict=True):

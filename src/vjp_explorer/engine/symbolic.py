@@ -289,6 +289,8 @@ class SymbolicJacobian:
     subs: dict[Any, Any] = field(default_factory=dict)
     # leaf -> entries whose exact value is finite but beyond float64's range (values holds ±inf there)
     huge: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
+    # the output elements as the program writes them (see as_written), built only if size_matrix is asked
+    written: Callable[[], list[Any]] | None = field(default=None, repr=False)
     _sizes: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def finite_mask(self, leaf: str) -> Any:
@@ -312,8 +314,9 @@ class SymbolicJacobian:
         m = self.matrix(leaf).abs().nan_to_num(0.0, 0.0, 0.0)
         widened = False
         cache: dict[Any, Any] = {}
+        written = self.written() if self.written is not None and self.entries.get(leaf) else None
         for (i, j), (y, sym, d) in self.entries.get(leaf, {}).items():
-            t = term_size(y, sym, d, cache)
+            t = term_size(written[i] if written is not None else y, sym, d, cache)
             if t is None:
                 continue
             try:
@@ -364,6 +367,7 @@ def symbolic_jacobian(
 
     prog = SymbolicProgram(env, numeric)
     out = prog.run(steps, output)
+    written = as_written(lambda: SymbolicProgram(env, numeric).run(steps, output).items, out.items)
     names: dict[Any, Any] = {}
     if keep_formulas:
         # write derivatives with the program's own names where a subexpression is one of its values:
@@ -410,7 +414,32 @@ def symbolic_jacobian(
         values[name] = v_rows
         entries[name] = nonzero
         huge[name] = huge_entries
-    return SymbolicJacobian(out, formulas, values, time.perf_counter() - t0, entries, subs, huge)
+    return SymbolicJacobian(out, formulas, values, time.perf_counter() - t0, entries, subs, huge, written)
+
+
+def as_written(build: Callable[[], list[Any]], evaluated: list[Any]) -> Callable[[], list[Any]]:
+    """A function giving the program's values as it writes them, for sizing its rounding (term_size).
+
+    sympy combines terms as it builds (exp(x) - exp(x) + x is x at once), but autograd adds up every term
+    the program wrote: at x = 20 two terms of 4.9e8 cancel in float32 and leave an error of about 1 in a
+    derivative of 1. So `build` runs again with sympy's evaluation off. Built once, when first asked for;
+    where that fails (an op needs evaluated arguments), the evaluated values stand in.
+    """
+    done: list[list[Any]] = []
+
+    def get() -> list[Any]:
+        if not done:
+            try:
+                with sp.evaluate(False):
+                    items = build()
+                done.append(items if len(items) == len(evaluated) else evaluated)
+            except SymbolicTimeout:  # the sympy budget ran out: the caller says so
+                raise
+            except Exception:  # noqa: BLE001 - any other failure: size from the evaluated form, as before
+                done.append(evaluated)
+        return done[0]
+
+    return get
 
 
 def derivative(y: Any, s: Any) -> Any:
@@ -505,6 +534,10 @@ def elementwise_vjp(
     """
     env = {name: SymTensor((), [sp.Symbol(name, real=True)]) for name in [*leaves, *consts]}
     y = SymbolicProgram(env, lambda a: (_ for _ in ()).throw(Unsupported("detach"))).run(steps, output).items[0]
+    written = as_written(
+        lambda: SymbolicProgram(env, lambda a: (_ for _ in ()).throw(Unsupported("detach"))).run(steps, output).items,
+        [y],
+    )
     shape = tuple(v.shape)
     n = v.numel()
     vflat = v.detach().reshape(-1).cpu()
@@ -576,8 +609,9 @@ def elementwise_vjp(
             return done["result"]
         scales = {}
         sized: dict[Any, Any] = {}
+        y_written = written()[0]
         for name, f in formulas.items():
-            t = term_size(y, env[name].items[0], f, sized)
+            t = term_size(y_written, env[name].items[0], f, sized)
             if t is not None:
                 scales[name] = t
         for t in scales.values():
@@ -615,9 +649,10 @@ def chain_size(e: Any, s: Any, cache: dict[Any, Any] | None = None) -> Any:
     """Σ|terms| of de/ds as reverse mode forms them: the product rule's terms, each factor and local
     derivative made non-negative; a local derivative that itself cancels (1 - tanh(u)**2) counts at the
     size of its terms, sigmoid'(u) at the size of sigmoid(u) (torch computes it as s*(1 - s), which rounds
-    at the size of s). It reads sympy's form of e, which has already combined some terms (x*x is x**2,
-    exp(x)*exp(-x) is 1): a bound on the rounding of the terms that are left, not of every float operation
-    torch makes. Memoised per subexpression in `cache` (a value used twice is sized once)."""
+    at the size of s). It reads e as given: the routes give the program as written (as_written), where
+    sympy's evaluated form has already combined some terms (x*x is x**2, exp(x) - exp(x) is 0). A bound
+    on the rounding of the terms, not of every float operation torch makes. Memoised per subexpression in
+    `cache` (a value used twice is sized once)."""
     cache = {} if cache is None else cache
     key = (e, s)
     if key not in cache:

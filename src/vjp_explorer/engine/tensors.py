@@ -21,6 +21,15 @@ def make_tensor(
     g = spec.generator
     a = spec.args
     kw: dict[str, Any] = {"dtype": dtype, "device": device}
+    # torch refuses a fill value, start or stop beyond the dtype's range with a RuntimeError of its own
+    given = a[-1:] if g == "full" else a[:2] if g == "linspace" else a if g == "arange" else ()
+    too_big = next((v for v in given if abs(v) > torch.finfo(dtype).max), None)
+    if too_big is not None:
+        raise ValueSyntaxError(
+            f"{label}: {g}() is given {too_big:g}, which does not fit in {str(dtype).removeprefix('torch.')} "
+            f"(it overflows to infinity); inputs must be finite.",
+            hint="Use --dtype float64 for larger magnitudes.",
+        )
     if g is None:
         assert spec.data is not None
         t = torch.tensor(spec.data, dtype=torch.float64).reshape(spec.shape).to(**kw)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,22 +65,34 @@ def _err(path: Path | str, message: str, hint: str | None = None) -> FileFormatE
 def read_toml(path: Path, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
     """The parsed TOML of an expression file, after size, encoding and depth checks."""
     try:
-        if path.is_dir():
-            raise _err(path, "is a directory, not an expression file.")
-        size = path.stat().st_size
+        # non-blocking, so that a FIFO is opened (and refused below) instead of waiting forever for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise _err(path, "no such file.", not_found_hint(path.name)) from None
-    except OSError as e:
-        raise _err(path, f"cannot be read ({e.strerror}).") from None
-    if size > limits.file_bytes:
-        raise _err(
-            path, f"is {size:,} bytes; expression files are at most {limits.file_bytes:,} bytes (--limit file_bytes=N)."
-        )
+    except IsADirectoryError:
+        raise _err(path, "is a directory, not an expression file.") from None
+    except (OSError, ValueError) as e:
+        raise _err(path, f"cannot be read ({getattr(e, 'strerror', None) or e}).") from None
     try:
-        with path.open("rb") as f:  # bounded: a device or pipe (/dev/zero) has no size to stat
-            raw = f.read(limits.file_bytes + 1)
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise _err(path, "is a directory, not an expression file.")
+        if not stat.S_ISREG(info.st_mode):
+            mode = info.st_mode
+            kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+            raise _err(path, f"is {kind}, not a regular file; expression files are read only from regular files.")
+        if info.st_size > limits.file_bytes:
+            raise _err(
+                path,
+                f"is {info.st_size:,} bytes; expression files are at most {limits.file_bytes:,} bytes "
+                "(--limit file_bytes=N).",
+            )
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read(limits.file_bytes + 1)  # bounded: the file may grow between fstat and read
     except OSError as e:
         raise _err(path, f"cannot be read ({e.strerror}).") from None
+    finally:
+        os.close(fd)
     if len(raw) > limits.file_bytes:
         raise _err(
             path,
@@ -198,12 +212,17 @@ def _check_brackets(path: Path, text: str, limits: Limits) -> None:
         i += 1
 
 
+# one part of a dotted key, in any of TOML's three spellings: bare, "basic" (with escapes) or 'literal'
+_KEY_PART = r"""(?:[\w-]++|"(?:[^"\\\n]|\\.)*+"|'[^'\n]*+')"""
+
+
 def _check_dotted_keys(path: Path, text: str, limits: Limits) -> None:
     """Before tomllib: refuse a dotted key of more parts than file_depth allows tables (a.b.c is three
-    nested tables). tomllib takes time quadratic in the parts (a 200 kB key a.a.a... takes minutes).
+    nested tables), whether its parts are bare, quoted or literal, with or without spaces around the dots.
+    tomllib takes time quadratic in the parts (a 200 kB key a.a.a... or "a"."a"... takes minutes).
     Possessive, word-anchored matching: one linear pass, also over long runs of text that are not keys."""
     parts = limits.file_depth + limits.value_depth
-    m = re.search(r"(?<![\w-])(?:[\w-]++[ \t]*+\.[ \t]*+){" + str(parts) + ",}", text)
+    m = re.search(r"(?<![\w-])(?:" + _KEY_PART + r"[ \t]*+\.[ \t]*+){" + str(parts) + ",}", text)
     if m is not None:
         raise LimitError(
             f"{path}: a dotted key has more than {parts} parts here; each part is one level of tables, and "
@@ -393,6 +412,12 @@ def load_request(path: Path | str, limits: Limits = DEFAULT_LIMITS) -> Any:  # -
     return req
 
 
+def _shown(v: Any) -> str:
+    """A value from the file as a message quotes it: an integer of hundreds of digits is cut short."""
+    text = str(v) if isinstance(v, int | float) else _type_name(v)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} digits)"
+
+
 def _expected(path: Path, table: dict[str, Any] | None) -> Expected | None:
     if table is None:
         return None
@@ -402,9 +427,12 @@ def _expected(path: Path, table: dict[str, Any] | None) -> Expected | None:
     grads = table.get("grads")
     if grads is not None and not isinstance(grads, dict):
         raise _err(path, f"key 'expect.grads': expected a table NAME = numbers, got {_type_name(grads)}.")
-    for k in ("rtol", "atol"):
-        if k in table and (isinstance(table[k], bool) or not isinstance(table[k], int | float) or table[k] < 0):
-            raise _err(path, f"key 'expect.{k}': expected a non-negative number.")
+    for k, top in (("rtol", 1.0), ("atol", math.inf)):
+        v = table.get(k, 0.0)
+        # nan compares false with everything: a check under rtol = nan would agree whatever the numbers
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (0 <= v <= top and math.isfinite(v)):
+            shown = "a number from 0 to 1" if k == "rtol" else "a finite number, 0 or more"
+            raise _err(path, f"key 'expect.{k}': expected {shown}, got {_shown(v)}.")
 
     def numbers(key: str, v: Any) -> None:
         stack = [v]
@@ -416,8 +444,8 @@ def _expected(path: Path, table: dict[str, Any] | None) -> Expected | None:
                 raise _err(
                     path, f"key 'expect.{key}': expected numbers (or nested arrays of numbers), got {_type_name(item)}."
                 )
-            elif not math.isfinite(float(item)):
-                raise _err(path, f"key 'expect.{key}': expected finite numbers, got {item}.")
+            elif not (isinstance(item, float) or abs(item) <= 2**1023) or not math.isfinite(item):
+                raise _err(path, f"key 'expect.{key}': expected finite numbers, got {_shown(item)}.")
 
     if "output" in table:
         numbers("output", table["output"])

@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ..language.unicode import visible
 from ..result import Result
 from . import text as T
 from .numbers import fmt
@@ -24,12 +25,13 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
     ex = r.explanation
     parts: list[RenderableType] = []
     title = r.meta.get("title")
+    # the file's own words: escapes, bidi overrides and the like are shown, never sent to the terminal
     if title:
-        parts.append(Text(title, style="bold"))
+        parts.append(Text(visible(title), style="bold"))
     if r.meta.get("description"):
-        parts.append(Text(" ".join(r.meta["description"].split())))
+        parts.append(Text(visible(" ".join(r.meta["description"].split()))))
     if r.meta.get("source_note"):
-        parts.append(Text("source: " + r.meta["source_note"], style="dim"))
+        parts.append(Text("source: " + visible(r.meta["source_note"]), style="dim"))
     if title or r.meta.get("description"):
         parts.append(Text(""))
     parts += [T.header(r, view), Text("")]

@@ -122,7 +122,7 @@ def write_json(r: Result, write: Callable[[str], Any]) -> None:
     total += sum(g.numel for g in r.grads.values()) * 4
     total += sum(j.value.numel for j in r.jacobians.values() if j.value is not None)
     if total <= PRETTY_LIMIT:
-        write(json.dumps(result_to_dict(r), indent=2, allow_nan=False, ensure_ascii=False))
+        write(json.dumps(result_to_dict(r), indent=2, allow_nan=False, ensure_ascii=True))
         return
     _stream(result_to_dict(r, lazy=True), write)
 
@@ -135,7 +135,7 @@ def _stream(obj: Any, write: Callable[[str], Any]) -> None:
     elif isinstance(obj, dict):
         write("{")
         for k, (key, value) in enumerate(obj.items()):
-            write(("," if k else "") + json.dumps(key, ensure_ascii=False) + ":")
+            write(("," if k else "") + json.dumps(key, ensure_ascii=True) + ":")
             _stream(value, write)
         write("}")
     elif isinstance(obj, list | tuple):
@@ -146,7 +146,7 @@ def _stream(obj: Any, write: Callable[[str], Any]) -> None:
             _stream(value, write)
         write("]")
     else:
-        write(json.dumps(_clean(obj), allow_nan=False, ensure_ascii=False))
+        write(json.dumps(_clean(obj), allow_nan=False, ensure_ascii=True))
 
 
 def _stream_tensor(t: TensorData, write: Callable[[str], Any]) -> None:

@@ -32,12 +32,13 @@ class View:
     max_rows: int = 24
     max_cols: int = 10
     verbose: bool = False
+    ascii: bool = False  # the terminal cannot show Jᵀv: the table headers spell it J^T v, so columns stay aligned
 
     @classmethod
-    def for_result(cls, r: Result, digits: int | None, full: bool, verbose: bool = False) -> View:
+    def for_result(cls, r: Result, digits: int | None, full: bool, verbose: bool = False, ascii: bool = False) -> View:
         # about a screenful in all: fewer rows per leaf when there are several leaves
         rows = max(6, 24 // max(1, len(r.leaves)))
-        return cls(digits or DEFAULT_DIGITS.get(r.dtype, 6), full, max_rows=rows, verbose=verbose)
+        return cls(digits or DEFAULT_DIGITS.get(r.dtype, 6), full, max_rows=rows, verbose=verbose, ascii=ascii)
 
     def shows_all(self, n: int, limit: int | None = None) -> bool:
         """Whether n rows (or n numbers on one line, with its own limit) are shown whole."""
@@ -146,8 +147,9 @@ def leaf_table(r: Result, leaf: str, view: View) -> Table:
     t.add_column(Text("element"), no_wrap=True)
     t.add_column(Text("value"), justify="right", no_wrap=True)
     t.add_column(Text(".grad (backward)"), justify="right", no_wrap=True)
-    t.add_column(Text(f"{mult}Jᵀv (from J)"), justify="right", no_wrap=True)
-    t.add_column(Text(f"{mult}Jᵀv (sympy)"), justify="right", no_wrap=True)
+    word = "J^T v" if view.ascii else "Jᵀv"
+    t.add_column(Text(f"{mult}{word} (from J)"), justify="right", no_wrap=True)
+    t.add_column(Text(f"{mult}{word} (sympy)"), justify="right", no_wrap=True)
     for k in view.rows(g.numel):
         if k is None:
             t.add_row("...", "", "", "", "")

@@ -16,14 +16,13 @@ from ..errors import ProgramSyntaxError
 
 # a comment that reads like printed output rather than prose
 _OUTPUT_LIKE = re.compile(r"^\s*(tensor\(|Parameter|[-+]?(\d|\.\d|inf|nan)|\[|\(|True\b|False\b|None\b)")
-_INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
 def visible(text: str) -> str:
-    """Text from outside, safe for a terminal: control, bidi and zero-width characters written as escapes."""
-    return _INVISIBLE.sub(
-        lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) > 0xFF else repr(m.group())[1:-1], text
-    )
+    """Text from outside, safe for a terminal (the project's one helper for it, in language/unicode.py)."""
+    from ..language.unicode import visible as made_visible
+
+    return made_visible(text)
 
 
 @dataclass

@@ -1,0 +1,37 @@
+"""The console script's entry point: Ctrl-C means exit 130, from our first line on.
+
+Python's own handler raises KeyboardInterrupt, which start-up code can turn into a traceback, and which
+an import (torch's among them) can catch and swallow, so that the run goes on and exits 0. Ours ends
+the process at once instead: nothing of a run needs cleaning up (no files are written, stdout is a pipe
+or a terminal), and the exit code is the documented 130 whatever was running.
+
+What comes before our first line is Python's: a Ctrl-C in the first few tens of milliseconds, while the
+interpreter starts and runs `site` (an editable install's import hook included), ends the process by
+SIGINT (a shell shows 130) or with Python's own "Fatal Python error ... KeyboardInterrupt".
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    try:
+        os.write(2, b"interrupted\n")
+    except OSError:  # stderr closed or full: the exit code still says it
+        pass
+    os._exit(130)
+
+
+# at import, not in main(): the console script imports this module first, so no code of ours runs
+# before the handler (only the console script and `python -m vjp_explorer` import it: the library
+# itself leaves signals alone)
+signal.signal(signal.SIGINT, _interrupted)
+
+
+def main() -> None:
+    """Run the command (the SIGINT handler is already in place)."""
+    from .cli import main as cli_main
+
+    cli_main()

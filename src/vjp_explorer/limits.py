@@ -27,6 +27,8 @@ class Limits:
     symbolic_entries: int = 20_000  # out x in entries the per-element sympy check handles
     symbolic_cost: int = 100_000  # estimated sympy work (expression nodes x symbols), decided before diff
     symbolic_seconds: float = 10.0  # wall-clock budget of the sympy check
+    finite_difference_evals: int = 200  # program evaluations for the full finite-difference Jacobian
+    finite_difference_work: int = 10_000_000  # elements computed in all by the finite-difference evaluations
 
     def with_overrides(self, items: dict[str, str]) -> Limits:
         """A copy with `name=value` overrides; raises ValueError naming a bad one."""

@@ -62,7 +62,7 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
         parts.append(_ledger_table(r, leaf, entries, view))
     parts.append(Text(""))
 
-    parts.append(_section("4. three routes, one answer"))
+    parts.append(_section("4. every route, one answer"))
     parts.append(T.check_rows(r.checks.values()))
     note_items = T.notes(r)
     if note_items:

@@ -1,0 +1,90 @@
+"""Verdicts that can be trusted: a nan or inf from backward where the exact derivative is finite is a
+disagreement, with the node and the cause named; a derivative that is itself infinite is `undefined`, with
+its sign. The exact values here are derived by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from vjp_explorer import explore
+
+
+def run_json(vjp, *args):
+    r = vjp(*args, "--json")
+    return r.exit_code, json.loads(r.stdout)
+
+
+def notes(d, code):
+    return [n["text"] for n in d["notes"] if n["code"] == code]
+
+
+def test_log_exp_overflow_is_a_wrong_gradient(vjp):
+    # d/dx log(exp(x)) = 1 everywhere; float32 exp overflows at 89 and 100, and 0 × inf gives nan
+    code, d = run_json(vjp, "explain", "log(exp(x))", "--x", "30,89,100", "--grad", "1,1,1")
+    assert code == 3
+    assert d["grads"]["x"][0] == 1.0 and d["grads"]["x"][1:] == ["nan", "nan"]
+    assert d["symbolic"]["x"] == [1.0, 1.0, 1.0]
+    sym = d["checks"]["symbolic"]
+    assert sym["status"] == "disagree" and sym["spurious"] == ["x[1]", "x[2]"] and sym["undefined"] == []
+    assert d["checks"]["jacobian"]["status"] == "disagree"
+    # two autodiff routes: both nan, neither can say it is wrong
+    assert d["checks"]["jtv"]["nonfinite"] == ["x[1]", "x[2]"] and d["checks"]["jtv"]["undefined"] == []
+    (text,) = notes(d, "wrong_nonfinite_grad")
+    for part in ("ExpBackward0", "`exp(x)`", "line 1, columns 5-10", "incoming gradient 0", "local derivative inf"):
+        assert part in text, part
+    assert "overflowed float32" in text and "--dtype float64" in text and "logsumexp" in text
+
+
+def test_log_exp_in_float64_agrees(vjp):
+    code, d = run_json(vjp, "run", "log(exp(x))", "--x", "30,89,100", "--grad", "1,1,1", "--dtype", "float64")
+    assert code == 0 and d["grads"]["x"] == pytest.approx([1.0, 1.0, 1.0], rel=1e-15)
+
+
+def test_zero_times_sqrt_at_zero(vjp):
+    # y = sqrt(x)*0: the exact derivative is 0; backward multiplies the incoming 0 by sqrt'(0) = inf
+    code, d = run_json(vjp, "explain", "h = sqrt(x); y = h*0", "--x", "0,1", "--grad", "1,1")
+    assert code == 3
+    assert d["symbolic"]["x"] == [0.0, 0.0]
+    assert d["checks"]["symbolic"]["spurious"] == ["x[0]"]
+    (text,) = notes(d, "wrong_nonfinite_grad")
+    assert "SqrtBackward0" in text and "`sqrt(x)`" in text and "sqrt′(0) = 1/(2·sqrt(0)) = inf" in text
+    assert "0 × inf = nan" in text and "double-where" in text and "clamp" in text
+    # float64 multiplies 0 by inf too: the float32 hint does not apply
+    assert not notes(d, "float32_disagrees")
+
+
+def test_spurious_nan_on_the_elementwise_route():
+    # past the per-element budget the elementwise route is the exact side: its derivative is the number 0
+    r = explore("h = sqrt(x); y = h*0", {"x": "linspace(0, 1, 30000)"}, grad="ones")
+    assert "elementwise" in r.checks["symbolic"].compares
+    assert r.checks["symbolic"].status == "disagree" and r.checks["symbolic"].spurious == ("x[0]",)
+    assert int(r.exit_code) == 3
+
+
+def test_log_at_zero_is_undefined_with_its_sign(vjp):
+    # log'(x) = 1/x: +inf at 0 from the right (the only side where log is real)
+    code, d = run_json(vjp, "explain", "log(x)", "--x", "0,1", "--grad", "1,1")
+    assert code == 0
+    assert d["symbolic"]["x"] == ["inf", 1.0]
+    assert d["checks"]["symbolic"]["undefined"] == ["x[0]"] and d["checks"]["symbolic"]["spurious"] == []
+    term = d["explain"]["ledger"]["x"][0]["terms"][0]
+    assert term["dy_dx"] == "inf" and term["value"] == "inf"
+
+
+def test_reciprocal_at_zero_is_minus_infinity():
+    # d/dx 1/x = -1/x**2: -inf from both sides
+    r = explore("1/x", {"x": "0,2"}, grad="1,1")
+    assert int(r.exit_code) == 0
+    assert r.symbolic is not None and r.symbolic["x"].flat[0] == -math.inf
+    assert r.symbolic["x"].flat[1] == -0.25
+    assert r.checks["symbolic"].undefined == ("x[0]",)
+
+
+def test_no_sign_without_a_one_sided_limit():
+    # d/dx x*log(x) = log(x) + 1: -inf at 0, but log grows too slowly for an infinity to be read off; the
+    # forward is 0·(-inf) = nan there: undefined, never a disagreement
+    r = explore("x*log(x)", {"x": "0,1"}, grad="1,1")
+    assert int(r.exit_code) == 0 and r.checks["symbolic"].undefined == ("x[0]",)

@@ -88,3 +88,40 @@ def test_no_sign_without_a_one_sided_limit():
     # forward is 0·(-inf) = nan there: undefined, never a disagreement
     r = explore("x*log(x)", {"x": "0,1"}, grad="1,1")
     assert int(r.exit_code) == 0 and r.checks["symbolic"].undefined == ("x[0]",)
+
+
+def test_backward_twice_every_route_reports_what_grad_holds(vjp):
+    # issue 16: jtv said 3 where .grad and sympy said 6. d(3a)/da = 3; two calls accumulate 2 x 3 = 6
+    code, d = run_json(vjp, "run", "3*a", "--a", "1", "--backward-calls", "2")
+    assert code == 0
+    assert d["grads"]["a"] == d["jtv"]["a"] == d["symbolic"]["a"] == 6.0
+    assert {"accumulated", "retain_graph"} <= {n["code"] for n in d["notes"]}
+    (text,) = notes(d, "retain_graph")
+    assert text.startswith("call 1 passed retain_graph=True") and "a second time" in text
+    # the text view shows the result's numbers and does not multiply them again
+    r = vjp("run", "3*a", "--a", "1,2", "--grad", "1,1", "--backward-calls", "3")
+    row = next(line for line in r.stdout.splitlines() if line.startswith("a[1]"))
+    cells = [c.split()[0] for c in row.split("│")[2:5]]  # .grad, 3·Jᵀv (from J), 3·Jᵀv (sympy)
+    assert cells == ["9", "9", "9"], row
+
+
+def test_no_retain_graph_reproduces_torchs_error(vjp):
+    import torch
+
+    a, b = torch.tensor(1.0, requires_grad=True), torch.tensor(2.0, requires_grad=True)
+    y = torch.exp(a) * b
+    y.backward()
+    try:
+        y.backward()
+    except RuntimeError as e:  # plain torch, the oracle
+        expected = str(e).splitlines()[0]
+    else:  # pragma: no cover
+        raise AssertionError("torch did not raise")
+    r = vjp("run", "exp(a)*b", "--a", "1", "--b", "2", "--backward-calls", "2", "--no-retain-graph")
+    assert r.exit_code == 2
+    err = " ".join(r.stderr.split())
+    assert "backward call 2 of 2 failed" in err and " ".join(expected.split()) in err
+    assert "ExpBackward0: result" in err and "retain_graph=True" in err
+    # with the graph kept (the default) the same run works: 2 x (exp(1)·2, exp(1))
+    code, d = run_json(vjp, "run", "exp(a)*b", "--a", "1", "--b", "2", "--backward-calls", "2")
+    assert code == 0 and d["grads"]["a"] == pytest.approx(4 * math.e) and d["grads"]["b"] == pytest.approx(2 * math.e)

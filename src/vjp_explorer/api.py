@@ -36,6 +36,7 @@ class Request:
     dtype: str = "float32"
     seed: int | None = None
     backward_calls: int = 1
+    retain_graph: bool = True  # calls 1..N-1 keep the graph; False reproduces torch's error on call 2
     symbolic: bool = True
     device: str = "cpu"
     limits: Limits = DEFAULT_LIMITS
@@ -173,8 +174,22 @@ class _Run:
         # autograd.grad (used for the Jacobian above) also fills retained grads: start clean
         for tensor in [*leaves.values(), *inter_tensors.values()]:
             tensor.grad = None
-        for _ in range(calls):
-            out.backward(v, retain_graph=True)
+        saved = _saved_tensors(out) if calls > 1 and not req.retain_graph else []
+        for k in range(calls):
+            # every call but the last keeps the graph: backward frees the tensors it saved (exp's result, the
+            # operands of *), and the next call needs them
+            try:
+                out.backward(v, retain_graph=req.retain_graph and k < calls - 1)
+            except RuntimeError as e:
+                if "a second time" not in str(e):
+                    raise
+                raise UsageError(
+                    f"backward call {k + 1} of {calls} failed (--no-retain-graph): torch says '{_first_line(e)}'. "
+                    f"Call 1 ran without retain_graph=True, so it freed the intermediate values the graph saved for "
+                    f"backward ({', '.join(saved) or 'none listed'}); call {k + 1} needs them again.",
+                    hint="Drop --no-retain-graph (vjp then passes retain_graph=True to calls 1 to N-1, as the "
+                    "PyTorch message says), or, in your own code, run the forward again before each backward.",
+                ) from None
         grads = {n: (x.grad if x.grad is not None else torch.zeros_like(x)) for n, x in leaves.items()}
         none_grads = [n for n, x in leaves.items() if x.grad is None]
         t = self.lap("backward", t)
@@ -359,7 +374,11 @@ class _Run:
             backward_calls=calls,
             grads={n: to_data(g) for n, g in grads.items()},
             jacobians=jac_out,
-            jtv={n: (to_data(j.jtv) if j.jtv is not None else None) for n, j in jacs.items()},
+            # N x Jᵀv after N calls, as .grad and the symbolic route report it
+            jtv={
+                n: (to_data(j.jtv * calls if calls > 1 else j.jtv) if j.jtv is not None else None)
+                for n, j in jacs.items()
+            },
             symbolic=symbolic_grads,
             checks=checks,
             notes=self.notes,
@@ -784,7 +803,18 @@ class _Run:
                 Note(
                     "accumulated",
                     f"backward ran {calls} times without zeroing: .grad accumulates, so each grad is "
-                    f"{calls} x Jᵀv. Zero .grad (x.grad = None) between calls to get Jᵀv alone.",
+                    f"{calls} x Jᵀv; every route here reports that same quantity, {calls} x Jᵀv, as .grad holds it. "
+                    "Zero .grad (x.grad = None) between calls to get Jᵀv alone.",
+                )
+            )
+            add(
+                Note(
+                    "retain_graph",
+                    ("call 1" if calls == 2 else f"calls 1 to {calls - 1}")
+                    + " passed retain_graph=True: each backward frees the intermediate values "
+                    "the graph saved for it (exp's result, the operands of *), and the next call needs them. "
+                    "Without it torch raises 'Trying to backward through the graph a second time' on call 2 "
+                    "(--no-retain-graph shows it). The last call frees the graph.",
                 )
             )
         for n, g in grads.items():
@@ -901,6 +931,26 @@ _FD_DIR = "<u, .grad> from backward(v) vs (f(x + hu) - f(x - hu))/2h · v, centr
 # the second weighing after a disagreement: this many units of roundoff (eps of the dtype) of the size of
 # the terms autograd adds up. A bound on rounding, not a new rtol: a gradient off by more still disagrees
 ROUNDOFF_UNITS = 16
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _saved_tensors(out: Any) -> list[str]:
+    """What the graph behind `out` saved for backward, as 'ExpBackward0: result', one per node."""
+    seen: set[int] = set()
+    stack, found = [out.grad_fn], []
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        names = [a.removeprefix("_saved_") for a in dir(node) if a.startswith("_saved_")]
+        if names:
+            found.append(f"{type(node).__name__}: {' and '.join(names)}")
+        stack += [nf for nf, _ in node.next_functions]
+    return found[:8]
 
 
 def _flatten(x: Any) -> list[float]:

@@ -155,7 +155,7 @@ def leaf_table(r: Result, leaf: str, view: View) -> Table:
                 t.caption = f"{g.numel:,} elements: --full shows at most {FULL_MAX:,} rows; --json has all"
             continue
         idx = g.index(k)
-        jv = "-" if jtv is None else fmt(jtv.flat[k] * r.backward_calls, view.digits)
+        jv = "-" if jtv is None else fmt(jtv.flat[k], view.digits)  # already N·Jᵀv, as .grad
         sv = "-" if sym is None else fmt(sym.flat[k], view.digits)
         t.add_row(Text(label(leaf, idx)), fmt(inp.value.flat[k], view.digits), fmt(g.flat[k], view.digits), jv, sv)
     return t

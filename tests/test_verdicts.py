@@ -125,3 +125,39 @@ def test_no_retain_graph_reproduces_torchs_error(vjp):
     # with the graph kept (the default) the same run works: 2 x (exp(1)·2, exp(1))
     code, d = run_json(vjp, "run", "exp(a)*b", "--a", "1", "--b", "2", "--backward-calls", "2")
     assert code == 0 and d["grads"]["a"] == pytest.approx(4 * math.e) and d["grads"]["b"] == pytest.approx(2 * math.e)
+
+
+def _formula(vjp, *args):
+    code, d = run_json(vjp, "explain", *args)
+    assert code == 0
+    return d["explain"]["jacobian_formulas"]
+
+
+def test_saturated_tanh_zeros_are_numerical_not_structural(vjp):
+    # tanh(20·W@x) saturates: float32's 1 - tanh² is 0 in whole rows of J, but every entry depends on
+    # every x[j] (W is dense), so none is structurally zero. Without sympy (the autodiff Jacobian) as with it
+    args = ["y = tanh(W@x*20)", "--x", "randn(8)", "--const", "W=randn(8,8)", "--grad", "ones", "--seed", "1"]
+    for extra in (["--limit", "symbolic_entries=10"], []):
+        x = _formula(vjp, *args, *extra)["x"]
+        assert x["structure"] == "dense" and "structurally" not in x["description"]
+        assert x["numerical_zeros"] > 0 and "not structural" in x["description"]
+        assert "tanh(W@x*20) rounds to ±1" in x["numerical_cause"]
+
+
+def test_relu_off_and_zero_factor_are_numerical(vjp):
+    # relu'(-1) = 0 only at this input: the block stays diagonal, its one zero is numerical
+    x = _formula(vjp, "relu(x)*2", "--x", "1,-1,2", "--grad", "ones")["x"]
+    assert x["structure"] == "diagonal" and x["numerical_zeros"] == 1
+    assert "relu(x) is off" in x["numerical_cause"]
+    # d(W@x)/dx = W: W[0,1] = 0 is this constant's value, not the program's structure
+    x = _formula(vjp, "W@x", "--x", "1,2", "--const", "W=[[1,0],[2,3]]", "--grad", "ones")["x"]
+    assert x["structure"] == "dense" and x["numerical_zeros"] == 1 and "a factor" in x["numerical_cause"]
+
+
+def test_structural_zeros_stay_structural(vjp):
+    # the off-diagonal of an elementwise program is structural; a zero on its diagonal is not
+    x = _formula(vjp, "x*x", "--x", "0,2", "--grad", "ones")["x"]
+    assert x["structure"] == "diagonal"
+    assert x["numerical_zeros"] == 1  # d(x²)/dx = 2x is 0 at x = 0 only
+    x = _formula(vjp, "x*x", "--x", "1,2", "--grad", "ones")["x"]
+    assert x["structure"] == "diagonal" and x["numerical_zeros"] == 0 and x["numerical_cause"] is None

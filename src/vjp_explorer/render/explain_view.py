@@ -47,6 +47,8 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
         parts.append(Text(f"  not available: {ex.ledger_source}"))
     for leaf, f in ex.formulas.items():
         parts.append(Text.assemble(("  " + leaf + ": ", "bold cyan"), f.description))
+        if f.numerical_cause:
+            parts.append(Text(f"    why 0 here: {f.numerical_cause}", style="yellow"))
         if f.generic:
             parts.append(Text("    " + f.generic))
         elif f.entries and f.entries[0]["formula"] is not None:

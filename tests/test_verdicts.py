@@ -161,3 +161,29 @@ def test_structural_zeros_stay_structural(vjp):
     assert x["numerical_zeros"] == 1  # d(x²)/dx = 2x is 0 at x = 0 only
     x = _formula(vjp, "x*x", "--x", "1,2", "--grad", "ones")["x"]
     assert x["structure"] == "diagonal" and x["numerical_zeros"] == 0 and x["numerical_cause"] is None
+
+
+def _singular(d):
+    return " ".join(notes(d, "singularity"))
+
+
+@pytest.mark.parametrize(
+    ("program", "values", "says"),
+    [
+        ("log(x)", ["--x", "0,1"], "log(x): its derivative 1/x is infinite where x[0] is 0"),
+        ("h = sqrt(x); y = h*0", ["--x", "1,0"], "sqrt(x): its derivative 1/(2·sqrt(x)) is infinite where x[1] is 0"),
+        ("a/(b-1)", ["--a", "1,2", "--b", "3,1"], "division by 0 where (b-1)[1] is 0"),
+        ("pow(x, -1)", ["--x", "2,0"], "p·x**(p-1) is infinite at x = 0 for p < 1, here at x[1]"),
+        ("x**0.5", ["--x", "-1,4"], "a negative number to a fractional power at x[0]: nan"),
+        ("log(x)", ["--x", "-2,1"], "log(x) of a negative number at x[0]"),
+    ],
+)
+def test_singularity_lint_names_the_cause(vjp, program, values, says):
+    # hand-checked: each derivative has its singularity exactly at the named element
+    _, d = run_json(vjp, "run", program, *values, "--grad", "1,1")
+    assert says in _singular(d)
+
+
+def test_singularity_lint_is_quiet_on_the_seed(vjp):
+    code, d = run_json(vjp, "run", "3*a+2*b*b+log(c)", "--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "ones")
+    assert code == 0 and not _singular(d)

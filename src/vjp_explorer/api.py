@@ -81,6 +81,7 @@ class _Run:
         self.v_ones = False  # v is torch.ones_like(out) (--grad ones, or a scalar output's default)
         self.reweighed: list[str] = []  # checks that agree only when weighed at the size of their terms
         self.origin: Any = None  # engine.nonfinite.Origin: where a wrong nan or inf entered the backward pass
+        self.singular: list[str] = []  # operations whose derivative is infinite or undefined at these values
 
     def lap(self, name: str, since: float) -> float:
         now = time.perf_counter()
@@ -193,6 +194,16 @@ class _Run:
         grads = {n: (x.grad if x.grad is not None else torch.zeros_like(x)) for n, x in leaves.items()}
         none_grads = [n for n, x in leaves.items() if x.grad is None]
         t = self.lap("backward", t)
+
+        from .engine.tensors import all_finite
+
+        # the singularity lint: cheap on small programs, and run on any size where a grad is not finite
+        work = sum(math.prod(_step_shape(fwd, s)) for s in fwd.steps)
+        if work <= LINT_WORK or not all(all_finite(g) for g in grads.values()):
+            from .engine.lint import singularities
+
+            self.singular = singularities(fwd.steps, leaves, consts, dtype, prog.source)
+            t = self.lap("singularity lint", t)
 
         from .engine.compare import TOLERANCES, compare_tensors, skipped
         from .engine.tensors import to_data
@@ -817,6 +828,14 @@ class _Run:
                     "(--no-retain-graph shows it). The last call frees the graph.",
                 )
             )
+        if self.singular:
+            add(
+                Note(
+                    "singularity",
+                    "at these values a derivative is infinite or undefined (found from the program and the values, "
+                    "before backward's numbers are read): " + "; ".join(self.singular) + ".",
+                )
+            )
         for n, g in grads.items():
             if not all_finite(g):  # (one float pass; the mask only where there is something to find)
                 bad = ~torch.isfinite(g)
@@ -931,6 +950,9 @@ _FD_DIR = "<u, .grad> from backward(v) vs (f(x + hu) - f(x - hu))/2h · v, centr
 # the second weighing after a disagreement: this many units of roundoff (eps of the dtype) of the size of
 # the terms autograd adds up. A bound on rounding, not a new rtol: a gradient off by more still disagrees
 ROUNDOFF_UNITS = 16
+# the singularity lint runs on programs that compute at most this many elements (a second, gradient-free
+# pass over the trace), and on any size where a grad is nan or inf
+LINT_WORK = 100_000
 
 
 def _first_line(err: BaseException) -> str:

@@ -129,3 +129,19 @@ def test_output_not_finite_skips_the_check():
     r = explore("1/x", {"x": "0,2"}, grad="1,1")
     c = r.checks["finite_difference"]
     assert c.status == "skipped" and "y[0]" in (c.reason or "") and int(r.exit_code) == 0
+
+
+def test_the_budget_counts_what_an_evaluation_reads():
+    # tanh(W@x) with W 100 x 100: each evaluation reads W's 10,000 entries, not only the 200 it computes
+    from vjp_explorer.limits import Limits
+
+    r = explore(
+        "tanh(W@x)",
+        {"x": "randn(100)"},
+        consts={"W": "randn(100,100)"},
+        grad="ones",
+        seed=1,
+        limits=Limits(finite_difference_work=50_000),
+    )
+    c = r.checks["finite_difference"]
+    assert c.status == "skipped" and "reads and computes 10,200 elements" in (c.reason or "")

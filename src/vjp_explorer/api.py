@@ -434,14 +434,17 @@ class _Run:
         from .engine.finite_diff import DIRECTIONS, FDUnavailable, finite_differences
 
         lim = self.limits
-        work = max(1, sum(math.prod(_step_shape(fwd, s)) for s in fwd.steps))
+        # what one evaluation reads and writes: its inputs (a matrix W of a matvec) and every step's result
+        inputs = sum(x.numel() for x in [*leaves.values(), *consts.values()])
+        work = max(1, inputs + sum(math.prod(_step_shape(fwd, s)) for s in fwd.steps))
         n = sum(x.numel() for x in leaves.values())
         if (4 * DIRECTIONS + 1) * work > lim.finite_difference_work:
             return skipped(
                 "finite_difference",
                 _FD,
-                f"each evaluation of the program computes {work:,} elements; {4 * DIRECTIONS + 1} evaluations "
-                f"would pass the budget of {lim.finite_difference_work:,} (--limit finite_difference_work=N)",
+                f"each evaluation of the program reads and computes {work:,} elements; "
+                f"{4 * DIRECTIONS + 1} evaluations would pass the budget of {lim.finite_difference_work:,} "
+                "(--limit finite_difference_work=N)",
             )
         max_evals = min(lim.finite_difference_evals, lim.finite_difference_work // work)
         try:

@@ -453,7 +453,8 @@ class _Run:
             return skipped("finite_difference", _FD, str(e))
         rtol = how["tol"].rtol
         if fd.method == "full":
-            items, sizes, left = [], {}, []
+            items, sizes = [], {}
+            left: dict[str, list[str]] = {}  # why -> the elements finite differences are no reference at
             for name in leaves:
                 mask = fd.left_out[name]
                 got = grads[name].detach().cpu().clone()  # in its dtype: a second weighing uses its eps
@@ -463,7 +464,8 @@ class _Run:
                 items.append((name, got, ref))
                 size = fd.error[name] * calls / rtol
                 sizes[name] = torch.maximum(size, mags[name].double().cpu()) if name in mags else size
-                left += [element_label(name, tuple(mask.shape), int(k)) for k in mask.reshape(-1).nonzero()]
+                for k, cause in fd.causes.get(name, {}).items():
+                    left.setdefault(cause, []).append(element_label(name, tuple(mask.shape), k))
             compares = f"{_FD}, every column of J ({fd.evals} evaluations)"
             check = compare_tensors("finite_difference", compares, items, magnitudes=sizes, exact=True, **how)
             if check.status == "disagree":
@@ -472,8 +474,11 @@ class _Run:
                 terms = {k: m * calls for k, m in terms.items()}
                 check = self._reweigh(check, items, terms, sizes, why, {**how, "exact": True})
             if left:
-                shown = ", ".join(left[:6]) + (f" and {len(left) - 6} more" if len(left) > 6 else "")
-                return replace(check, reason=f"not a reference at {shown}: {fd.kink_reason}")
+                parts = [
+                    ", ".join(at[:6]) + (f" and {len(at) - 6} more" if len(at) > 6 else "") + f" ({cause})"
+                    for cause, at in left.items()
+                ]
+                return replace(check, reason="not a reference at " + "; at ".join(parts))
             return check
         if not fd.directions:
             return skipped("finite_difference", _FD, f"no usable direction: {fd.kink_reason}")

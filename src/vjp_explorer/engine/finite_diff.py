@@ -45,7 +45,13 @@ class FDResult:
     left_out: dict[str, Any] = field(default_factory=dict)  # leaf -> bool mask: no reference there
     directions: list[tuple[float, float, float]] = field(default_factory=list)  # (⟨u, Jᵀv⟩ ref, error, Σ|u|)
     us: list[dict[str, Any]] = field(default_factory=list)
-    kink_reason: str = ""  # what made elements or directions unusable
+    kink_reason: str = ""  # what made directions unusable
+    causes: dict[str, dict[int, str]] = field(default_factory=dict)  # leaf -> flat index -> why left out
+
+
+KINK = "a step crosses a kink of the program (relu or abs at 0, a norm at 0)"
+DOMAIN = "a step leaves the function's domain or meets an infinite value"
+UNSETTLED = "the differences at h and h/2 disagree (an infinite derivative, or no smooth function there)"
 
 
 class _Evaluator(_ReplayInterpreter):
@@ -133,9 +139,8 @@ def finite_differences(
         )
     n = sum(t.numel() for t in x0.values())
     scale = float(f0.abs().nan_to_num(0.0, 0.0, 0.0).max()) if f0.numel() else 0.0
-    at_kink = any(bool((k == 0).any()) for k in k0)
     if 4 * n <= max_evals:
-        return _full(fn, x0, vf, k0, scale, at_kink)
+        return _full(fn, x0, vf, k0, scale)
     return _directional(fn, x0, vf, k0, scale, seed)
 
 
@@ -154,7 +159,6 @@ def _full(
     vf: Any,
     k0: list[Any],
     scale: float,
-    at_kink: bool,
 ) -> FDResult:
     res = FDResult("full", 1)
     f0 = fn.f0.reshape(-1).abs().nan_to_num(0.0, 0.0, 0.0)
@@ -184,6 +188,8 @@ def _full(
             unsettled = bool((spread > 1e-3 * col.abs().clamp(min=1.0) + rounding).any())
             if kinked or not bool(torch.isfinite(col).all()) or unsettled:
                 out_mask[j] = True
+                why = KINK if kinked else DOMAIN if not bool(torch.isfinite(col).all()) else UNSETTLED
+                res.causes.setdefault(name, {})[j] = why
                 continue
             used = vf != 0
             jtv[j] = float((vf * col)[used].sum())
@@ -191,11 +197,6 @@ def _full(
         res.jtv[name] = jtv.reshape(x.shape)
         res.error[name] = err.reshape(x.shape)
         res.left_out[name] = out_mask.reshape(x.shape)
-    if at_kink or any(bool(m.any()) for m in res.left_out.values()):
-        res.kink_reason = (
-            "there a step crosses a kink of the program (relu or abs at 0, a norm at 0) or leaves the "
-            "function's domain, or the differences at h and h/2 disagree (an infinite derivative)"
-        )
     return res
 
 

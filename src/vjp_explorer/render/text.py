@@ -248,6 +248,8 @@ def check_detail(c: Check) -> Text:
         t.append(f"; tolerance |Δ| <= {fmt(c.tolerance.atol, 3)} + {fmt(c.tolerance.rtol, 3)}·max(|exact|, Σ|terms|)")
     if c.status == "disagree" and c.worst:
         t.append(f"\nfails the tolerance most at {c.worst}", "red")
+    if c.reason:  # of a check that ran: what it left out, or why a second weighing was not possible
+        t.append(f"\n{c.reason}", "yellow")
     if c.spurious:
         shown = ", ".join(c.spurious[:6]) + (" ..." if len(c.spurious) > 6 else "")
         t.append(f"\nnan or inf from backward where the exact value is finite (a wrong gradient): {shown}", "red")

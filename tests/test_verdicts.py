@@ -187,3 +187,17 @@ def test_singularity_lint_names_the_cause(vjp, program, values, says):
 def test_singularity_lint_is_quiet_on_the_seed(vjp):
     code, d = run_json(vjp, "run", "3*a+2*b*b+log(c)", "--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "ones")
     assert code == 0 and not _singular(d)
+
+
+def test_infinite_terms_that_cancel_and_an_overflowed_operand(vjp):
+    # sqrt(x) - sqrt(x) is 0: backward adds inf and -inf at x = 0
+    code, d = run_json(vjp, "run", "sqrt(x) - sqrt(x)", "--x", "0,1", "--grad", "1,1")
+    assert code == 3 and d["checks"]["symbolic"]["spurious"] == ["x[0]"]
+    (text,) = notes(d, "wrong_nonfinite_grad")
+    assert "SqrtBackward0" in text and "inf - inf = nan" in text
+    assert _singular(d).count("sqrt(x):") == 1  # the same operation twice is named once
+    # exp(x)/exp(x) is 1, its derivative 0; float32's exp(100) is inf and the division's derivative nan
+    code, d = run_json(vjp, "run", "y = exp(x); z = y/y", "--x", "100,1", "--grad", "1,1")
+    assert code == 3 and d["checks"]["symbolic"]["spurious"] == ["x[0]"]
+    (text,) = notes(d, "wrong_nonfinite_grad")
+    assert "DivBackward0" in text and "`y/y`" in text and "An operand of it is inf here" in text

@@ -893,8 +893,8 @@ class _Run:
                     "the forward left the real numbers or met 0/0 there (the log or sqrt of a negative number, a "
                     "negative number to a fractional power, 0/0, inf - inf). backward does not look: it multiplies "
                     "the local derivatives it computes from the inputs (log's is 1/x, whatever log(x) gave), so the "
-                    ".grad there may even be finite, the derivative of no real function. The exact check lists "
-                    "such elements as undefined.",
+                    ".grad there may even be finite, the derivative of no real function. Where the exact derivative "
+                    "is undefined too, the exact checks list such elements as undefined.",
                 )
             )
         if self.reweighed:

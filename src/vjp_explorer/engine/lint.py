@@ -39,11 +39,11 @@ def singularities(
         for s in steps:
             env[s.target] = rec.value_of(s.expr, env)
     found: list[str] = []
-    seen: set[tuple[int, int]] = set()
+    seen: set[str] = set()  # the same text twice (sqrt(x) - sqrt(x)) is named once
     for expr, _val in rec.made.values():
         if len(found) >= MAX_FINDINGS:
             break
-        if expr.span in seen or not isinstance(expr, P.Call | P.BinOp):
+        if not isinstance(expr, P.Call | P.BinOp) or source[expr.span[0] : expr.span[1]] in seen:
             continue
         operands = [expr.left, expr.right] if isinstance(expr, P.BinOp) else list(expr.args)
         vals = [rec.made[id(a)][1].v if id(a) in rec.made else None for a in operands]
@@ -77,7 +77,7 @@ def singularities(
             elif bool(neg.any()):
                 why = f"{text}: a negative number to a fractional power at {_where(neg, names[0])}: nan"
         if why:
-            seen.add(expr.span)
+            seen.add(text)
             found.append(why)
     return found
 

@@ -44,10 +44,15 @@ class Origin:
             product = (
                 f": incoming gradient {_f(self.incoming)} × local derivative {_f(self.local)} = {_f(self.outgoing)}"
             )
+        summed = ""
+        if math.isinf(self.outgoing):
+            summed = (
+                " Where this infinite term meets one of the opposite sign in the chain rule's sum, inf - inf = nan."
+            )
         return (
             f"the non-finite value entered the backward pass at {self.node}, the backward of `{self.operation}` "
             f"({self.where}), at {self.element}{product}. "
-            f"{self.why} Fix: {self.fix}"
+            f"{self.why}{summed} Fix: {self.fix}"
         )
 
 
@@ -222,15 +227,23 @@ def _why(
     if isinstance(e, P.BinOp | P.Call) and (getattr(e, "op", None) == "**" or getattr(e, "func", None) == "pow"):
         if a == 0:
             return f"d(x**p)/dx = p·x**(p-1) is infinite at x = 0 for p < 1.{times}", _SAFE_INPUT
+    bad = [v for v in x if v is not None and not math.isfinite(v)]
+    if bad:
+        return (
+            f"An operand of it is {_f(bad[0])} here (a value that overflowed {dtype} or met a singular point "
+            f"upstream), so its local derivative is {_f(local) if local is not None else 'not finite'}.{times}",
+            "run with --dtype float64 if a value overflowed; else keep the upstream operation away from its "
+            "singular point (a clamp, the double-where pattern).",
+        )
     if result is not None and math.isinf(result):
         return (
-            f"the operation's value overflowed {dtype} here (inf), so its derivative is inf.{times}",
+            f"The operation's value overflowed {dtype} here (inf), so its derivative is inf.{times}",
             "run with --dtype float64, or rescale the computation so that it stays in range.",
         )
     if local is not None and not math.isfinite(local):
-        return f"the local derivative of this operation is {_f(local)} here.{times}", _GENERIC_FIX
+        return f"The local derivative of this operation is {_f(local)} here.{times}", _GENERIC_FIX
     return (
-        "its local derivative is finite but the gradient it passed on is not (a sum of infinite terms that the "
+        "Its local derivative is finite but the gradient it passed on is not (a sum of infinite terms that the "
         "exact derivative cancels, inf − inf = nan).",
         _GENERIC_FIX,
     )

@@ -99,7 +99,7 @@ def test_explain_terminal_sections(vjp):
         "1. who is who",
         "2. the Jacobian",
         "3. the ledger",
-        "4. three routes",
+        "4. every route",
         "∂y[k]/∂c[k] = 1/c[k]",
         "c[0].grad = v[0]·∂y[0]/∂c[0] = 0.1 × 1/c[0] = 0.1 × 0.166667 = 0.0166667",
     ]:

@@ -30,7 +30,9 @@ def test_every_file_runs_and_agrees(vjp, path):
     assert r.exit_code == 0, r.stdout + r.stderr
     d = json.loads(r.stdout)
     for name, check in d["checks"].items():
-        assert check["status"] == "agree", (name, check)
+        # finite differences have no reference where the output itself is infinite (log at 0): skipped, saying so
+        fd_skipped = name == "finite_difference" and check["status"] == "skipped" and "the output is" in check["reason"]
+        assert check["status"] == "agree" or fd_skipped, (name, check)
     if "[expect]" in path.read_text():
         assert d["checks"]["expected"]["status"] == "agree"
 

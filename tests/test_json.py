@@ -32,7 +32,19 @@ TOP = {
     "notes",
     "exit_code",
 }
-CHECK = {"status", "compares", "max_abs_diff", "max_rel_diff", "tolerance", "reason", "undefined", "overflow", "worst"}
+CHECK = {
+    "status",
+    "compares",
+    "max_abs_diff",
+    "max_rel_diff",
+    "tolerance",
+    "reason",
+    "undefined",
+    "overflow",
+    "spurious",
+    "nonfinite",
+    "worst",
+}
 JAC = {"shape", "value", "method", "structure", "diagonal", "reason", "why"}
 
 
@@ -55,7 +67,7 @@ def test_schema_is_pinned(vjp):
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert set(d) == TOP
-    assert d["schema"] == 1
+    assert d["schema"] == 2
     assert d["inputs"]["W"] == {"shape": [2, 2], "value": [[1.0, 2.0], [3.0, 4.0]], "requires_grad": False}
     assert d["inputs"]["x"]["requires_grad"] is True
     assert d["output"] == {"name": "y", "shape": [2], "value": [5.5, 11.5]}

@@ -105,7 +105,7 @@ def test_any_terminal_width_gives_the_whole_output(vjp, monkeypatch, columns):
     monkeypatch.setenv("COLUMNS", columns)
     r = vjp(*SEED)
     assert r.exit_code == 0, r.stderr
-    assert "symbolic  agree" in r.stdout and "jacobian  agree" in r.stdout
+    assert "symbolic           agree" in r.stdout and "jacobian           agree" in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 1000
 
 

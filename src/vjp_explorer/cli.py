@@ -152,6 +152,13 @@ DigitsOpt = Annotated[
     int | None, typer.Option("--digits", metavar="N", help="Significant digits shown (default 6; 10 for float64).")
 ]
 SymOpt = Annotated[bool, typer.Option("--symbolic/--no-symbolic", help="Run the sympy cross-check.")]
+RetainOpt = Annotated[
+    bool,
+    typer.Option(
+        "--retain-graph/--no-retain-graph",
+        help="With --backward-calls N, pass retain_graph=True to calls 1 to N-1 (without it torch raises on call 2).",
+    ),
+]
 MaxJacOpt = Annotated[
     int | None, typer.Option("--max-jacobian", metavar="N", help="Most entries of one materialised Jacobian.")
 ]
@@ -265,6 +272,7 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
     if o["backward_calls"] is not None:
         req.backward_calls = o["backward_calls"]
     req.symbolic = req.symbolic and o["symbolic"]
+    req.retain_graph = o["retain_graph"]
     req.device = o["device"]
     req.limits = limits
     return req
@@ -608,6 +616,7 @@ def run(
     verbose: VerboseOpt = False,
     digits: DigitsOpt = None,
     symbolic: SymOpt = True,
+    retain_graph: RetainOpt = True,
     max_jacobian: MaxJacOpt = None,
     limit: LimitOpt = None,
     device: DeviceOpt = "cpu",
@@ -651,6 +660,7 @@ def explain_cmd(
     verbose: VerboseOpt = False,
     digits: DigitsOpt = None,
     symbolic: SymOpt = True,
+    retain_graph: RetainOpt = True,
     max_jacobian: MaxJacOpt = None,
     limit: LimitOpt = None,
     device: DeviceOpt = "cpu",

@@ -54,6 +54,9 @@ class LeafJacobianFormula:
     description: str
     generic: str | None  # one formula for all k, when the block is diagonal and uniform
     entries: list[dict[str, Any]] = field(default_factory=list)  # {i, j, y, x, formula}
+    # entries that are 0 at these inputs only (the formula, or the program's structure, is not 0 there)
+    numerical_zeros: int = 0
+    numerical_cause: str | None = None
 
 
 @dataclass
@@ -145,7 +148,10 @@ def build_explanation(res: Result, prog: Any, fwd: Any, sym: Any, limits: Any) -
             f_rows = None
         else:
             continue
-        formulas[n] = _formula_block(n, out, out_shape, shape, values, f_rows, latex)
+        structure = res.jacobians[n].structure if n in res.jacobians else "dense"
+        formulas[n] = _formula_block(n, out, out_shape, shape, values, f_rows, latex, structure)
+        if formulas[n].numerical_zeros:
+            formulas[n].numerical_cause = _zero_cause(prog, fwd, res.dtype)
         entries = []
         calls = res.backward_calls
         for j in _ledger_elements(nn, m):
@@ -212,14 +218,44 @@ def _formula_block(
     values: list[list[float]],
     f_rows: list[list[Any]] | None,
     latex: bool,
+    structure: str = "dense",
 ) -> LeafJacobianFormula:
+    """The block's kind from its structural zeros only: those whose exact formula is identically 0 or, without
+    formulas, those the program's structure implies (off the diagonal of an elementwise dependence). A zero
+    that holds only at these inputs (a saturated tanh, a relu that is off, a zero factor) is counted apart,
+    as numerical."""
     m = len(values)
     n = len(values[0]) if values else 0
-    nonzero = [
-        (i, j) for i in range(m) for j in range(n) if values[i][j] != 0 or (f_rows is not None and f_rows[i][j] != 0)
-    ]
     if f_rows is not None:
         nonzero = [(i, j) for i in range(m) for j in range(n) if f_rows[i][j] != 0]
+    elif structure == "zero":
+        nonzero = []
+    elif structure == "diagonal" and m == n:
+        nonzero = [(k, k) for k in range(n)]
+    else:
+        nonzero = [(i, j) for i in range(m) for j in range(n)]
+    numerical = sum(1 for i, j in nonzero if values[i][j] == 0)
+    block = _kind_of(leaf, out, m, n, nonzero, f_rows, latex, out_shape, shape, values)
+    block.numerical_zeros = numerical
+    if numerical:
+        block.description += (
+            f"; {numerical} of {m * n} entries are 0 at these inputs only (numerical zeros, not structural)"
+        )
+    return block
+
+
+def _kind_of(
+    leaf: str,
+    out: str,
+    m: int,
+    n: int,
+    nonzero: list[tuple[int, int]],
+    f_rows: list[list[Any]] | None,
+    latex: bool,
+    out_shape: tuple[int, ...],
+    shape: tuple[int, ...],
+    values: list[list[float]],
+) -> LeafJacobianFormula:
     if not nonzero:
         return LeafJacobianFormula(
             leaf, "zero", f"{leaf} does not influence {out}: every ∂{out}[i]/∂{leaf}[j] is 0.", None
@@ -253,6 +289,39 @@ def _formula_block(
         for i, j in nonzero[:MAX_FORMULA_ENTRIES]
     ]
     return LeafJacobianFormula(leaf, kind, desc, generic, entries)
+
+
+def _zero_cause(prog: Any, fwd: Any, dtype: str) -> str:
+    """Why entries of J are 0 at these inputs: the program's saturated or switched-off functions, found by
+    running its trace again and looking at each one's values; else a zero factor."""
+    import torch
+
+    from .engine.nonfinite import _Recorder
+
+    leaves = {n: val.v.detach() for n, val in fwd.env.items() if n in prog.free and hasattr(val.v, "detach")}
+    rec = _Recorder(torch.float64 if dtype == "float64" else torch.float32)
+    env = {n: type(fwd.env[n])(t) for n, t in leaves.items()}
+    with torch.no_grad():
+        for s in fwd.steps:
+            env[s.target] = rec.value_of(s.expr, env)
+    causes = []
+    for expr, val in rec.made.values():
+        func = getattr(expr, "func", None)
+        if not isinstance(val.v, torch.Tensor) or func not in ("tanh", "sigmoid", "relu", "exp"):
+            continue
+        text = prog.source[expr.span[0] : expr.span[1]]
+        r = val.v
+        if func == "tanh" and (k := int((r.abs() == 1).sum())):
+            causes.append(f"{text} rounds to ±1 at {k} element(s) ({dtype} saturates), where 1 - tanh² is 0")
+        elif func == "sigmoid" and (k := int(((r == 0) | (r == 1)).sum())):
+            causes.append(f"{text} rounds to 0 or 1 at {k} element(s) ({dtype} saturates), where s·(1 - s) is 0")
+        elif func == "relu" and (k := int((r == 0).sum())):
+            causes.append(f"{text} is off (its input ≤ 0) at {k} element(s), where its derivative is 0")
+        elif func == "exp" and (k := int((r == 0).sum())):
+            causes.append(f"{text} underflows to 0 at {k} element(s)")
+    if not causes:
+        return "a factor of the derivative is 0 at these inputs (a zero weight or input value)"
+    return "; ".join(causes)
 
 
 def _generic(

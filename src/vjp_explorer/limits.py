@@ -40,6 +40,8 @@ class Limits:
     snippet_backward_calls: int = 2_000  # backward/grad calls of a snippet
     snippet_explained_calls: int = 50  # backward/grad calls explained in full (Jacobian and checks)
     snippet_jacobian_rows: int = 1_024  # output elements of an event's explicit Jacobian (one backward each)
+    finite_difference_evals: int = 200  # program evaluations for the full finite-difference Jacobian
+    finite_difference_work: int = 10_000_000  # elements computed in all by the finite-difference evaluations
 
     def with_overrides(self, items: dict[str, str]) -> Limits:
         """A copy with `name=value` overrides; raises ValueError naming a bad one."""

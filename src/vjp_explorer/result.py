@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import ExitCode
 
-JSON_SCHEMA_VERSION = 1
+JSON_SCHEMA_VERSION = 2
 
 
 def unravel(shape: tuple[int, ...], k: int) -> tuple[int, ...]:
@@ -212,6 +212,10 @@ class Check:
     undefined: tuple[str, ...] = ()  # elements where the derivative is infinite or undefined (nan) here
     overflow: tuple[str, ...] = ()  # elements where the dtype overflowed (inf) but the exact value is finite
     worst: str | None = None  # element with the largest difference
+    # elements where the route checked gave nan or ±inf but the exact value is finite: a wrong gradient
+    spurious: tuple[str, ...] = ()
+    # elements non-finite in both routes of a check with no exact side (backward vs the autodiff Jacobian)
+    nonfinite: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

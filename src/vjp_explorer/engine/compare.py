@@ -83,6 +83,8 @@ def compare_tensors(
     magnitudes: dict[str, Any] | None = None,
     overflow_at: float = math.inf,
     finite: dict[str, Any] | None = None,
+    exact: bool = False,
+    autodiff: bool = False,
 ) -> Check:
     """Compare (label, got, reference) tensors elementwise, in float64 chunks; any size.
 
@@ -93,6 +95,13 @@ def compare_tensors(
     an inf against a finite reference beyond `overflow_at` is a dtype overflow; an inf against
     an ordinary finite number is a disagreement. `finite` (bool, per label) marks references whose
     exact value is finite though they read ±inf (beyond float64): an inf in both there is an overflow.
+
+    With `exact` (the reference is an exact route: sympy, finite differences), only the reference decides
+    what is undefined: a nan or ±inf in `got` where the reference is finite (and within the dtype's range)
+    is a wrong gradient, listed in `spurious` and a disagreement; a nan in the reference is undefined, and
+    an infinite reference is undefined where `got` is nan or the same inf. Without `exact` (two autodiff
+    routes, `autodiff`), non-finite values in both are listed in `nonfinite`: neither route can say whether they are
+    right. `autodiff` says the check is such a pair.
     """
     import torch
 
@@ -102,6 +111,7 @@ def compare_tensors(
     bad = False
     undefined: list[str] = []
     overflow: list[str] = []
+    spurious: list[str] = []
     n_undefined = 0
     worst_at: tuple[str, tuple[int, ...], int, Any] | None = None  # leaf, shape, chunk start, its diff
     # of a disagreement: where |diff| - rtol·scale is largest (the element that breaks the tolerance the most)
@@ -146,12 +156,18 @@ def compare_tensors(
             hi = _absmax(d)
             if not math.isfinite(hi):  # (rare) sort out the non-finite elements
                 ok = torch.isfinite(g) & torch.isfinite(w)
-                und = ~ok & (torch.isnan(g) | torch.isnan(w) | (g == w))
+                if exact:  # only the exact value says what is undefined
+                    und = ~ok & ~torch.isfinite(w) & (torch.isnan(w) | torch.isnan(g) | (g == w))
+                else:
+                    und = ~ok & (torch.isnan(g) | torch.isnan(w) | (g == w))
                 over = ~ok & ~und & torch.isinf(g) & (w.abs() > overflow_at)
                 if f_all is not None:  # the same inf where the exact value is finite: both overflowed
                     both = und & f_all[start : start + CHUNK] & torch.isinf(g) & (g == w)
                     und, over = und & ~both, over | both
                 mismatch = ~ok & ~und & ~over
+                if exact:
+                    wrong = mismatch & torch.isfinite(w) & ~torch.isfinite(g)
+                    spurious += [_label(leaf, shape, int(k) + start) for k in wrong.nonzero().reshape(-1)[:20]]
                 if bool(mismatch.any()):
                     bad = True
                     if max_abs != math.inf:
@@ -212,7 +228,9 @@ def compare_tensors(
         max_abs_diff=max_abs,
         max_rel_diff=max_rel,
         tolerance=tol,
-        undefined=tuple(undefined),
+        undefined=() if autodiff else tuple(undefined),
+        nonfinite=tuple(undefined) if autodiff else (),
         overflow=tuple(overflow[:20]),
+        spurious=tuple(spurious[:20]),
         worst=worst,
     )

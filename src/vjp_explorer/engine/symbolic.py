@@ -404,6 +404,8 @@ def symbolic_jacobian(
                     f_row.append(d.xreplace(names) if names else d)
                 exact = d.xreplace(subs).evalf(DPS) if d != 0 else sp.Integer(0)
                 v_row.append(to_float(exact) if real_at_point[i] or d == 0 else math.nan)
+                if real_at_point[i] and math.isnan(v_row[-1]) and d != 0:  # zoo (1/0): ∞ with its sign, if it has one
+                    v_row[-1] = signed_infinity(y, d, s, subs)
                 if math.isinf(v_row[-1]) and exact.is_Float:  # finite, beyond float64 (2**(10**10))
                     huge_entries.add((i, j))
                 if s in free:  # (an exact 0 may still be a sum of terms that cancel: (x+c)**2 - x**2 - 2*c*x)
@@ -440,6 +442,28 @@ def as_written(build: Callable[[], list[Any]], evaluated: list[Any]) -> Callable
         return done[0]
 
     return get
+
+
+def signed_infinity(y: Any, d: Any, s: Any, subs: dict[Any, Any]) -> float:
+    """+inf or -inf where the derivative d = dy/ds is infinite at the point with one sign (sympy's zoo, 1/0,
+    has none): d grows without bound as s nears its value from each side where y is real, with the same
+    sign there (log'(x) = 1/x at 0 from the right, -1/x**2 at 0 from both). nan where it has no such limit."""
+    x0 = subs[s]
+    signs = set()
+    for side in (1, -1):
+        near, nearer = (
+            (to_float(d.xreplace(at).evalf(DPS)) if _real_at(y, at) else math.nan)
+            for h in ("1e-12", "1e-16")
+            for at in [{**subs, s: x0 + side * sp.Float(h, DPS)}]
+        )
+        if math.isnan(near) or math.isnan(nearer):
+            continue  # y is not real on this side (log, sqrt left of 0)
+        if abs(nearer) < 10 * abs(near) or (near > 0) != (nearer > 0):
+            return math.nan  # bounded, or changes sign: no infinite limit
+        signs.add(nearer > 0)
+    if len(signs) != 1:
+        return math.nan
+    return math.inf if signs.pop() else -math.inf
 
 
 def derivative(y: Any, s: Any) -> Any:
@@ -552,13 +576,12 @@ def elementwise_vjp(
         return (t.expand(shape).reshape(-1) if tuple(t.shape) != shape else t.reshape(-1)).cpu()
 
     flat = {name: flat_input(name) for name in sorted({k for names in used.values() for k in names})}
-    # where v is 0 the term is exactly 0, even where the derivative is infinite (0·inf would be nan); a nan
-    # from backward at such an element is reported by the check as undefined, not as a disagreement
-    # (float reductions: on CPU a comparison to a bool tensor and .any() cost several float passes)
+    # where v is 0 the term is exactly 0 where the derivative is finite; where the derivative itself is
+    # infinite or undefined (sqrt'(0)), 0·inf stays nan: Jᵀv has no value there, and a nan from backward at
+    # such an element is undefined, not a disagreement
     # the common v (--grad ones, a scalar output), which the caller may know (v_ones): Jᵀv is the derivative
     lo, hi = (1.0, 1.0) if v_ones or not n else (float(t) for t in torch.aminmax(vflat))
     v_ones = lo == hi == 1.0
-    v_has_zero = not (lo > 0 or hi < 0) and bool((vflat == 0).any())
     # a derivative that is a number (the 3 of 3*a) with v = ones: Jᵀv is that number at every element, a
     # stride-0 view that costs no pass to fill, and that the comparison reads as a constant
     constant = {name: f for name, f in formulas.items() if v_ones and n and not f.free_symbols}
@@ -583,8 +606,6 @@ def elementwise_vjp(
             # (a 0-d float64 derivative times float32 v would compute in float32)
             vc = widened("", vflat[start:end])
             torch.mul(vc, evaluate(formula, arrays), out=out)
-            if v_has_zero:
-                out.masked_fill_(vc == 0, 0.0)
 
         return fill
 

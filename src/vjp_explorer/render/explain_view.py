@@ -49,6 +49,8 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
         parts.append(Text(f"  not available: {ex.ledger_source}"))
     for leaf, f in ex.formulas.items():
         parts.append(Text.assemble(("  " + leaf + ": ", "bold cyan"), f.description))
+        if f.numerical_cause:
+            parts.append(Text(f"    why 0 here: {f.numerical_cause}", style="yellow"))
         if f.generic:
             parts.append(Text("    " + f.generic))
         elif f.entries and f.entries[0]["formula"] is not None:
@@ -64,7 +66,7 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
         parts.append(_ledger_table(r, leaf, entries, view))
     parts.append(Text(""))
 
-    parts.append(_section("4. three routes, one answer"))
+    parts.append(_section("4. every route, one answer"))
     parts.append(T.check_rows(r.checks.values()))
     note_items = T.notes(r)
     if note_items:

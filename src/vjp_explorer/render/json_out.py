@@ -44,6 +44,8 @@ def check(c: Check) -> dict[str, Any]:
         "reason": c.reason,
         "undefined": list(c.undefined),
         "overflow": list(c.overflow),
+        "spurious": list(c.spurious),
+        "nonfinite": list(c.nonfinite),
         "worst": c.worst,
     }
 

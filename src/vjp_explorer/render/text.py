@@ -157,7 +157,7 @@ def leaf_table(r: Result, leaf: str, view: View) -> Table:
                 t.caption = f"{g.numel:,} elements: --full shows at most {FULL_MAX:,} rows; --json has all"
             continue
         idx = g.index(k)
-        jv = "-" if jtv is None else fmt(jtv.flat[k] * r.backward_calls, view.digits)
+        jv = "-" if jtv is None else fmt(jtv.flat[k], view.digits)  # already N·Jᵀv, as .grad
         sv = "-" if sym is None else fmt(sym.flat[k], view.digits)
         t.add_row(Text(label(leaf, idx)), fmt(inp.value.flat[k], view.digits), fmt(g.flat[k], view.digits), jv, sv)
     return t
@@ -250,10 +250,18 @@ def check_detail(c: Check) -> Text:
         t.append(f"; tolerance |Δ| <= {fmt(c.tolerance.atol, 3)} + {fmt(c.tolerance.rtol, 3)}·max(|exact|, Σ|terms|)")
     if c.status == "disagree" and c.worst:
         t.append(f"\nfails the tolerance most at {c.worst}", "red")
+    if c.reason:  # of a check that ran: what it left out, or why a second weighing was not possible
+        t.append(f"\n{c.reason}", "yellow")
+    if c.spurious:
+        shown = ", ".join(c.spurious[:6]) + (" ..." if len(c.spurious) > 6 else "")
+        t.append(f"\nnan or inf from backward where the exact value is finite (a wrong gradient): {shown}", "red")
     if c.undefined:
         shown = ", ".join(c.undefined[:6]) + (" ..." if len(c.undefined) > 6 else "")
-        why = "inf/nan: 0·inf, 0/0, or a convention at a kink"
+        why = "the exact value is infinite or undefined"
         t.append(f"\nundefined or infinite at this point ({why}): {shown}", "yellow")
+    if c.nonfinite:
+        shown = ", ".join(c.nonfinite[:6]) + (" ..." if len(c.nonfinite) > 6 else "")
+        t.append(f"\nnan or inf in both routes (the exact checks say whether rightly): {shown}", "yellow")
     if c.overflow:
         shown = ", ".join(c.overflow[:6]) + (" ..." if len(c.overflow) > 6 else "")
         t.append(

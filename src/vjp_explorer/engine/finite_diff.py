@@ -1,0 +1,243 @@
+"""Finite differences: a route to Jᵀv that uses no autograd at all.
+
+The program's own trace is run again in float64 under no_grad with perturbed leaves. Each derivative is a
+central difference taken at two steps, h and h/2: their Richardson extrapolation (4·D(h/2) − D(h))/3 is the
+reference, and |D(h) − D(h/2)| plus the rounding of the evaluations (a few eps·|f|/h) is its error estimate,
+so the tolerance it is checked at is honest. Within `finite_difference_evals` program evaluations the route
+builds every column of J and so Jᵀv element by element; past it, a few random directions u give
+⟨u, Jᵀv⟩ against (f(x + hu) − f(x − hu))/2h · v.
+
+Where a step crosses a kink of the program (relu or abs at 0, a norm of zeros) or leaves the function's
+domain, or the two steps disagree (the derivative is infinite or the function is not smooth there), finite
+differences are no reference: those elements (or directions) are left out and named, never a disagreement.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..language import program as P
+from ..result import element_label
+from .interpreter import Step, Val, _ReplayInterpreter
+
+EPS = float(torch.finfo(torch.float64).eps)
+STEP = EPS ** (1 / 3)  # the central difference's best step, relative to the size of x
+DIRECTIONS = 2  # random directions past the budget
+KINKS = ("relu", "abs")
+
+
+class FDUnavailable(Exception):
+    """The route cannot run here (an evaluation failed); the message says why."""
+
+
+@dataclass
+class FDResult:
+    """Jᵀv per leaf (full route) or directional pairs, with error estimates and what was left out."""
+
+    method: str  # "full" | "directional"
+    evals: int
+    jtv: dict[str, Any] = field(default_factory=dict)  # leaf -> float64 tensor (full route)
+    error: dict[str, Any] = field(default_factory=dict)  # leaf -> float64 error estimate of jtv
+    left_out: dict[str, Any] = field(default_factory=dict)  # leaf -> bool mask: no reference there
+    directions: list[tuple[float, float, float]] = field(default_factory=list)  # (⟨u, Jᵀv⟩ ref, error, Σ|u|)
+    us: list[dict[str, Any]] = field(default_factory=list)
+    kink_reason: str = ""  # what made directions unusable
+    causes: dict[str, dict[int, str]] = field(default_factory=dict)  # leaf -> flat index -> why left out
+
+
+KINK = "a step crosses a kink of the program (relu or abs at 0, a norm at 0)"
+DOMAIN = "a step leaves the function's domain or meets an infinite value"
+UNSETTLED = "the differences at h and h/2 disagree (an infinite derivative, or no smooth function there)"
+
+
+class _Evaluator(_ReplayInterpreter):
+    """The replay interpreter in float64, remembering the sign of each kink's operand."""
+
+    def __init__(self, detached: list[Any] | None = None) -> None:
+        super().__init__()
+        self.dtype = torch.float64
+        self.kinks: list[Any] = []
+        # detach() is a constant to backward: it keeps its value at the point (recorded by the first
+        # evaluation, read back in the same order by the perturbed ones, which run the same trace)
+        self.detached: list[Any] = [] if detached is None else detached
+        self.replaying = detached is not None
+        self.k = 0  # detach() calls read back so far
+
+    def _call(self, e: P.Call, args: list[Val]) -> Val:
+        if e.func == "detach":
+            if self.replaying:
+                self.k += 1
+                return Val(self.detached[self.k - 1], {})
+            val = super()._call(e, args)
+            self.detached.append(val.v)
+            return val
+        if e.func in KINKS and isinstance(args[0].v, torch.Tensor):
+            self.kinks.append(torch.sign(args[0].v))
+        elif e.func == "norm" and isinstance(args[0].v, torch.Tensor):
+            self.kinks.append((args[0].v != 0).any().reshape(1).double())  # a norm is not smooth at 0
+        return super()._call(e, args)
+
+
+class Function64:
+    """The program as a function of its leaves, in float64 under no_grad: its value and kink signatures at
+    the point (`f0`, `kinks0`), and at the point with some leaves changed (a call)."""
+
+    def __init__(self, steps: list[Step], output: str, env: dict[str, Any]) -> None:
+        self.steps, self.output, self.env = steps, output, env
+        self.detached: list[Any] = []
+        self.f0, self.kinks0 = self._run(env, _Evaluator())
+        self.detached = self._last.detached
+
+    def __call__(self, changes: dict[str, Any]) -> tuple[Any, list[Any]]:
+        return self._run({**self.env, **changes}, _Evaluator(self.detached))
+
+    def _run(self, env: dict[str, Any], it: _Evaluator) -> tuple[Any, list[Any]]:
+        self._last = it
+        vals = {k: Val(x) for k, x in env.items()}
+        with torch.no_grad():
+            for s in self.steps:
+                vals[s.target] = it.value_of(s.expr, vals)
+        out = vals[self.output].v
+        if not isinstance(out, torch.Tensor):
+            out = torch.tensor(float(out), dtype=torch.float64)
+        return out.double(), it.kinks
+
+
+def _crosses(base: list[Any], other: list[Any]) -> bool:
+    """Whether an evaluation is on another side of a kink than the base point, or moved off one it was on."""
+    return any(bool((a != b).any()) for a, b in zip(base, other, strict=True))
+
+
+def finite_differences(
+    steps: list[Step],
+    output: str,
+    leaves: dict[str, Any],
+    consts: dict[str, Any],
+    v: Any,
+    max_evals: int,
+    seed: int = 1234,
+) -> FDResult:
+    """Jᵀv by central differences (full within max_evals evaluations, directional otherwise)."""
+    x0 = {n: t.detach().double().cpu() for n, t in leaves.items()}
+    env = {**x0, **{n: c.detach().double().cpu() for n, c in consts.items()}}
+    vf = v.detach().double().cpu().reshape(-1)
+    try:
+        fn = Function64(steps, output, env)
+    except (RuntimeError, ValueError, ZeroDivisionError) as e:  # pragma: no cover - the trace ran once already
+        raise FDUnavailable(f"the program could not be evaluated in float64 ({type(e).__name__})") from None
+    f0, k0 = fn.f0, fn.kinks0
+    bad = ((vf != 0) & ~torch.isfinite(f0.reshape(-1))).nonzero().reshape(-1)
+    if bad.numel():
+        k = int(bad[0])
+        raise FDUnavailable(
+            f"the output is {float(f0.reshape(-1)[k])} at {element_label(output, tuple(f0.shape), k)} in float64, "
+            "where differences of its values mean nothing"
+        )
+    n = sum(t.numel() for t in x0.values())
+    scale = float(f0.abs().nan_to_num(0.0, 0.0, 0.0).max()) if f0.numel() else 0.0
+    if 4 * n <= max_evals:
+        return _full(fn, x0, vf, k0, scale)
+    return _directional(fn, x0, vf, k0, scale, seed)
+
+
+def _diff(fn: Function64, name: str, delta: Any) -> tuple[Any, tuple[list[Any], list[Any]]]:
+    """(f(x + delta) − f(x − delta)) flattened, and the kink signatures of both sides."""
+    base = fn.env[name]
+    hi, k_hi = fn({name: base + delta})
+    lo, k_lo = fn({name: base - delta})
+    # an output element that did not change differs by 0, even where it is infinite (1/x at 0: inf - inf)
+    return torch.where(hi == lo, 0.0, hi - lo).reshape(-1), (k_hi, k_lo)
+
+
+def _full(
+    fn: Function64,
+    x0: dict[str, Any],
+    vf: Any,
+    k0: list[Any],
+    scale: float,
+) -> FDResult:
+    res = FDResult("full", 1)
+    f0 = fn.f0.reshape(-1).abs().nan_to_num(0.0, 0.0, 0.0)
+    for name, x in x0.items():
+        flat = x.reshape(-1)
+        jtv = torch.zeros(flat.numel(), dtype=torch.float64)
+        err = torch.zeros(flat.numel(), dtype=torch.float64)
+        out_mask = torch.zeros(flat.numel(), dtype=torch.bool)
+        for j in range(flat.numel()):
+            h = STEP * max(abs(float(flat[j])), 1.0)
+            cols = []
+            kinked = False
+            for step in (h, h / 2):
+                delta = torch.zeros_like(flat)
+                delta[j] = step
+                d, (k_hi, k_lo) = _diff(fn, name, delta.reshape(x.shape))
+                res.evals += 2
+                kinked = kinked or _crosses(k0, k_hi) or _crosses(k0, k_lo)
+                cols.append(d / (2 * step))
+            d_h, d_h2 = cols
+            col = (4 * d_h2 - d_h) / 3  # Richardson: the h² term cancels
+            # each entry of the column: converged where its differences at h and h/2 agree up to their
+            # rounding (a few eps·|f|/h). Every row counts, also those v weighs by 0: an infinite derivative
+            # there makes Jᵀv undefined (0·inf), which finite differences cannot show
+            spread = (d_h - d_h2).abs()
+            rounding = 16 * EPS * (f0 + scale) / (h / 2)
+            unsettled = bool((spread > 1e-3 * col.abs().clamp(min=1.0) + rounding).any())
+            if kinked or not bool(torch.isfinite(col).all()) or unsettled:
+                out_mask[j] = True
+                why = KINK if kinked else DOMAIN if not bool(torch.isfinite(col).all()) else UNSETTLED
+                res.causes.setdefault(name, {})[j] = why
+                continue
+            used = vf != 0
+            jtv[j] = float((vf * col)[used].sum())
+            err[j] = float((vf.abs() * (spread + rounding))[used].sum())
+        res.jtv[name] = jtv.reshape(x.shape)
+        res.error[name] = err.reshape(x.shape)
+        res.left_out[name] = out_mask.reshape(x.shape)
+    return res
+
+
+def _directional(
+    fn: Function64,
+    x0: dict[str, Any],
+    vf: Any,
+    k0: list[Any],
+    scale: float,
+    seed: int,
+) -> FDResult:
+    res = FDResult("directional", 1)
+    gen = torch.Generator().manual_seed(seed)
+    size = max((float(x.abs().max()) for x in x0.values() if x.numel()), default=1.0)
+    for _ in range(DIRECTIONS):
+        u = {n: torch.randn(x.shape, generator=gen, dtype=torch.float64) for n, x in x0.items()}
+        unorm = max(float(t.abs().max()) for t in u.values() if t.numel())
+        h = STEP * max(size, 1.0) / unorm
+        ds = []
+        kinked = False
+        for step in (h, h / 2):
+            hi, k_hi = fn({n: x0[n] + step * u[n] for n in x0})
+            lo, k_lo = fn({n: x0[n] - step * u[n] for n in x0})
+            res.evals += 2
+            kinked = kinked or _crosses(k0, k_hi) or _crosses(k0, k_lo)
+            diff = torch.where(hi == lo, 0.0, hi - lo).reshape(-1)
+            kinked = kinked or not bool(torch.isfinite(diff).all())  # (also where v is 0: see _full)
+            ds.append(float(torch.where(vf != 0, vf * diff, 0.0).sum()) / (2 * step))
+        d_h, d_h2 = ds
+        ref = (4 * d_h2 - d_h) / 3
+        trunc = abs(d_h - d_h2)
+        if kinked or not math.isfinite(ref) or trunc > 1e-3 * max(1.0, abs(ref)):
+            res.kink_reason = (
+                "a random direction crossed a kink of the program (relu or abs at 0, a norm at 0) or left the "
+                "function's domain, or its differences at h and h/2 disagreed; it was left out"
+            )
+            continue
+        rounding = 8 * EPS * scale / (h / 2) * float(vf.abs().sum())
+        res.directions.append((ref, trunc + rounding, 0.0))
+        res.us.append(u)
+    return res
+
+
+__all__ = ["FDResult", "FDUnavailable", "finite_differences"]

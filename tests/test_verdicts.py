@@ -1,0 +1,203 @@
+"""Verdicts that can be trusted: a nan or inf from backward where the exact derivative is finite is a
+disagreement, with the node and the cause named; a derivative that is itself infinite is `undefined`, with
+its sign. The exact values here are derived by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from vjp_explorer import explore
+
+
+def run_json(vjp, *args):
+    r = vjp(*args, "--json")
+    return r.exit_code, json.loads(r.stdout)
+
+
+def notes(d, code):
+    return [n["text"] for n in d["notes"] if n["code"] == code]
+
+
+def test_log_exp_overflow_is_a_wrong_gradient(vjp):
+    # d/dx log(exp(x)) = 1 everywhere; float32 exp overflows at 89 and 100, and 0 × inf gives nan
+    code, d = run_json(vjp, "explain", "log(exp(x))", "--x", "30,89,100", "--grad", "1,1,1")
+    assert code == 3
+    assert d["grads"]["x"][0] == 1.0 and d["grads"]["x"][1:] == ["nan", "nan"]
+    assert d["symbolic"]["x"] == [1.0, 1.0, 1.0]
+    sym = d["checks"]["symbolic"]
+    assert sym["status"] == "disagree" and sym["spurious"] == ["x[1]", "x[2]"] and sym["undefined"] == []
+    assert d["checks"]["jacobian"]["status"] == "disagree"
+    # two autodiff routes: both nan, neither can say it is wrong
+    assert d["checks"]["jtv"]["nonfinite"] == ["x[1]", "x[2]"] and d["checks"]["jtv"]["undefined"] == []
+    (text,) = notes(d, "wrong_nonfinite_grad")
+    for part in ("ExpBackward0", "`exp(x)`", "line 1, columns 5-10", "incoming gradient 0", "local derivative inf"):
+        assert part in text, part
+    assert "overflowed float32" in text and "--dtype float64" in text and "logsumexp" in text
+
+
+def test_log_exp_in_float64_agrees(vjp):
+    code, d = run_json(vjp, "run", "log(exp(x))", "--x", "30,89,100", "--grad", "1,1,1", "--dtype", "float64")
+    assert code == 0 and d["grads"]["x"] == pytest.approx([1.0, 1.0, 1.0], rel=1e-15)
+
+
+def test_zero_times_sqrt_at_zero(vjp):
+    # y = sqrt(x)*0: the exact derivative is 0; backward multiplies the incoming 0 by sqrt'(0) = inf
+    code, d = run_json(vjp, "explain", "h = sqrt(x); y = h*0", "--x", "0,1", "--grad", "1,1")
+    assert code == 3
+    assert d["symbolic"]["x"] == [0.0, 0.0]
+    assert d["checks"]["symbolic"]["spurious"] == ["x[0]"]
+    (text,) = notes(d, "wrong_nonfinite_grad")
+    assert "SqrtBackward0" in text and "`sqrt(x)`" in text and "sqrt′(0) = 1/(2·sqrt(0)) = inf" in text
+    assert "0 × inf = nan" in text and "double-where" in text and "clamp" in text
+    # float64 multiplies 0 by inf too: the float32 hint does not apply
+    assert not notes(d, "float32_disagrees")
+
+
+def test_spurious_nan_on_the_elementwise_route():
+    # past the per-element budget the elementwise route is the exact side: its derivative is the number 0
+    r = explore("h = sqrt(x); y = h*0", {"x": "linspace(0, 1, 30000)"}, grad="ones")
+    assert "elementwise" in r.checks["symbolic"].compares
+    assert r.checks["symbolic"].status == "disagree" and r.checks["symbolic"].spurious == ("x[0]",)
+    assert int(r.exit_code) == 3
+
+
+def test_log_at_zero_is_undefined_with_its_sign(vjp):
+    # log'(x) = 1/x: +inf at 0 from the right (the only side where log is real)
+    code, d = run_json(vjp, "explain", "log(x)", "--x", "0,1", "--grad", "1,1")
+    assert code == 0
+    assert d["symbolic"]["x"] == ["inf", 1.0]
+    assert d["checks"]["symbolic"]["undefined"] == ["x[0]"] and d["checks"]["symbolic"]["spurious"] == []
+    term = d["explain"]["ledger"]["x"][0]["terms"][0]
+    assert term["dy_dx"] == "inf" and term["value"] == "inf"
+
+
+def test_reciprocal_at_zero_is_minus_infinity():
+    # d/dx 1/x = -1/x**2: -inf from both sides
+    r = explore("1/x", {"x": "0,2"}, grad="1,1")
+    assert int(r.exit_code) == 0
+    assert r.symbolic is not None and r.symbolic["x"].flat[0] == -math.inf
+    assert r.symbolic["x"].flat[1] == -0.25
+    assert r.checks["symbolic"].undefined == ("x[0]",)
+
+
+def test_no_sign_without_a_one_sided_limit():
+    # d/dx x*log(x) = log(x) + 1: -inf at 0, but log grows too slowly for an infinity to be read off; the
+    # forward is 0·(-inf) = nan there: undefined, never a disagreement
+    r = explore("x*log(x)", {"x": "0,1"}, grad="1,1")
+    assert int(r.exit_code) == 0 and r.checks["symbolic"].undefined == ("x[0]",)
+
+
+def test_backward_twice_every_route_reports_what_grad_holds(vjp):
+    # issue 16: jtv said 3 where .grad and sympy said 6. d(3a)/da = 3; two calls accumulate 2 x 3 = 6
+    code, d = run_json(vjp, "run", "3*a", "--a", "1", "--backward-calls", "2")
+    assert code == 0
+    assert d["grads"]["a"] == d["jtv"]["a"] == d["symbolic"]["a"] == 6.0
+    assert {"accumulated", "retain_graph"} <= {n["code"] for n in d["notes"]}
+    (text,) = notes(d, "retain_graph")
+    assert text.startswith("call 1 passed retain_graph=True") and "a second time" in text
+    # the text view shows the result's numbers and does not multiply them again
+    r = vjp("run", "3*a", "--a", "1,2", "--grad", "1,1", "--backward-calls", "3")
+    row = next(line for line in r.stdout.splitlines() if line.startswith("a[1]"))
+    cells = [c.split()[0] for c in row.split("│")[2:5]]  # .grad, 3·Jᵀv (from J), 3·Jᵀv (sympy)
+    assert cells == ["9", "9", "9"], row
+
+
+def test_no_retain_graph_reproduces_torchs_error(vjp):
+    import torch
+
+    a, b = torch.tensor(1.0, requires_grad=True), torch.tensor(2.0, requires_grad=True)
+    y = torch.exp(a) * b
+    y.backward()
+    try:
+        y.backward()
+    except RuntimeError as e:  # plain torch, the oracle
+        expected = str(e).splitlines()[0]
+    else:  # pragma: no cover
+        raise AssertionError("torch did not raise")
+    r = vjp("run", "exp(a)*b", "--a", "1", "--b", "2", "--backward-calls", "2", "--no-retain-graph")
+    assert r.exit_code == 2
+    err = " ".join(r.stderr.split())
+    assert "backward call 2 of 2 failed" in err and " ".join(expected.split()) in err
+    assert "ExpBackward0: result" in err and "retain_graph=True" in err
+    # with the graph kept (the default) the same run works: 2 x (exp(1)·2, exp(1))
+    code, d = run_json(vjp, "run", "exp(a)*b", "--a", "1", "--b", "2", "--backward-calls", "2")
+    assert code == 0 and d["grads"]["a"] == pytest.approx(4 * math.e) and d["grads"]["b"] == pytest.approx(2 * math.e)
+
+
+def _formula(vjp, *args):
+    code, d = run_json(vjp, "explain", *args)
+    assert code == 0
+    return d["explain"]["jacobian_formulas"]
+
+
+def test_saturated_tanh_zeros_are_numerical_not_structural(vjp):
+    # tanh(20·W@x) saturates: float32's 1 - tanh² is 0 in whole rows of J, but every entry depends on
+    # every x[j] (W is dense), so none is structurally zero. Without sympy (the autodiff Jacobian) as with it
+    args = ["y = tanh(W@x*20)", "--x", "randn(8)", "--const", "W=randn(8,8)", "--grad", "ones", "--seed", "1"]
+    for extra in (["--limit", "symbolic_entries=10"], []):
+        x = _formula(vjp, *args, *extra)["x"]
+        assert x["structure"] == "dense" and "structurally" not in x["description"]
+        assert x["numerical_zeros"] > 0 and "not structural" in x["description"]
+        assert "tanh(W@x*20) rounds to ±1" in x["numerical_cause"]
+
+
+def test_relu_off_and_zero_factor_are_numerical(vjp):
+    # relu'(-1) = 0 only at this input: the block stays diagonal, its one zero is numerical
+    x = _formula(vjp, "relu(x)*2", "--x", "1,-1,2", "--grad", "ones")["x"]
+    assert x["structure"] == "diagonal" and x["numerical_zeros"] == 1
+    assert "relu(x) is off" in x["numerical_cause"]
+    # d(W@x)/dx = W: W[0,1] = 0 is this constant's value, not the program's structure
+    x = _formula(vjp, "W@x", "--x", "1,2", "--const", "W=[[1,0],[2,3]]", "--grad", "ones")["x"]
+    assert x["structure"] == "dense" and x["numerical_zeros"] == 1 and "a factor" in x["numerical_cause"]
+
+
+def test_structural_zeros_stay_structural(vjp):
+    # the off-diagonal of an elementwise program is structural; a zero on its diagonal is not
+    x = _formula(vjp, "x*x", "--x", "0,2", "--grad", "ones")["x"]
+    assert x["structure"] == "diagonal"
+    assert x["numerical_zeros"] == 1  # d(x²)/dx = 2x is 0 at x = 0 only
+    x = _formula(vjp, "x*x", "--x", "1,2", "--grad", "ones")["x"]
+    assert x["structure"] == "diagonal" and x["numerical_zeros"] == 0 and x["numerical_cause"] is None
+
+
+def _singular(d):
+    return " ".join(notes(d, "singularity"))
+
+
+@pytest.mark.parametrize(
+    ("program", "values", "says"),
+    [
+        ("log(x)", ["--x", "0,1"], "log(x): its derivative 1/x is infinite where x[0] is 0"),
+        ("h = sqrt(x); y = h*0", ["--x", "1,0"], "sqrt(x): its derivative 1/(2·sqrt(x)) is infinite where x[1] is 0"),
+        ("a/(b-1)", ["--a", "1,2", "--b", "3,1"], "division by 0 where (b-1)[1] is 0"),
+        ("pow(x, -1)", ["--x", "2,0"], "p·x**(p-1) is infinite at x = 0 for p < 1, here at x[1]"),
+        ("x**0.5", ["--x", "-1,4"], "a negative number to a fractional power at x[0]: nan"),
+        ("log(x)", ["--x", "-2,1"], "log(x) of a negative number at x[0]"),
+    ],
+)
+def test_singularity_lint_names_the_cause(vjp, program, values, says):
+    # hand-checked: each derivative has its singularity exactly at the named element
+    _, d = run_json(vjp, "run", program, *values, "--grad", "1,1")
+    assert says in _singular(d)
+
+
+def test_singularity_lint_is_quiet_on_the_seed(vjp):
+    code, d = run_json(vjp, "run", "3*a+2*b*b+log(c)", "--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "ones")
+    assert code == 0 and not _singular(d)
+
+
+def test_infinite_terms_that_cancel_and_an_overflowed_operand(vjp):
+    # sqrt(x) - sqrt(x) is 0: backward adds inf and -inf at x = 0
+    code, d = run_json(vjp, "run", "sqrt(x) - sqrt(x)", "--x", "0,1", "--grad", "1,1")
+    assert code == 3 and d["checks"]["symbolic"]["spurious"] == ["x[0]"]
+    (text,) = notes(d, "wrong_nonfinite_grad")
+    assert "SqrtBackward0" in text and "inf - inf = nan" in text
+    assert _singular(d).count("sqrt(x):") == 1  # the same operation twice is named once
+    # exp(x)/exp(x) is 1, its derivative 0; float32's exp(100) is inf and the division's derivative nan
+    code, d = run_json(vjp, "run", "y = exp(x); z = y/y", "--x", "100,1", "--grad", "1,1")
+    assert code == 3 and d["checks"]["symbolic"]["spurious"] == ["x[0]"]
+    (text,) = notes(d, "wrong_nonfinite_grad")
+    assert "DivBackward0" in text and "`y/y`" in text and "An operand of it is inf here" in text

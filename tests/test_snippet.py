@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -338,3 +339,57 @@ def test_a_hook_that_scales_the_gradient_is_not_called_wrong():
     r = run_snippet(code, seed=0)
     fd = next(c for c in r.events[0].checks if c.name == "finite_difference")
     assert fd.status == "skipped" and "hook" in (fd.reason or "")
+
+
+FUNCTIONAL = """from torch.autograd.functional import jacobian, vjp, jvp, hessian
+def f(x, y):
+    return torch.stack([x[0] * y[1], torch.sin(x[1]) + y[0] ** 2])
+x = torch.tensor([0.5, -1.0])
+y = torch.tensor([2.0, 3.0])
+print(jacobian(f, (x, y)))
+print(vjp(f, (x, y), torch.tensor([1.0, 0.5]))[1])
+print(jvp(f, (x, y), (torch.ones(2), torch.zeros(2)))[1])
+print(hessian(lambda t: (t ** 3).sum() + t[0] * t[1], x))
+"""
+
+
+def test_functional_calls_are_events_checked_by_finite_differences():
+    r = run_snippet(FUNCTIONAL, seed=0)
+    assert r.stdout == plain_python([FUNCTIONAL])[0]["stdout"]
+    kinds = [e.call.rsplit(".", 1)[-1] for e in r.events]
+    assert kinds == ["jacobian", "vjp", "jvp", "hessian"]
+    assert all(e.checks[0].name == "finite_difference" and e.status == "agree" for e in r.events)
+    jac = {res.name: res.values for res in r.events[0].results}
+    assert jac["jacobian[0]"] == [[3.0, 0.0], [0.0, pytest.approx(math.cos(-1.0))]]
+    hess = r.events[3].reference[0].values  # d²/dt² of Σt³ + t0·t1 = diag(6t) + [[0,1],[1,0]]
+    assert hess[0] == pytest.approx([3.0, 1.0], abs=1e-4) and hess[1] == pytest.approx([1.0, -6.0], abs=1e-4)
+
+
+def test_functional_check_can_disagree():
+    import torch
+
+    from vjp_explorer.snippet.functional import explain
+
+    r = run_snippet("def f(x):\n    return x ** 2\n", seed=0)
+    assert r.events == []
+
+    class It:  # the few things explain() needs from the interpreter
+        replay, quiet = None, False
+
+        @staticmethod
+        def where(node):
+            return 1
+
+    x = torch.tensor([1.0, 2.0])
+    wrong = torch.tensor([[2.0, 0.0], [0.0, 5.0]])  # the true Jacobian of x**2 is diag(2, 4)
+    event = explain(
+        It(),
+        "torch.autograd.functional.jacobian",
+        torch.autograd.functional.jacobian,
+        [lambda t: t**2, x],
+        {},
+        None,
+        wrong,
+        1,
+    )
+    assert event is not None and event.status == "disagree"

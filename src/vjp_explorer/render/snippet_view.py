@@ -107,7 +107,15 @@ def _flat(x: Any) -> list[Any]:
 
 def _event(e: Event, explain: bool, full: bool) -> RenderableType:
     parts: list[RenderableType] = []
-    kind = "check" if e.call == "check" else "grad" if e.call.endswith("grad") else "backward"
+    kind = (
+        "check"
+        if e.call == "check"
+        else e.call.rsplit(".", 1)[-1]
+        if "functional" in e.call
+        else "grad"
+        if e.call.endswith("grad")
+        else "backward"
+    )
     head = Text(f"╰ {kind} #{e.index}  ", style="bold cyan")
     head.append(visible(e.source), style="cyan")
     parts.append(head)
@@ -127,6 +135,8 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
     parts.append(meta)
     if e.inputs:
         parts.append(_grad_table(e, full))
+    if e.results:
+        parts.append(_results_table(e, full))
     for c in e.checks:
         style = {"agree": "green", "disagree": "bold red"}.get(c.status, "yellow")
         line = Text(f"{c.name:<18}", style="bold")
@@ -186,6 +196,30 @@ def _grad_table(e: Event, full: bool) -> Table:
             for c in flat:
                 cells.append(Text("None" if c is None else _cell(c[j])))
             t.add_row(*cells)
+    return t
+
+
+def _results_table(e: Event, full: bool) -> Table:
+    """A functional call's result entry by entry, next to its finite-difference reference."""
+    t = Table(show_edge=False, header_style="bold", pad_edge=False)
+    t.add_column("entry")
+    t.add_column("result", justify="right")
+    t.add_column("fin. diff.", justify="right")
+    refs = {r.name: r for r in e.reference}
+    for res in e.results:
+        got = _flat(res.values)
+        ref = _flat(refs[res.name].values) if res.name in refs else None
+        n = len(got)
+        rows = range(n) if full or n <= 2 * INLINE else [*range(INLINE), -1, *range(n - INLINE, n)]
+        for j in rows:
+            if j == -1:
+                t.add_row(Text("…"), Text("…"), Text("…"))
+                continue
+            t.add_row(
+                Text(res.name + _index(res.shape, j)),
+                Text(_cell(got[j])),
+                Text(_cell(ref[j]) if ref is not None and j < len(ref) else "—"),
+            )
     return t
 
 

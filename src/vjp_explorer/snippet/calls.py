@@ -86,6 +86,10 @@ def call_fn(it: Interpreter, fn: Fn, args: list[Any], kwargs: dict[str, Any], no
     value = it.traced(
         "call", fn.real, args, kwargs, lambda: it.real(fn.real, *args, node=node, **kwargs), opaque=opaque
     )
+    from .functional import CHECKED
+
+    if fn.qualname in CHECKED and hasattr(it.on_autograd, "functional"):
+        it.on_autograd.functional(fn.qualname, fn.real, args, kwargs, node, value)
     if fn.qualname.startswith(("torch.func.", "torch.autograd.functional.")) and callable(value):
         return Fn(f"{fn.qualname}(...)", value)  # a transformed function, e.g. torch.func.grad(f)
     return value

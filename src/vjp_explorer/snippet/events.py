@@ -153,6 +153,25 @@ class Explainer:
         self.events.append(event)
         return value
 
+    def functional(
+        self, qualname: str, real: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST, value: Any
+    ) -> None:
+        """Record a torch.autograd.functional call that ran, checked against finite differences."""
+        from .functional import explain
+
+        it = self.it
+        assert it is not None
+        if len(self.events) >= it.limits.snippet_backward_calls:
+            raise LimitError(
+                f"The snippet calls backward or grad more than {it.limits.snippet_backward_calls:,} times.",
+                hint="Raise the limit with --limit snippet_backward_calls=N.",
+            )
+        if len(self.events) >= it.limits.snippet_explained_calls:
+            return
+        event = explain(it, qualname, real, args, kwargs, node, value, len(self.events) + 1)
+        if event is not None:
+            self.events.append(event)
+
     @staticmethod
     def _caller(receiver: Any, real: Any) -> Any:
         return receiver.backward if receiver is not None else real

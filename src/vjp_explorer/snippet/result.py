@@ -66,6 +66,8 @@ class Event:
     notes: list[str] = field(default_factory=list)
     diagnosis: str | None = None  # where a nan/inf entered the backward pass, and the fix
     graph: list[dict[str, Any]] | None = None  # with --graph: the nodes backward ran (see snippet/graph.py)
+    results: list[TensorInfo] = field(default_factory=list)  # a functional call's derivative (J, Jᵀv, Jv, H)
+    reference: list[TensorInfo] = field(default_factory=list)  # the same from finite differences
 
     @property
     def status(self) -> str:

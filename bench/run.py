@@ -3,7 +3,7 @@
     .venv/bin/python bench/run.py            # full: about 4 minutes on 2 cores
     .venv/bin/python bench/run.py --quick    # about a minute, smaller sizes, fewer repeats
     .venv/bin/python bench/run.py --only c,d # some sections: a (+e) whole process, b start-up, c Jacobian,
-                                             # d symbolic, m memory estimate
+                                             # d symbolic, m memory estimate, s snippets
 
 Targets are reported PASS/FAIL; the exit code is 0 unless the benchmark itself breaks.
 """
@@ -22,7 +22,7 @@ sys.path.insert(0, str(HERE))
 from vjpbench import process, report  # noqa: E402
 from vjpbench.plans import PLANS  # noqa: E402
 
-SECTIONS = "abcdm"
+SECTIONS = "abcdms"
 
 
 def inprocess():  # type: ignore[no-untyped-def]
@@ -52,6 +52,10 @@ def main() -> int:
         "c": ("(c) Jacobian", lambda: inprocess().run_jacobian(plan, log)),
         "d": ("(d) symbolic", lambda: inprocess().run_symbolic(plan, log)),
         "m": ("(m) memory estimate", lambda: importlib.import_module("vjpbench.memory").run_memory(log)),
+        "s": (
+            "(s) snippets",
+            lambda: importlib.import_module("vjpbench.snippets").run_snippets(plan.seed_repeats, log),
+        ),
     }
     sections = []
     # in this order: the whole-process runs first, before this process imports torch

@@ -1,0 +1,36 @@
+"""(s): a seed snippet's whole process, `vjp run FILE.py --seed 0`, against plain Python running it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import Section, Target, fmt_ratio, fmt_series_s, md_table, median, ratio
+from .process import PYTHON, VJP, Case, Command, Log, measure, warm_caches
+
+HERE = Path(__file__).resolve().parent
+SNIPPETS = sorted((HERE.parents[1] / "expressions" / "snippets").glob("*.py"))
+LIMIT = 1.15  # the issue's target: within 1.15x of plain python
+
+
+def run_snippets(repeats: int, log: Log) -> Section:
+    warm_caches()
+    rows = []
+    worst = 0.0
+    for path in SNIPPETS:
+        if "empty" in path.name:
+            continue  # raises on a CPU machine, in both
+        base = Command("python", (PYTHON, str(HERE / "bare_snippet.py"), str(path)), repeats, 60)
+        ours = Command("vjp run", (VJP, "run", str(path), "--seed", "0"), repeats, 60)
+        case = Case(path.stem, base, (ours,))
+        bare, vjp = measure(case, log)
+        r = ratio(median(vjp.wall), median(bare.wall))
+        worst = max(worst, r or 0.0)
+        rows.append([path.stem, bare.cell(fmt_series_s(bare.wall)), vjp.cell(fmt_series_s(vjp.wall)), fmt_ratio(r)])
+    body = md_table(["snippet", "plain python", "vjp run --seed 0", "× python"], rows)
+    target = Target(
+        "seed snippets, whole process vs plain python",
+        f"≤ {LIMIT}×",
+        f"{worst:.2f}× (worst)",
+        worst <= LIMIT if rows else None,
+    )
+    return Section("(s) snippets: whole process", body, [target])

@@ -114,6 +114,8 @@ def test_backward_twice_raises_with_torchs_message_and_explains():
     assert r.error is not None and r.error.line == 5
     assert r.error.message.startswith("Trying to backward through the graph a second time")
     assert "retain_graph=True" in (r.error.explanation or "")
+    assert "MulBackward0 (other, self)" in (r.error.explanation or "")  # what the graph saved, and
+    assert "the backward at line 4 freed them" in (r.error.explanation or "")  # which call freed it
     assert len(r.events) == 1
 
 

@@ -92,6 +92,9 @@ class Explainer:
             probe.start()
         try:
             value = it.real(self._caller(receiver, real), *args, node=node, **kwargs)
+        except SnippetRaised as raised:
+            raised.context = _freed(outs, self.events) if "a second time" in str(raised.exc) else None
+            raise
         finally:
             graph = probe.finish() if probe is not None else None
         returned = list(value) if is_grad else None
@@ -304,6 +307,27 @@ def name_of(it: Interpreter, t: Any, node: ast.AST | None) -> str:
 
 
 # ------------------------------------------------------------------ errors and budgets
+
+
+def _freed(outs: list[Any], events: list[Event]) -> str | None:
+    """For 'backward through the graph a second time': what the graph saved, and which call freed it."""
+    saved: list[str] = []
+    seen: set[int] = set()
+    stack = [o.grad_fn for o in outs if o.grad_fn is not None]
+    while stack and len(saved) < 8:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        names = [a.removeprefix("_saved_") for a in dir(node) if a.startswith("_saved_") and "sym" not in a]
+        if names:
+            saved.append(f"{type(node).__name__} ({', '.join(names)})")
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    if not saved:
+        return None
+    earlier = [e for e in events if not e.retain_graph]
+    by = f"the backward at line {earlier[-1].line}" if earlier else "an earlier backward"
+    return f"This graph saved tensors in {', '.join(saved)}; {by} freed them (it ran without retain_graph=True)."
 
 
 def _custom_nodes(outs: list[Any]) -> list[str]:

@@ -82,7 +82,7 @@ def run_snippet(
                 source=steps[-1].source if steps else "",
                 type=type(raised.exc).__name__,
                 message=message,
-                explanation=explain_error(message),
+                explanation=" ".join(t for t in (raised.context, explain_error(message)) if t) or None,
             )
         except (_Break, _Continue, _Return) as flow:
             word = {"_Break": "'break' outside loop", "_Continue": "'continue' not properly in loop"}.get(

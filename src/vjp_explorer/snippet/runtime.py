@@ -15,6 +15,7 @@ class SnippetRaised(Exception):
         super().__init__(str(exc))
         self.exc = exc
         self.node = node
+        self.context: str | None = None  # what the tool found out about it (e.g. which tensors were freed)
 
 
 class _Break(Exception):

@@ -395,3 +395,29 @@ def test_functional_check_can_disagree():
         1,
     )
     assert event is not None and event.status == "disagree"
+
+
+def test_torch_func_transforms_are_checked():
+    code = """from torch.func import grad, jacrev, jacfwd, hessian
+def f(x):
+    return (torch.sin(x) * x).sum()
+def g(x):
+    return x.exp() * x[0]
+x = torch.tensor([0.3, -1.2, 2.0])
+print(grad(f)(x))
+print(jacrev(g)(x))
+print(jacfwd(g)(x))
+print(hessian(f)(x))
+"""
+    r = run_snippet(code, seed=0)
+    assert r.stdout == plain_python([code])[0]["stdout"]
+    assert [e.call for e in r.events] == [
+        "torch.func.grad",
+        "torch.func.jacrev",
+        "torch.func.jacfwd",
+        "torch.func.hessian",
+    ]
+    assert all(e.status == "agree" for e in r.events)
+    # grad of Σ x·sin(x) is sin(x) + x·cos(x), from the differences of f, not from autograd
+    want = [math.sin(v) + v * math.cos(v) for v in (0.3, -1.2, 2.0)]
+    assert r.events[0].reference[0].values == pytest.approx(want, rel=1e-6)

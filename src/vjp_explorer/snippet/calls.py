@@ -90,8 +90,11 @@ def call_fn(it: Interpreter, fn: Fn, args: list[Any], kwargs: dict[str, Any], no
 
     if fn.qualname in CHECKED and hasattr(it.on_autograd, "functional"):
         it.on_autograd.functional(fn.qualname, fn.real, args, kwargs, node, value)
+    if fn.made_from is not None and hasattr(it.on_autograd, "transformed"):
+        it.on_autograd.transformed(fn, args, kwargs, node, value)
     if fn.qualname.startswith(("torch.func.", "torch.autograd.functional.")) and callable(value):
-        return Fn(f"{fn.qualname}(...)", value)  # a transformed function, e.g. torch.func.grad(f)
+        origin = (fn.qualname.rsplit(".", 1)[-1], args[0], dict(kwargs)) if args else None
+        return Fn(f"{fn.qualname}(...)", value, origin)  # a transformed function, e.g. torch.func.grad(f)
     return value
 
 

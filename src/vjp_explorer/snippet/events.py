@@ -175,6 +175,18 @@ class Explainer:
         if event is not None:
             self.events.append(event)
 
+    def transformed(self, fn: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST, value: Any) -> None:
+        """Record a call of torch.func.grad(f) / jacrev(f) / jacfwd(f) / hessian(f), checked like functional."""
+        from .functional import explain_transform
+
+        it = self.it
+        assert it is not None
+        if len(self.events) >= it.limits.snippet_explained_calls:
+            return
+        event = explain_transform(it, fn.qualname, fn.made_from, args, kwargs, node, value, len(self.events) + 1)
+        if event is not None:
+            self.events.append(event)
+
     @staticmethod
     def _caller(receiver: Any, real: Any) -> Any:
         return receiver.backward if receiver is not None else real

@@ -45,6 +45,8 @@ def explain(
         return None
     p = bound.arguments
     func, single = p.get("func"), isinstance(p.get("inputs"), torch.Tensor)
+    if isinstance(value, torch.Tensor) and qualname.endswith(("jacobian", "hessian")) and not single:
+        return None
     inputs = [p["inputs"]] if single else list(p.get("inputs") or ())
     if not callable(func) or not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
         return None
@@ -123,6 +125,45 @@ def explain(
         )
     )
     return event
+
+
+TRANSFORMS = {"grad": "jacobian", "jacrev": "jacobian", "jacfwd": "jacobian", "hessian": "hessian"}
+
+
+def explain_transform(
+    it: Interpreter,
+    qualname: str,
+    made_from: Any,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    node: ast.AST,
+    value: Any,
+    index: int,
+) -> Event | None:
+    """torch.func.grad(f)(x) and friends: the same check as the functional API, on input 0 (argnums=0)."""
+    import torch
+
+    name, func, options = made_from
+    kind = TRANSFORMS.get(name)
+    if kind is None or options or kwargs or not args or not isinstance(args[0], torch.Tensor):
+        return None  # argnums, has_aux, other inputs: run, not checked
+    fake = {"func": func, "inputs": args[0]}
+    real = getattr(torch.autograd.functional, kind)
+    event = explain(it, f"torch.autograd.functional.{kind}", real, [], fake, node, value, index)
+    if event is not None:
+        event.call = f"torch.func.{name}"
+        event.notes = [
+            f"torch.func.{name}(f)(x) computes {WHAT_FUNC[name]}, here checked against finite differences of f."
+        ]
+    return event
+
+
+WHAT_FUNC = {
+    "grad": "the gradient of a scalar f by reverse mode (one vjp with v = 1)",
+    "jacrev": "the Jacobian row by row, by reverse mode (vmap over one-hot v)",
+    "jacfwd": "the Jacobian column by column, by forward mode",
+    "hessian": "the Jacobian of the gradient (jacfwd of jacrev)",
+}
 
 
 class _TooBig(Exception):

@@ -32,6 +32,7 @@ class Fn:
 
     qualname: str
     real: Any
+    made_from: tuple[str, Any, dict[str, Any]] | None = None  # torch.func.grad(f, **kw): ("grad", f, kw)
 
     def __repr__(self) -> str:
         return repr(self.real)

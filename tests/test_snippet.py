@@ -421,3 +421,9 @@ print(hessian(f)(x))
     # grad of Σ x·sin(x) is sin(x) + x·cos(x), from the differences of f, not from autograd
     want = [math.sin(v) + v * math.cos(v) for v in (0.3, -1.2, 2.0)]
     assert r.events[0].reference[0].values == pytest.approx(want, rel=1e-6)
+
+
+def test_uninitialised_memory_is_flagged():
+    r = run_snippet("x = torch.empty(3, requires_grad=True)\ny = torch.Tensor(2)\nz = torch.Tensor([1.0])\n", seed=0)
+    (note,) = [n for n in r.notes if "uninitialised" in n]
+    assert note.startswith("Line 1, 2 made")

@@ -83,6 +83,10 @@ def call_fn(it: Interpreter, fn: Fn, args: list[Any], kwargs: dict[str, Any], no
     args = [it.as_callable(a) for a in args]
     kwargs = {k: it.as_callable(v) for k, v in kwargs.items()}
     opaque = "out= writes the result in place" if "out" in kwargs else None
+    base = fn.qualname.rsplit(".", 1)[-1]
+    sized = bool(args) and all(isinstance(a, int) for a in args)  # torch.Tensor(3): a size, not data
+    if base in ("empty", "empty_like") or base.endswith("Tensor") and sized:
+        it.uninitialised.append(it.where(node))
     value = it.traced(
         "call", fn.real, args, kwargs, lambda: it.real(fn.real, *args, node=node, **kwargs), opaque=opaque
     )

@@ -55,7 +55,10 @@ class Interpreter:
         self.warnings: list[tuple[int, str]] = []
         self.current_line = 0
         self.quiet = False  # while the tool itself runs snippet code (probes, replays): no output, no step count
-        self.retained: list[Any] = []  # tensors the snippet called .retain_grad() on
+        self.retained: list[Any] = []
+        self.uninitialised: list[
+            int
+        ] = []  # lines that made tensors from uninitialised memory  # tensors the snippet called .retain_grad() on
         self.replay: Any = None  # the trace of tensor ops, for the finite-difference route (replay.py)
 
     def where(self, node: ast.AST | None) -> int:

@@ -426,4 +426,4 @@ print(hessian(f)(x))
 def test_uninitialised_memory_is_flagged():
     r = run_snippet("x = torch.empty(3, requires_grad=True)\ny = torch.Tensor(2)\nz = torch.Tensor([1.0])\n", seed=0)
     (note,) = [n for n in r.notes if "uninitialised" in n]
-    assert note.startswith("Line 1, 2 made")
+    assert note.startswith("Lines 1, 2 made")

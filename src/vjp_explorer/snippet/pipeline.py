@@ -112,9 +112,10 @@ def _notes(it: Any, src: Any) -> list[str]:
         names = ", ".join(sorted(it.implicit_used))
         notes.append(_NOTE_IMPLICIT.format(names=names, them="it" if len(it.implicit_used) == 1 else "them"))
     if it.uninitialised:
-        lines = ", ".join(str(n) for n in sorted(set(it.uninitialised)))
+        where = sorted(set(it.uninitialised))
+        lines = ("Line " if len(where) == 1 else "Lines ") + ", ".join(str(n) for n in where)
         notes.append(
-            f"Line {lines} made a tensor with uninitialised memory (torch.empty, or torch.Tensor(n) with a size): "
+            f"{lines} made tensors with uninitialised memory (torch.empty, or torch.Tensor(n) with a size): "
             "its numbers are whatever was in memory, so they differ from run to run and from the source's."
         )
     return notes

@@ -71,6 +71,24 @@ MODULE = textwrap.dedent(
             W, x = ctx.saved_tensors
             return torch.outer(g, x), W.T @ g
 
+    class Shape(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g[:2] * 2
+
+    class Count(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, g
+
     def plain(x):
         return torch.sin(x) * x
 
@@ -106,6 +124,8 @@ V = torch.tensor([0.5, 1.0, 2.0])
         ("Zeros", "ignores this input"),
         ("Nothing", "returned None"),
         ("OneRow", "only row 0 of J is wrong"),
+        ("Shape", "wrong shape: the gradient for input 0 has shape [2], the input has [3]"),
+        ("Count", "backward returns 2 gradients; it must return one per input of forward (1)"),
     ],
 )
 def test_each_kind_of_mistake_gets_its_diagnosis(ops, name, diagnosis):

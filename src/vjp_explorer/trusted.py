@@ -83,7 +83,34 @@ def check(obj: Any, *inputs: Any, v: Any = None, label: str | None = None) -> Sn
     if not isinstance(y, torch.Tensor):
         raise UsageError(f"{name} returned {type(y).__name__}, not a tensor; vjp check takes one output tensor.")
     vv = torch.ones_like(y) if v is None else torch.as_tensor(v, dtype=y.dtype).reshape(y.shape)
-    grads = _backward(fn, xs, leaves, vv)
+    try:
+        grads = _backward(fn, xs, leaves, vv)
+    except RuntimeError as e:
+        refused = _refused(str(e))
+        if refused is None:
+            raise
+        event = Event(
+            1,
+            0,
+            f"{name}({', '.join(names)})",
+            "check",
+            [_info("y", y)],
+            [_info("v", vv)],
+            "given" if v is not None else "ones (default)",
+            False,
+            False,
+            [],
+        )
+        event.checks.append(
+            Check(
+                "backward",
+                "disagree",
+                "what the custom backward returns, as torch checks it",
+                reason=str(e).splitlines()[0],
+            )
+        )
+        event.diagnosis = refused
+        return SnippetResult(name, 0, True, False, torch.__version__, [], [event], None, [], "", kind="check")
     event = Event(
         1,
         0,
@@ -102,6 +129,32 @@ def check(obj: Any, *inputs: Any, v: Any = None, label: str | None = None) -> Sn
         )
     _compare(event, fn, xs, leaves, vv, grads)
     return SnippetResult(name, 0, True, False, torch.__version__, [], [event], None, [], "", kind="check")
+
+
+def _refused(message: str) -> str | None:
+    """A backward torch refused to use: the kind of mistake, in words, or None for another error."""
+    import re
+
+    if m := re.search(
+        r"invalid gradient at index (\d+) - got \[([^\]]*)\] but expected shape compatible "
+        r"with \[([^\]]*)\]",
+        message,
+    ):
+        return (
+            f"wrong shape: the gradient for input {m.group(1)} has shape [{m.group(2)}], the input has "
+            f"[{m.group(3)}]; backward must return one gradient of each input's shape"
+        )
+    if m := re.search(r"different than None at position (\d+), but the corresponding forward input was not", message):
+        return (
+            f"backward returns a gradient for input {int(m.group(1)) - 1}, which is not a tensor: return None "
+            "there (ctx.needs_input_grad says which inputs need a gradient)"
+        )
+    if m := re.search(r"incorrect number of gradients \(expected (\d+), got (\d+)\)", message):
+        return (
+            f"backward returns {m.group(2)} gradients; it must return one per input of forward "
+            f"({m.group(1)}), None for those that need none"
+        )
+    return None
 
 
 def _names(obj: Any, n: int) -> list[str]:

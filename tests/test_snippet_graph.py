@@ -105,3 +105,29 @@ def test_svg_and_html_save_what_the_terminal_shows(vjp, tmp_path):
 def test_version(vjp):
     res = vjp("--version")
     assert res.exit_code == 0 and res.stdout.startswith("vjp-explorer ")
+
+
+@pytest.mark.parametrize(
+    ("args", "snapshot"),
+    [
+        (["run", "seed000_ex1", "--seed", "0"], "seed000_ex1_run_80.txt"),
+        (["run", "seed000_ex4", "--seed", "0", "--graph"], "seed000_ex4_graph_80.txt"),
+    ],
+)
+def test_pinned_console_at_80_columns(args, snapshot, monkeypatch):
+    """The transcript, tables and graph tree exactly as an 80-column terminal shows them (checked by eye)."""
+    from typer.testing import CliRunner
+
+    from vjp_explorer.cli import app
+
+    monkeypatch.setenv("COLUMNS", "80")
+    res = CliRunner().invoke(app, args)
+    got = res.stdout.replace(str(ROOT) + "/", "").replace(f"torch {torch_version()}", "torch VERSION")
+    want = (Path(__file__).parent / "snapshots" / snapshot).read_text()
+    assert got == want.replace(f"torch {torch_version()}", "torch VERSION")
+
+
+def torch_version() -> str:
+    import torch
+
+    return torch.__version__

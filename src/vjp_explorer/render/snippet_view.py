@@ -141,10 +141,11 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
         style = {"agree": "green", "disagree": "bold red"}.get(c.status, "yellow")
         line = Text(f"{c.name:<18}", style="bold")
         line.append(f"{c.status:<9}", style=style)
-        line.append(c.compares)
+        if explain:  # run shows the verdict and the largest difference; explain also what and how
+            line.append(c.compares + "; ")
         if c.max_abs_diff is not None:
-            line.append(f"; max |Δ| = {fmt(c.max_abs_diff, 3)}")
-        if c.tolerance:
+            line.append(f"max |Δ| = {fmt(c.max_abs_diff, 3)}")
+        if c.tolerance and explain:
             line.append(f"; tolerance {c.tolerance}")
         if c.reason:
             line.append(f"; {c.reason}")
@@ -164,33 +165,38 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
 
 
 def _grad_table(e: Event, full: bool) -> Table:
-    """One row per input element: its value, .grad before and after, what the call gave, and the references."""
+    """One row per input element: its value, .grad before and after, what the call gave, and the references.
+
+    Where every .grad was None before the call, the call's grads are all of .grad: one column shows them.
+    """
     is_grad = e.call.endswith("grad") or e.call == "check"
-    fd = any(x.finite_difference is not None for x in e.inputs)
-    has_j = any(x.jtv is not None for x in e.inputs)
+    fresh = not is_grad and all(x.grad_before is None for x in e.inputs)
+    names: list[tuple[str, Any]] = [("value", lambda x: x.value)]
+    if is_grad:
+        names.append(("returned", lambda x: x.grad))
+    elif fresh:
+        names.append((".grad (was None)", lambda x: x.grad_after))
+    else:
+        names += [
+            (".grad before", lambda x: x.grad_before),
+            (".grad after", lambda x: x.grad_after),
+            ("added", lambda x: x.grad),
+        ]
+    if any(x.jtv is not None for x in e.inputs):
+        names.append(("Jᵀv (J)", lambda x: x.jtv))
+    if any(x.finite_difference is not None for x in e.inputs):
+        names.append(("Jᵀv (FD)", lambda x: x.finite_difference))
     t = Table(show_edge=False, header_style="bold", pad_edge=False)
-    t.add_column("element")
-    t.add_column("value", justify="right")
-    if not is_grad:
-        t.add_column(".grad before", justify="right")
-        t.add_column(".grad after", justify="right")
-    t.add_column("returned" if is_grad else "added", justify="right")
-    if has_j:
-        t.add_column("Jᵀv (J)", justify="right")
-    if fd:
-        t.add_column("Jᵀv (fin. diff.)", justify="right")
+    t.add_column("element", overflow="fold")
+    for title, _ in names:
+        t.add_column(title, justify="right", overflow="fold")  # fold, never an ellipsis: every digit is shown
     for x in e.inputs:
-        columns = [x.value, *([x.grad_before, x.grad_after] if not is_grad else []), x.grad]
-        if has_j:
-            columns.append(x.jtv)
-        if fd:
-            columns.append(x.finite_difference)
-        flat = [_flat(c) if c is not None else None for c in columns]
+        flat = [None if (c := get(x)) is None else _flat(c) for _, get in names]
         n = len(_flat(x.value))
         rows = range(n) if full or n <= INLINE else [*range(INLINE // 2), -1, *range(n - INLINE // 2, n)]
         for j in rows:
             if j == -1:
-                t.add_row(Text("…"), *[Text("…") for _ in columns])
+                t.add_row(Text("…"), *[Text("…") for _ in names])
                 continue
             cells = [Text(visible(x.name) + _index(x.shape, j))]
             for c in flat:

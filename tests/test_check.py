@@ -89,6 +89,28 @@ MODULE = textwrap.dedent(
         def backward(ctx, g):
             return g * 2, g
 
+    class Two(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.sin(), x * x
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            (x,) = ctx.saved_tensors
+            return g1 * x.cos() + 2 * x * g2
+
+    class TwoWrong(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.sin(), x * x
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            (x,) = ctx.saved_tensors
+            return g1 * x.cos() + 2 * x * g1  # the second output's cotangent is never used
+
     def plain(x):
         return torch.sin(x) * x
 
@@ -165,6 +187,7 @@ def test_float32_precision_is_not_called_a_bug(ops):
         ("Right", [torch.tensor([1.0, 2.0, -1.5])]),
         ("Right", [torch.tensor([[1.0, 2.0], [0.5, -1.0]])]),
         ("Linear", [torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([1.0, -2.0])]),
+        ("Two", [torch.tensor([0.5, -1.0, 2.0])]),
         ("plain", [torch.tensor([0.3, 1.2])]),
     ],
 )
@@ -221,5 +244,13 @@ def test_a_backward_that_squares_v_is_caught_even_with_v_ones(ops):
     # gradcheck's one-hot v cannot see g * g; with v = ones the grads even match finite differences
     r = _run(ops, "Squares", X)
     checks = {c.name: c.status for c in r.events[0].checks}
-    assert checks == {"finite_difference": "agree", "linearity": "disagree"}
+    # one-hot rows (gradcheck's default) see nothing either: 1² = 1
+    assert checks == {"finite_difference": "agree", "linearity": "disagree", "jacobian": "agree"}
     assert r.exit_code == 3
+
+
+def test_two_outputs_checked_as_one(ops):
+    r = _run(ops, "TwoWrong", X)
+    assert r.events[0].status == "disagree" and any("2 tensors" in n for n in r.events[0].notes)
+    # one-hot rows of the first output pick up a stray 2x term, those of the second get nothing: all 6 rows
+    assert "6 of 18 Jacobian entries are wrong" in (r.events[0].diagnosis or "")

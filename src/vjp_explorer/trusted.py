@@ -80,8 +80,21 @@ def check(obj: Any, *inputs: Any, v: Any = None, label: str | None = None) -> Sn
     leaves = [x for x in xs if isinstance(x, torch.Tensor) and x.requires_grad]
     leaf_names = [n for n, x in zip(names, xs, strict=True) if isinstance(x, torch.Tensor) and x.requires_grad]
     y = fn(*xs)
+    notes = []
+    if isinstance(y, (tuple, list)) and y and all(isinstance(o, torch.Tensor) for o in y):
+        shapes = ", ".join(str(list(o.shape)) for o in y)
+        notes.append(
+            f"{name} returns {len(y)} tensors ({shapes}); they are checked as one output, flattened and "
+            "concatenated in order, so v (and J's rows) run over all of them."
+        )
+        several = fn
+
+        def fn(*args: Any) -> Any:
+            return torch.cat([o.reshape(-1) for o in several(*args)])
+
+        y = fn(*xs)
     if not isinstance(y, torch.Tensor):
-        raise UsageError(f"{name} returned {type(y).__name__}, not a tensor; vjp check takes one output tensor.")
+        raise UsageError(f"{name} returned {type(y).__name__}, not a tensor or tensors; vjp check takes tensors.")
     vv = torch.ones_like(y) if v is None else torch.as_tensor(v, dtype=y.dtype).reshape(y.shape)
     try:
         grads = _backward(fn, xs, leaves, vv)
@@ -127,6 +140,7 @@ def check(obj: Any, *inputs: Any, v: Any = None, label: str | None = None) -> Sn
         event.inputs.append(
             LeafGrad(n, list(x.shape), str(x.dtype).removeprefix("torch."), _list(x), None, None, _list(g))
         )
+    event.notes.extend(notes)
     _compare(event, fn, xs, leaves, vv, grads)
     return SnippetResult(name, 0, True, False, torch.__version__, [], [event], None, [], "", kind="check")
 
@@ -352,6 +366,22 @@ def diagnose(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event) ->
                 "backward(0) vs 0 and backward(2v) vs 2·backward(v): a backward must be linear in v",
             )
         )
+    entries = m * sum(x.numel() for x in leaves)
+    custom_rows, ref_rows = _jacobians(fn, xs, leaves, y) if entries <= FULL else ([], [])
+    if custom_rows:  # every one-hot v at once: with linearity, right rows mean a right backward for every v
+        wrong = [
+            event.inputs[k].name
+            for k, (a, b) in enumerate(zip(custom_rows, ref_rows, strict=True))
+            if not bool(torch.isclose(a, b, rtol=1e-4, atol=1e-6 * (1 + float(b.abs().max()))).all())
+        ]
+        event.checks.append(
+            Check(
+                "jacobian",
+                "disagree" if wrong else "agree",
+                "J from the custom backward (one-hot v, row by row) vs J from finite differences of the forward",
+                reason=f"wrong entries in the Jacobian of {', '.join(wrong)}" if wrong else None,
+            )
+        )
     if event.status != "disagree":
         return None
     if leaves and leaves[0].dtype == torch.float32 and not findings:
@@ -359,10 +389,12 @@ def diagnose(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event) ->
         leaves64 = [x for x in xs64 if isinstance(x, torch.Tensor) and x.requires_grad]
         g64 = _backward(fn, xs64, leaves64, v.double())
         refs64 = _reference(fn, xs64, leaves64, v.double())
-        if all(a is not None and torch.allclose(a, r, rtol=1e-7, atol=1e-10) for a, r in zip(g64, refs64, strict=True)):
+        pairs = list(zip(g64, refs64, strict=True))
+        if custom_rows:  # J as well: a mistake that v happens to hide must not pass for rounding
+            pairs += list(zip(*_jacobians(fn, xs64, leaves64, fn(*xs64)), strict=True))
+        if all(a is not None and torch.allclose(a.double(), r, rtol=1e-7, atol=1e-10) for a, r in pairs):
             return "in float64 the backward agrees: this is float32 precision (rounding), not a bug in the formula"
     refs = [torch.tensor(x.finite_difference, dtype=torch.float64) for x in event.inputs]
-    custom_rows, ref_rows = _jacobians(fn, xs, leaves, y) if m * sum(x.numel() for x in leaves) <= FULL else ([], [])
     for k, x in enumerate(leaves):
         g = once[k]
         name = event.inputs[k].name

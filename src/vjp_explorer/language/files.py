@@ -1,4 +1,4 @@
-"""Expression files: a documented TOML format -> Request.
+"""Expression files: a documented TOML format -> the fields of a Request.
 
 Read with the standard library's tomllib after size, type and encoding checks;
 every problem names the file, the key and what was expected.

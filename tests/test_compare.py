@@ -17,6 +17,7 @@ import sympy as sp
 import torch
 
 from vjp_explorer.engine import compare as C
+from vjp_explorer.engine import tensors as T
 from vjp_explorer.engine.symbolic import evaluate
 from vjp_explorer.engine.tensors import Computed, to_data
 from vjp_explorer.render import json_out
@@ -98,7 +99,7 @@ def case(rng: random.Random, n: int, dtype: torch.dtype):
 
 @pytest.mark.parametrize("seed", range(60))
 def test_compare_matches_the_elementwise_rule(seed, monkeypatch):
-    monkeypatch.setattr(C, "CHUNK", 700)  # many chunks, each several blocks of the located maximum plus a tail
+    monkeypatch.setattr(T, "CHUNK", 700)  # many chunks, each several blocks of the located maximum plus a tail
     rng = random.Random(seed)
     dtype = rng.choice([torch.float32, torch.float64])
     tol = C.TOLERANCES["float32" if dtype == torch.float32 else "float64"]
@@ -227,7 +228,7 @@ def test_summary_norm_matches_math_at_any_scale(dtype, scale):
 def test_a_constant_reference_is_judged_as_its_full_copy(change, monkeypatch):
     """A stride-0 reference (the elementwise route's constant derivative) takes a shortcut where every
     element of got is that constant; anything else is weighed like the materialised copy."""
-    monkeypatch.setattr(C, "CHUNK", 700)
+    monkeypatch.setattr(T, "CHUNK", 700)
     n = 2500
     got = torch.full((n,), 3.0, dtype=torch.float64 if change == "float64" else torch.float32)
     if change in ("one off", "float64"):
@@ -250,7 +251,7 @@ def test_the_worst_element_is_named_when_a_later_chunk_reuses_the_buffer(monkeyp
     """float32 against float64 is subtracted in a buffer that later chunks would overwrite (and a computed
     reference is read into one): the element named must still be the one in the chunk with the largest
     difference, whichever chunk that is, and a disagreement's too."""
-    monkeypatch.setattr(C, "CHUNK", 700)
+    monkeypatch.setattr(T, "CHUNK", 700)
     want = torch.linspace(1, 2, 3000, dtype=torch.float64)
     for size, status in ((1e-5, "agree"), (1e-3, "disagree")):
         got = want.float()
@@ -281,7 +282,7 @@ def test_the_worst_element_is_named_when_a_later_chunk_reuses_the_buffer(monkeyp
 def test_a_computed_tensor_reads_as_its_materialised_copy(values, reps, monkeypatch):
     """Computed -> TensorData: the same values (read one at a time, in slices, iterated, as a nested list
     and as JSON would), and the same statistics, worked out only when read."""
-    monkeypatch.setattr(C, "CHUNK", 256)  # the statistics span several chunks
+    monkeypatch.setattr(T, "CHUNK", 256)  # the statistics span several chunks
     full = torch.tensor(values * reps, dtype=torch.float64)
     shape = (len(values), reps) if values else (0,)
     c = computed(full.reshape(shape))
@@ -311,7 +312,7 @@ def test_a_computed_tensor_gives_the_comparisons_numbers_however_it_is_read(monk
     """torch may compute the last elements of a span by another routine (pow differs there in the last
     bit): a Computed applies its rule to the comparison's chunks only, so every reader sees the numbers
     that were compared. The rule here marks the last element of whatever span it is given."""
-    monkeypatch.setattr(C, "CHUNK", 256)
+    monkeypatch.setattr(T, "CHUNK", 256)
     n = 1001
 
     def fill(start, end, out):

@@ -16,6 +16,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
+from .cli_support import limits_from_options as _limits
+from .cli_support import pairs as _pairs
 from .errors import ExitCode, OutputError, UsageError, VjpError
 
 app = typer.Typer(
@@ -190,16 +192,6 @@ SnippetOpt = Annotated[
 ]
 
 
-def _pairs(items: list[str] | None, flag: str) -> list[tuple[str, str]]:
-    out = []
-    for item in items or []:
-        name, eq, value = item.partition("=")
-        if not eq or not name.strip():
-            raise UsageError(f"{flag} takes NAME=VALUE, got {item!r}.")
-        out.append((name.strip(), value))
-    return out
-
-
 def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any) -> Any:
     from .api import Request
 
@@ -234,11 +226,11 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
         except UnicodeDecodeError as e:
             raise UsageError(f"'-' reads the program from stdin, which is not UTF-8 text ({e.reason}).") from None
     if file is not None:
-        from .language.files import load_request
+        from .language.files import load_request_fields
 
         if expression is not None:
             raise UsageError("Give either an expression or --file, not both.")
-        req = load_request(file, limits)
+        req = Request(**load_request_fields(file, limits))
         ctx.meta["vjp_file"] = req.source
         ctx.meta["vjp_origins"] = _file_origins(req, o, {name for name, _ in variables + consts})
     else:
@@ -338,25 +330,6 @@ def _name_the_file(e: VjpError, origins: dict[str, tuple[str, str, str]]) -> boo
             )
         return True
     return False
-
-
-def _limits(o: dict[str, Any]) -> Any:
-    """The limits with --limit and --max-jacobian applied (before any file is read: file_bytes counts)."""
-    from .limits import DEFAULT_LIMITS, limit_names
-
-    overrides = dict(_pairs(o["limit"], "--limit"))
-    if o["max_jacobian"] is not None:
-        if o["max_jacobian"] < 1:
-            raise UsageError(f"--max-jacobian must be a positive number of entries, not {o['max_jacobian']}.")
-        overrides["jacobian_entries"] = str(o["max_jacobian"])
-    if not overrides:
-        return DEFAULT_LIMITS
-    try:
-        return DEFAULT_LIMITS.with_overrides(overrides)
-    except KeyError as e:
-        raise UsageError(f"--limit: unknown limit {e.args[0]!r}; the limits are: {', '.join(limit_names())}.") from None
-    except ValueError as e:
-        raise UsageError(f"--limit: {e}.") from None
 
 
 def _fail(e: BaseException, debug: bool) -> typer.Exit:
@@ -487,21 +460,9 @@ def _emit(
     else:
         shown = text.render_run(result, view)
     _write(_render(shown))
-    _export(shown, export, "vjp explain" if explain else "vjp run")
+    from .render.export import export as save_export
 
-
-def _export(shown: Any, export: tuple[Path | None, Path | None], title: str) -> None:
-    """--svg/--html: the same renderable, recorded at the width the terminal got."""
-    if export == (None, None):
-        return
-    import io
-
-    from rich.console import Console
-
-    from .render.export import save
-
-    width = min(max(Console(file=io.StringIO()).width, 40), 1000)
-    save(shown, export[0], export[1], width, title)
+    save_export(shown, export, "vjp explain" if explain else "vjp run")
 
 
 def _keep_freed_memory() -> None:

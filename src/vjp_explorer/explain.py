@@ -72,7 +72,7 @@ class Explanation:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (non-finite numbers are cleaned by the JSON renderer's caller)."""
-        from .render.json_out import _clean
+        from .result_json import clean as _clean
 
         def clean(obj: Any) -> Any:
             if isinstance(obj, dict):

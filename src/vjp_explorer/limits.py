@@ -1,4 +1,4 @@
-"""Resource limits, checked before work is done. Defaults are documented in the README."""
+"""Resource limits, checked before work is done. Defaults are documented in docs/limits.md."""
 
 from __future__ import annotations
 

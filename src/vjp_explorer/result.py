@@ -15,8 +15,6 @@ from typing import Any
 
 from .errors import ExitCode
 
-JSON_SCHEMA_VERSION = 2
-
 
 def unravel(shape: tuple[int, ...], k: int) -> tuple[int, ...]:
     """The multi-index of flat (row-major) position k."""
@@ -307,7 +305,7 @@ class Result:
         return ExitCode.OK
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready form (see the README's schema); non-finite numbers become strings."""
-        from .render.json_out import result_to_dict
+        """The JSON-ready form (see docs/json.md); non-finite numbers become strings."""
+        from .result_json import result_to_dict
 
         return result_to_dict(self)

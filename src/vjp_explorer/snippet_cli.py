@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .cli_support import limits_from_options
 from .errors import UsageError
 from .snippet.source import visible
 
@@ -36,8 +37,6 @@ def snippet_command(
     write: Callable[..., None],
     render: Callable[..., str],
 ) -> int:
-    from .cli import _limits
-
     for problem in ctx.meta.get("vjp_problems", []):
         raise UsageError(problem)
     names = [f"--{n}" for n, _ in ctx.meta.get("vjp_variables", [])]
@@ -48,7 +47,7 @@ def snippet_command(
             "a snippet makes its own tensors and calls backward itself.",
             hint="Change the values in the snippet, or run a program instead: vjp run '3*a' --a 1,2.",
         )
-    limits = _limits(o)
+    limits = limits_from_options(o)
     text, label = _read(expression, o.get("snippet"), limits.snippet_chars)
     from .snippet import run_snippet
 
@@ -68,9 +67,9 @@ def snippet_command(
     else:
         shown = snippet_view.render(result, explain=explain, full=bool(o.get("full")))
         write(render(shown))
-        from .cli import _export
+        from .render.export import export
 
-        _export(shown, (o.get("svg"), o.get("html")), f"vjp {'explain' if explain else 'run'} {label}")
+        export(shown, (o.get("svg"), o.get("html")), f"vjp {'explain' if explain else 'run'} {label}")
         if result.exit_code == 3:
             write("error: a check disagrees (exit 3); see the event's checks above.\n", err=True)
     return result.exit_code

@@ -321,9 +321,9 @@ def _directions(
 
 
 def _index(shape: Any, flat: int) -> str:
-    from .snippet.events import _index as index
+    from .snippet.result import element_index
 
-    return index(shape, flat)
+    return element_index(shape, flat)
 
 
 def diagnose(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event) -> str | None:
@@ -455,8 +455,6 @@ def _jacobian_pattern(name: str, got: Any, ref: Any, shape: Any) -> list[str]:
             f"one-hot at {rows[0]}"
         )
     elif len(cols) == 1 and got.shape[1] > 1:
-        from .snippet.events import _index
-
         out.append(f"{name}: only the gradient of {name}{_index(shape, cols[0])} is wrong (column {cols[0]} of J)")
     else:
         out.append(

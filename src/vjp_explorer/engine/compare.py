@@ -8,9 +8,8 @@ from typing import Any
 
 from ..result import Check, Tolerance
 from ..result import element_label as _label
+from . import tensors
 from .tensors import Computed
-
-CHUNK = 1 << 18  # elements per chunk: 1-2 MB temporaries stay in cache (1 << 20 runs twice as slow here)
 
 # float32 keeps ~7 significant digits; a few ops in a chain lose a little more.
 TOLERANCES = {
@@ -67,7 +66,7 @@ def _reference(w_all: Any, start: int, work: Any) -> Any:
     the working dtype."""
     if isinstance(w_all, Computed):
         return w_all.chunk(start).to(work)
-    return w_all[start : start + CHUNK].to(work)
+    return w_all[start : start + tensors.CHUNK].to(work)
 
 
 def skipped(name: str, compares: str, reason: str) -> Check:
@@ -139,8 +138,8 @@ def compare_tensors(
         work = g_all.dtype if g_all.dtype == w_all.dtype and g_all.is_floating_point() else torch.float64
         if not g_all.is_floating_point():
             g_all = g_all.to(work)
-        for start in range(0, g_all.numel(), CHUNK):
-            g = g_all[start : start + CHUNK]
+        for start in range(0, g_all.numel(), tensors.CHUNK):
+            g = g_all[start : start + tensors.CHUNK]
             w = _reference(w_all, start, work)
             # signed. float32 - float64 would be computed in float64 by a mixed-dtype loop, several times
             # slower than converting into the buffer and subtracting in place
@@ -162,7 +161,7 @@ def compare_tensors(
                     und = ~ok & (torch.isnan(g) | torch.isnan(w) | (g == w))
                 over = ~ok & ~und & torch.isinf(g) & (w.abs() > overflow_at)
                 if f_all is not None:  # the same inf where the exact value is finite: both overflowed
-                    both = und & f_all[start : start + CHUNK] & torch.isinf(g) & (g == w)
+                    both = und & f_all[start : start + tensors.CHUNK] & torch.isinf(g) & (g == w)
                     und, over = und & ~both, over | both
                 mismatch = ~ok & ~und & ~over
                 if exact:
@@ -205,7 +204,7 @@ def compare_tensors(
             d = d.abs()
             scale = wabs
             if m_all is not None:
-                scale = torch.maximum(wabs, m_all[start : start + CHUNK].to(work).nan_to_num(0.0, 0.0, 0.0))
+                scale = torch.maximum(wabs, m_all[start : start + tensors.CHUNK].to(work).nan_to_num(0.0, 0.0, 0.0))
             # d > atol + rtol * scale somewhere, as one fused pass and a float reduction
             excess = float(torch.add(d, scale, alpha=-tol.rtol, out=q).amax())
             if excess > tol.atol:

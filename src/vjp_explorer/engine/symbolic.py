@@ -24,9 +24,8 @@ import torch
 
 from ..language import program as P
 from ..result import index_label
-from .compare import CHUNK
 from .interpreter import Step
-from .tensors import Computed
+from .tensors import CHUNK, Computed
 
 DPS = 30
 

@@ -11,6 +11,9 @@ from ..errors import ValueSyntaxError
 from ..language.values import ValueSpec
 from ..result import OnDemand, PendingStats, Repeated, Stats, TensorData
 
+# the comparison's chunk, here so that Computed and compare read one value (compare imports this module)
+CHUNK = 1 << 18  # elements per chunk: 1-2 MB temporaries stay in cache (1 << 20 runs twice as slow here)
+
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -125,8 +128,6 @@ class Computed:
     def chunk(self, start: int) -> torch.Tensor:
         """The chunk that begins at `start` (a multiple of CHUNK), in a buffer that the next call for another
         chunk overwrites (asked again for the same chunk, the buffer as it is)."""
-        from .compare import CHUNK
-
         size = min(self.n, start + CHUNK) - start
         if self._buffer is None or self._buffer.numel() < size:
             self._buffer, self._held = torch.empty(size, dtype=torch.float64), None
@@ -141,8 +142,6 @@ class Computed:
     def values(self, start: int = 0, end: int | None = None) -> torch.Tensor:
         """Elements [start, end) as a new 1-d tensor, copied out of the chunks that hold them (reading row
         after row computes each chunk once)."""
-        from .compare import CHUNK
-
         end = self.n if end is None else min(end, self.n)
         out = torch.empty(max(0, end - start), dtype=torch.float64)
         pos = start
@@ -158,8 +157,6 @@ class Computed:
         """What to_data gives for a whole tensor (min, max and norm of the finite elements, the nan and inf
         counts), from one pass over the chunks (the norm combined chunk by chunk: it may differ from one
         dot product over the whole tensor in the last bits)."""
-        from .compare import CHUNK
-
         parts = [_stats(self.chunk(s)) for s in range(0, self.n, CHUNK)]
         finite = [p for p in parts if p.min == p.min]
         norm = 0.0

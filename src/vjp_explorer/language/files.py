@@ -1,4 +1,4 @@
-"""Expression files: a documented TOML format -> Request.
+"""Expression files: a documented TOML format -> the fields of a Request.
 
 Read with the standard library's tomllib after size, type and encoding checks;
 every problem names the file, the key and what was expected.
@@ -338,10 +338,11 @@ def _value(path: Path, key: str, v: Any, limits: Limits, allow_ones: bool = Fals
         raise
 
 
-def load_request(path: Path | str, limits: Limits = DEFAULT_LIMITS) -> Any:  # -> api.Request
-    """Read an expression file into a Request (values already parsed)."""
-    from ..api import Request
+def load_request_fields(path: Path | str, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
+    """Read an expression file into the fields of an api.Request (values already parsed).
 
+    A dict, not the Request itself, so that the language does not import the api above it.
+    """
     path = Path(path)
     if not path.exists() and path.parent == Path(".") and (bundled := resolve_example(path.name)):
         path = bundled  # `vjp explain seed_3vector`: a bundled example by name
@@ -391,25 +392,24 @@ def load_request(path: Path | str, limits: Limits = DEFAULT_LIMITS) -> Any:  # -
     if calls is not None and not 1 <= calls <= 100:  # the bounds explore() checks for --backward-calls
         raise _err(path, f"key 'backward_calls': expected an integer from 1 to 100, got {calls}.")
     symbolic = get("symbolic", bool)
-    req = Request(
-        program=program,
-        values=values,  # type: ignore[arg-type]
-        consts=consts,  # type: ignore[arg-type]
-        grad=grad,
-        output=get("output", str),
-        dtype=dtype or "float32",
-        seed=seed,
-        backward_calls=calls if calls is not None else 1,
-        symbolic=True if symbolic is None else symbolic,
-        title=get("title", str),
-        source=str(path),
-        grad_label="given in the file",
-        description=get("description", str),
-        source_note=get("source", str),
-        expected=_expected(path, get("expect", dict)),
-        limits=limits,
-    )
-    return req
+    return {
+        "program": program,
+        "values": values,
+        "consts": consts,
+        "grad": grad,
+        "output": get("output", str),
+        "dtype": dtype or "float32",
+        "seed": seed,
+        "backward_calls": calls if calls is not None else 1,
+        "symbolic": True if symbolic is None else symbolic,
+        "title": get("title", str),
+        "source": str(path),
+        "grad_label": "given in the file",
+        "description": get("description", str),
+        "source_note": get("source", str),
+        "expected": _expected(path, get("expect", dict)),
+        "limits": limits,
+    }
 
 
 def _shown(v: Any) -> str:

@@ -26,3 +26,11 @@ def save(renderable: RenderableType, svg: Path | None, html: Path | None, width:
             Path(path).write_text(text, encoding="utf-8")
         except OSError as e:
             raise UsageError(f"--{kind} {path}: cannot write the file ({e.strerror}).") from None
+
+
+def export(shown: RenderableType, paths: tuple[Path | None, Path | None], title: str) -> None:
+    """--svg/--html: the same renderable, recorded at the width the terminal got."""
+    if paths == (None, None):
+        return
+    width = min(max(Console(file=io.StringIO()).width, 40), 1000)
+    save(shown, paths[0], paths[1], width, title)

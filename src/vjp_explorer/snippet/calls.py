@@ -24,7 +24,7 @@ from .names import (
     module_attr,
     refuse,
 )
-from .runtime import SnippetRaised
+from .runtime import SnippetRaised, UserFunction
 
 if TYPE_CHECKING:
     from .interp import Interpreter, Scope
@@ -35,8 +35,6 @@ _CONSUMING = frozenset({"list", "tuple", "set", "dict", "sorted", "sum", "min", 
 
 def call(it: Interpreter, e: ast.Call, scope: Scope) -> Any:
     """Evaluate a call expression: the callee, its arguments, then the call by the callee's kind."""
-    from .interp import SnippetRaised, UserFunction
-
     func = it.eval(e.func, scope)
     args = it.eval_items(e.args, scope)
     kwargs: dict[str, Any] = {}

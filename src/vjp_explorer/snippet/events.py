@@ -13,16 +13,13 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LimitError
-from .interp import SnippetRaised
-from .result import Check, Event, LeafGrad, TensorInfo
+from .result import TOLERANCES, Check, Event, LeafGrad, TensorInfo, element_index
+from .runtime import SnippetRaised
 
 if TYPE_CHECKING:
     import torch
 
     from .interp import Interpreter
-
-# |got - ref| <= atol + rtol * (Σ|v_i J_ij| + |.grad before|): the program mode's documented tolerances
-TOLERANCES = {"float64": (1e-14, 1e-9), "float32": (1e-7, 1e-4), "float16": (1e-3, 1e-2), "bfloat16": (1e-2, 5e-2)}
 
 
 class Explainer:
@@ -267,7 +264,7 @@ class Explainer:
             finite = torch.isfinite(got) & torch.isfinite(ref)
             for i in torch.nonzero(~finite).reshape(-1).tolist():
                 g, r = got[i].item(), ref[i].item()
-                label = f"{event.inputs[k].name}{_index(x.shape, i)}"
+                label = f"{event.inputs[k].name}{element_index(x.shape, i)}"
                 if (g != g and r != r) or g == r:
                     undefined.append(label)
                 else:
@@ -276,7 +273,7 @@ class Explainer:
             diff[~finite] = 0
             over = diff > atol + rtol * scale
             for i in torch.nonzero(over).reshape(-1).tolist()[:20]:
-                bad.append(f"{event.inputs[k].name}{_index(x.shape, i)}")
+                bad.append(f"{event.inputs[k].name}{element_index(x.shape, i)}")
             if diff.numel():
                 worst = max(worst, float(diff.max()))
         compares = ("the returned grads" if returned is not None else "what the call added to .grad") + (
@@ -423,16 +420,6 @@ def _seq(x: Any) -> list[Any]:
     if isinstance(x, (list, tuple)):
         return list(x)
     return [x]
-
-
-def _index(shape: Any, flat: int) -> str:
-    if len(shape) == 0:
-        return ""
-    idx = []
-    for d in reversed(list(shape)):
-        idx.append(flat % d)
-        flat //= d
-    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
 
 
 def _notes(event: Event, before: list[Any]) -> list[str]:

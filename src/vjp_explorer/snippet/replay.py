@@ -14,7 +14,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .result import Check
+from .result import TOLERANCES, Check, element_index
 from .runtime import SnippetRaised
 
 if TYPE_CHECKING:
@@ -356,8 +356,6 @@ def _delta(before: Any, after: Any) -> Any:
 
 
 def _tolerance(dtype: Any) -> tuple[float, float]:
-    from .events import TOLERANCES
-
     return TOLERANCES.get(str(dtype).removeprefix("torch."), TOLERANCES["float32"])
 
 
@@ -435,8 +433,6 @@ def _full(
 ) -> None:
     import torch
 
-    from .events import _index
-
     y0 = y({})
     worst = 0.0
     bad: list[str] = []
@@ -455,7 +451,7 @@ def _full(
                 e = torch.zeros_like(flat)
                 e[j] = m * h
                 ys[m] = y({key: e.reshape(base[key].shape)})
-            label = f"{event.inputs[k].name}{_index(x.shape, j)}"
+            label = f"{event.inputs[k].name}{element_index(x.shape, j)}"
             d, err, state = column(y0, ys, h)
             used = v != 0
             if bool((state[used] == 2).any()):

@@ -8,6 +8,9 @@ from typing import Any
 
 SNIPPET_SCHEMA_VERSION = 1
 
+# |got - ref| <= atol + rtol * (Σ|v_i J_ij| + |.grad before|): the program mode's documented tolerances
+TOLERANCES = {"float64": (1e-14, 1e-9), "float32": (1e-7, 1e-4), "float16": (1e-3, 1e-2), "bfloat16": (1e-2, 5e-2)}
+
 
 @dataclass
 class TensorInfo:
@@ -162,3 +165,14 @@ def _json_safe(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return [_json_safe(v) for v in x]
     return x
+
+
+def element_index(shape: Any, flat: int) -> str:
+    """The index of flat position `flat` in a tensor of `shape`, as `[i, j]` (empty for a 0-d tensor)."""
+    if len(shape) == 0:
+        return ""
+    idx = []
+    for d in reversed(list(shape)):
+        idx.append(flat % d)
+        flat //= d
+    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"

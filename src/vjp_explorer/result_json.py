@@ -1,0 +1,106 @@
+"""Result -> a JSON-ready dict in the documented schema; non-finite numbers as the strings "nan", "inf", "-inf".
+
+Below render/ so that `Result.to_dict()` can use it without the result importing a renderer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .result import Check, Result, TensorData
+
+JSON_SCHEMA_VERSION = 2
+
+
+def clean(x: Any) -> Any:
+    if isinstance(x, float):
+        if math.isfinite(x):
+            return x
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, list):
+        return [clean(i) for i in x]
+    return x
+
+
+def _values(t: TensorData, lazy: bool = False) -> Any:
+    """The nested list (or number) of a tensor, JSON-safe; with lazy, the TensorData itself (streamed later)."""
+    if lazy:
+        return t
+    v = t.tolist()
+    if t.stats.nan or t.stats.inf:
+        return clean(v)
+    return v
+
+
+def check(c: Check) -> dict[str, Any]:
+    """One check, JSON-safe."""
+    return {
+        "status": c.status,
+        "compares": c.compares,
+        "max_abs_diff": clean(c.max_abs_diff),
+        "max_rel_diff": clean(c.max_rel_diff),
+        "tolerance": None if c.tolerance is None else {"rtol": c.tolerance.rtol, "atol": c.tolerance.atol},
+        "reason": c.reason,
+        "undefined": list(c.undefined),
+        "overflow": list(c.overflow),
+        "spurious": list(c.spurious),
+        "nonfinite": list(c.nonfinite),
+        "worst": c.worst,
+    }
+
+
+def result_to_dict(r: Result, lazy: bool = False) -> dict[str, Any]:
+    """The whole result in the README's schema (lazy: tensors left as TensorData, for streaming)."""
+
+    def values(t: TensorData) -> Any:
+        return _values(t, lazy)
+
+    d: dict[str, Any] = {
+        "schema": JSON_SCHEMA_VERSION,
+        "title": r.meta.get("title"),
+        "description": r.meta.get("description"),
+        "source": r.meta.get("source_note"),
+        "program": r.program,
+        "dtype": r.dtype,
+        "device": r.device,
+        "seed": r.meta.get("seed") if r.meta.get("uses_random") else None,
+        "inputs": {
+            n: {"shape": list(i.value.shape), "value": values(i.value), "requires_grad": i.requires_grad}
+            for n, i in r.inputs.items()
+        },
+        "output": {"name": r.output_name, "shape": list(r.output.shape), "value": values(r.output)},
+        "grad": {"shape": list(r.grad.shape), "value": values(r.grad), "source": r.grad_source},
+        "backward_calls": r.backward_calls,
+        "grads": {n: values(g) for n, g in r.grads.items()},
+        "jacobian": {
+            n: {
+                "shape": list(j.shape),
+                "value": values(j.value) if j.value is not None else None,
+                "method": j.method,
+                "structure": j.structure,
+                "diagonal": values(j.diagonal) if j.diagonal is not None else None,
+                "reason": j.reason,
+                "why": j.why,
+            }
+            for n, j in r.jacobians.items()
+        },
+        "jtv": {n: (values(t) if t is not None else None) for n, t in r.jtv.items()},
+        "symbolic": None if r.symbolic is None else {n: values(t) for n, t in r.symbolic.items()},
+        "checks": {n: check(c) for n, c in r.checks.items()},
+        "intermediates": {
+            n: {
+                "shape": list(i.value.shape),
+                "value": values(i.value),
+                "grad": values(i.grad) if i.grad is not None else None,
+            }
+            for n, i in r.intermediates.items()
+        },
+        "control": [{"kind": c.kind, "line": c.line, "count": c.count, "text": c.text} for c in r.control],
+        "notes": [{"code": n.code, "text": n.text} for n in r.notes],
+        "exit_code": int(r.exit_code),
+    }
+    if r.explanation is not None:
+        d["explain"] = r.explanation.to_dict()
+    return d

@@ -49,13 +49,21 @@ def run(command: str) -> str:
     """The output of one `vjp ...` command line, as a terminal user would see it."""
     os.environ["NO_COLOR"] = "1"
     os.environ["COLUMNS"] = "100"
-    from typer.testing import CliRunner
 
     from vjp_explorer.cli import app
     from vjp_explorer.language import files
 
-    if not hasattr(files.resolve_example, "relative"):
-        files.resolve_example = _relative(files.resolve_example)
+    original = files.resolve_example
+    if not hasattr(original, "relative"):
+        files.resolve_example = _relative(original)
+    try:
+        return _invoke(app, command)
+    finally:  # only for the transcript: other tests see the real resolver
+        files.resolve_example = original
+
+
+def _invoke(app: Any, command: str) -> str:
+    from typer.testing import CliRunner
 
     jq = None
     if " | jq " in command:

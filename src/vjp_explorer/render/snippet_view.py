@@ -75,7 +75,7 @@ def _header(r: SnippetResult) -> Text:
         return Text(f"check {visible(r.label)} · torch {r.torch_version} (your own code, imported)\n", style="bold")
     seed = f"seed {r.seed}" + (" (--seed)" if r.seed_given else " (drawn; pass --seed N to repeat it)")
     kind = "REPL transcript" if r.repl else "snippet"
-    return Text(f"{kind} {visible(r.label)} · torch {r.torch_version} · {seed}\n", style="bold")
+    return Text(f"{kind} {visible(r.label)}\ntorch {r.torch_version} · {seed}\n", style="bold")
 
 
 def _source_lines(first: int, source: str) -> Text:

@@ -96,34 +96,6 @@ def check(obj: Any, *inputs: Any, v: Any = None, label: str | None = None) -> Sn
     if not isinstance(y, torch.Tensor):
         raise UsageError(f"{name} returned {type(y).__name__}, not a tensor or tensors; vjp check takes tensors.")
     vv = torch.ones_like(y) if v is None else torch.as_tensor(v, dtype=y.dtype).reshape(y.shape)
-    try:
-        grads = _backward(fn, xs, leaves, vv)
-    except RuntimeError as e:
-        refused = _refused(str(e))
-        if refused is None:
-            raise
-        event = Event(
-            1,
-            0,
-            f"{name}({', '.join(names)})",
-            "check",
-            [_info("y", y)],
-            [_info("v", vv)],
-            "given" if v is not None else "ones (default)",
-            False,
-            False,
-            [],
-        )
-        event.checks.append(
-            Check(
-                "backward",
-                "disagree",
-                "what the custom backward returns, as torch checks it",
-                reason=str(e).splitlines()[0],
-            )
-        )
-        event.diagnosis = refused
-        return SnippetResult(name, 0, True, False, torch.__version__, [], [event], None, [], "", kind="check")
     event = Event(
         1,
         0,
@@ -136,13 +108,29 @@ def check(obj: Any, *inputs: Any, v: Any = None, label: str | None = None) -> Sn
         False,
         [],
     )
+    result = SnippetResult(name, 0, True, False, torch.__version__, [], [event], None, [], "", kind="check")
+    try:
+        grads = _backward(fn, xs, leaves, vv)
+    except RuntimeError as e:
+        event.diagnosis = _refused(str(e))
+        if event.diagnosis is None:
+            raise
+        event.checks.append(
+            Check(
+                "backward",
+                "disagree",
+                "what the custom backward returns, as torch checks it",
+                reason=str(e).splitlines()[0],
+            )
+        )
+        return result
     for n, x, g in zip(leaf_names, leaves, grads, strict=True):
         event.inputs.append(
             LeafGrad(n, list(x.shape), str(x.dtype).removeprefix("torch."), _list(x), None, None, _list(g))
         )
     event.notes.extend(notes)
     _compare(event, fn, xs, leaves, vv, grads)
-    return SnippetResult(name, 0, True, False, torch.__version__, [], [event], None, [], "", kind="check")
+    return result
 
 
 def _refused(message: str) -> str | None:

@@ -194,7 +194,9 @@ class Interpreter:
         elif isinstance(s, ast.Pass):
             pass
         elif isinstance(s, (ast.Import, ast.ImportFrom)):
-            self.exec_import(s, scope)
+            from .statements import run_import
+
+            run_import(self, s, scope)
         elif isinstance(s, ast.FunctionDef):
             if s.decorator_list:
                 raise refuse("A decorator")
@@ -206,7 +208,9 @@ class Interpreter:
         elif isinstance(s, ast.Return):
             raise _Return(None if s.value is None else self.eval(s.value, scope))
         elif isinstance(s, ast.With):
-            self.exec_with(s, scope)
+            from .statements import run_with
+
+            run_with(self, s, scope)
         elif isinstance(s, ast.Delete):
             for t in s.targets:
                 self.delete(t, scope)
@@ -215,7 +219,9 @@ class Interpreter:
                 msg = () if s.msg is None else (self.eval(s.msg, scope),)
                 raise SnippetRaised(AssertionError(*msg), s)
         elif isinstance(s, ast.Try):
-            self.exec_try(s, scope)
+            from .statements import run_try
+
+            run_try(self, s, scope)
         elif isinstance(s, ast.Raise):
             exc = self.eval(s.exc, scope) if s.exc is not None else RuntimeError("No active exception to reraise")
             if not isinstance(exc, BaseException):
@@ -227,13 +233,19 @@ class Interpreter:
     def exec_while(self, s: ast.While, scope: Scope) -> None:
         while self.truth(self.eval(s.test, scope), s.test):
             self.tick(s)
-            try:
-                self.exec_block(s.body, scope)
-            except _Break:
+            if not self.loop_body(s.body, scope):
                 return
-            except _Continue:
-                continue
         self.exec_block(s.orelse, scope)
+
+    def loop_body(self, body: list[ast.stmt], scope: Scope) -> bool:
+        """One pass of a loop's body; False where it hit `break`."""
+        try:
+            self.exec_block(body, scope)
+        except _Break:
+            return False
+        except _Continue:
+            pass
+        return True
 
     def exec_for(self, s: ast.For, scope: Scope) -> None:
         items = self.eval(s.iter, scope)
@@ -247,88 +259,10 @@ class Interpreter:
             except Exception as e:  # noqa: BLE001 - iterating a 0-d tensor raises TypeError in Python too
                 raise SnippetRaised(e, s.iter) from None
             self.assign(s.target, item, scope)
-            try:
-                self.exec_block(s.body, scope)
-            except _Break:
+            if not self.loop_body(s.body, scope):
                 return
-            except _Continue:
-                continue
         self.exec_block(s.orelse, scope)
 
-    def exec_with(self, s: ast.With, scope: Scope) -> None:
-        import torch
-
-        managers = []
-        for item in s.items:
-            cm = self.eval(item.context_expr, scope)
-            if not isinstance(
-                cm,
-                (
-                    torch.no_grad,
-                    torch.enable_grad,
-                    torch.set_grad_enabled,
-                    torch.inference_mode,
-                    torch.autograd.detect_anomaly,
-                ),
-            ):
-                raise refuse(
-                    "This `with` (only torch.no_grad(), torch.enable_grad(), torch.set_grad_enabled(b), "
-                    "torch.inference_mode() and torch.autograd.detect_anomaly() are)"
-                )
-            value = self.real(cm.__enter__, node=item.context_expr)
-            if item.optional_vars is not None:
-                self.assign(item.optional_vars, value, scope)
-            managers.append(cm)
-        try:
-            self.exec_block(s.body, scope)
-        finally:
-            for cm in reversed(managers):
-                cm.__exit__(None, None, None)
-
-    def exec_try(self, s: ast.Try, scope: Scope) -> None:
-        try:
-            try:
-                self.exec_block(s.body, scope)
-            except SnippetRaised as raised:
-                for handler in s.handlers:
-                    kinds = self.eval(handler.type, scope) if handler.type is not None else BaseException
-                    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
-                    if not all(isinstance(k, type) and issubclass(k, BaseException) for k in kinds):
-                        raise refuse("An except clause that names something other than an exception class") from None
-                    if isinstance(raised.exc, kinds):
-                        if handler.name:
-                            scope.vars[handler.name] = raised.exc
-                        self.exec_block(handler.body, scope)
-                        break
-                else:
-                    raise
-            else:
-                self.exec_block(s.orelse, scope)
-        finally:
-            self.exec_block(s.finalbody, scope)
-
-    def exec_import(self, s: ast.Import | ast.ImportFrom, scope: Scope) -> None:
-        if isinstance(s, ast.Import):
-            for alias in s.names:
-                if alias.name not in W.IMPORTABLE_MODULES:
-                    raise refuse(f"import {alias.name}", hint=_IMPORT_HINT)
-                if alias.asname:
-                    scope.vars[alias.asname] = Module(alias.name)
-                else:
-                    top = alias.name.split(".")[0]
-                    scope.vars[top] = Module(top)
-            return
-        mod = s.module or ""
-        if s.level or mod not in W.IMPORTABLE_MODULES:
-            raise refuse(f"from {'.' * s.level}{mod} import ...", hint=_IMPORT_HINT)
-        for alias in s.names:
-            if alias.name == "*":
-                raise refuse(f"from {mod} import *", hint="Import the names you use, or the module.")
-            full = f"{mod}.{alias.name}"
-            value = Module(full) if full in W.IMPORTABLE_MODULES else module_attr(Module(mod), alias.name)
-            scope.vars[alias.asname or alias.name] = value
-
-    # ------------------------------------------------------------------ assignment
     def assign(self, target: ast.expr, value: Any, scope: Scope) -> None:
         if isinstance(target, ast.Name):
             scope.vars[target.id] = value
@@ -653,9 +587,3 @@ class Interpreter:
             self.real(setattr, obj, name, value, node=node)
             return
         raise refuse(f"Setting .{name} on a {type(obj).__name__}")
-
-
-_IMPORT_HINT = (
-    "A snippet may import torch, torch.nn, torch.nn.functional, torch.autograd (Variable, Function, grad), "
-    "torch.autograd.functional, torch.func, torch.linalg, torch.special, torch.optim and math."
-)

@@ -427,3 +427,23 @@ def test_uninitialised_memory_is_flagged():
     r = run_snippet("x = torch.empty(3, requires_grad=True)\ny = torch.Tensor(2)\nz = torch.Tensor([1.0])\n", seed=0)
     (note,) = [n for n in r.notes if "uninitialised" in n]
     assert note.startswith("Lines 1, 2 made")
+
+
+def test_a_wrong_gradient_past_16_elements_is_still_named():
+    code = """class Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 2
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        wrong = 2 * x * g
+        wrong[7] = 0.0
+        return wrong
+x = torch.linspace(1, 2, 50, requires_grad=True)
+Twice.apply(x).sum().backward()
+"""
+    r = run_snippet(code, seed=0)
+    fd = next(c for c in r.events[0].checks if c.name == "finite_difference")
+    assert fd.status == "disagree" and "x[7]" in (fd.reason or "") and "x[8]" not in (fd.reason or "")

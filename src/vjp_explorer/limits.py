@@ -39,7 +39,7 @@ class Limits:
     snippet_seconds: float = 60.0  # wall-clock budget of a whole snippet
     snippet_backward_calls: int = 2_000  # backward/grad calls of a snippet
     snippet_explained_calls: int = 50  # backward/grad calls explained in full (Jacobian and checks)
-    snippet_jacobian_rows: int = 1_024  # output elements of an event's explicit Jacobian (one backward each)
+    snippet_jacobian_rows: int = 128  # output elements of an event's explicit Jacobian (one-hot v, batched)
     finite_difference_evals: int = 200  # program evaluations for the full finite-difference Jacobian
     finite_difference_work: int = 10_000_000  # elements computed in all by the finite-difference evaluations
 

@@ -189,7 +189,7 @@ class Explainer:
         return receiver.backward if receiver is not None else real
 
     def _jacobian(self, outs: list[Any], vs: list[Any], leaves: list[Any]) -> tuple[list[Any] | None, str | None]:
-        """J for each leaf (rows: the outputs' elements), one autograd.grad per row, before the real call."""
+        """J for each leaf (rows: the outputs' elements), from one-hot v before the real call (graph retained)."""
         import torch
 
         it = self.it
@@ -211,23 +211,18 @@ class Explainer:
         rows: list[list[Any]] = [[] for _ in leaves]
         try:
             for o in outs:
-                for i in range(o.numel()):
-                    e = None  # a scalar's v = 1 (passing it would import torch.fx and sympy: 0.8 s)
-                    if o.numel() > 1:
-                        e = torch.zeros_like(o, dtype=o.dtype).detach()
-                        e.view(-1)[i] = 1
-                    gs = torch.autograd.grad(o, leaves, grad_outputs=e, retain_graph=True, allow_unused=True)
-                    for j, g in enumerate(gs):
+                for count, block in _rows(o, leaves):
+                    for j, g in enumerate(block):
                         rows[j].append(
-                            torch.zeros(leaves[j].numel(), dtype=torch.float64)
+                            torch.zeros(count, leaves[j].numel(), dtype=torch.float64)
                             if g is None
-                            else g.detach().reshape(-1).to(torch.float64)
+                            else g.detach().reshape(count, -1).to(torch.float64)
                         )
         except RuntimeError as e:
             return None, f"building J failed: {str(e).splitlines()[0]}"
+        rows = [[torch.cat(r)] if r else [] for r in rows]
         return [
-            torch.stack(r) if r else torch.zeros(0, x.numel(), dtype=torch.float64)
-            for r, x in zip(rows, leaves, strict=True)
+            r[0] if r else torch.zeros(0, x.numel(), dtype=torch.float64) for r, x in zip(rows, leaves, strict=True)
         ], None
 
     def _check_jtv(
@@ -361,6 +356,25 @@ def _nonfinite_jtv(jac: list[Any], vs: list[Any]) -> bool:
 
     v = torch.cat([x.detach().reshape(-1).to(torch.float64) for x in vs])
     return any(not bool(torch.isfinite(J.T @ v).all()) for J in jac)
+
+
+def _rows(o: Any, leaves: list[Any]) -> list[tuple[int, tuple[Any, ...]]]:
+    """J's rows for one output, as blocks (rows × leaf elements) per leaf: all one-hot v in one batched call
+    (autograd.grad's is_grads_batched, no torch.func), else one call per row (ops vmap cannot batch)."""
+    import torch
+
+    m = o.numel()
+    if m == 1:  # v = 1: passing it would import torch.fx and sympy (0.8 s), as backward() does not
+        return [(1, torch.autograd.grad(o, leaves, retain_graph=True, allow_unused=True))]
+    eye = torch.eye(m, dtype=o.dtype).reshape(m, *o.shape)
+    try:
+        return [(m, torch.autograd.grad(o, leaves, eye, retain_graph=True, allow_unused=True, is_grads_batched=True))]
+    except RuntimeError:
+        pass
+    out: list[tuple[int, tuple[Any, ...]]] = []
+    for i in range(m):
+        out.append((1, torch.autograd.grad(o, leaves, eye[i], retain_graph=True, allow_unused=True)))
+    return out
 
 
 def graph_leaves(outs: list[Any]) -> list[Any]:

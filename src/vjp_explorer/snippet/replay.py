@@ -41,7 +41,8 @@ _RANDOM = frozenset(
     }
 )
 _TO_DOUBLE = frozenset({"float", "half", "bfloat16"})
-FULL_ELEMENTS = 256  # inputs up to this many elements get every Jᵀv element; past it, random directions
+FULL_ELEMENTS = 16  # inputs up to this many elements get every Jᵀv element at once; past it, random directions
+LOCATE_ELEMENTS = 256  # and where a direction disagrees, every element up to this many, to name the wrong ones
 DIRECTIONS = 3
 MAX_OP_RUNS = 400_000  # replayed operations per event, all evaluations together
 
@@ -302,7 +303,7 @@ def finite_difference_check(
         event.checks.append(Check("finite_difference", "skipped", compares, reason=str(e)))
         return
     n = sum(x.numel() for x in leaves)
-    evals = 4 * n + 1 if n <= FULL_ELEMENTS else 4 * DIRECTIONS + 1
+    evals = 4 * n + 1 if n <= FULL_ELEMENTS else 4 * DIRECTIONS + 1  # the locating pass keeps to MAX_OP_RUNS too
     if max(ops, 1) * evals > MAX_OP_RUNS:
         event.checks.append(
             Check(
@@ -332,6 +333,13 @@ def finite_difference_check(
             _full(event, compares, y, v, leaf_keys, leaves, base, got64, before, it.hooks > 0)
         else:
             _directions(event, compares, y, v, leaf_keys, leaves, base, got64, it.hooks > 0)
+            if (
+                event.checks[-1].status == "disagree"
+                and n <= LOCATE_ELEMENTS
+                and max(ops, 1) * (4 * n + 1) <= MAX_OP_RUNS
+            ):
+                event.checks.pop()  # a direction disagrees: find the elements, one by one
+                _full(event, compares, y, v, leaf_keys, leaves, base, got64, before, it.hooks > 0)
     except NotReplayable as e:
         event.checks.append(Check("finite_difference", "skipped", compares, reason=str(e)))
     except SnippetRaised as e:

@@ -447,3 +447,10 @@ Twice.apply(x).sum().backward()
     r = run_snippet(code, seed=0)
     fd = next(c for c in r.events[0].checks if c.name == "finite_difference")
     assert fd.status == "disagree" and "x[7]" in (fd.reason or "") and "x[8]" not in (fd.reason or "")
+
+
+@pytest.mark.parametrize("n", [100, 1000])
+def test_relu_at_zero_along_random_directions_is_not_a_false_alarm(n):
+    r = run_snippet(f"x = torch.zeros({n}, requires_grad=True)\ntorch.relu(x).sum().backward()\n", seed=0)
+    fd = next(c for c in r.events[0].checks if c.name == "finite_difference")
+    assert fd.status != "disagree" and "kink" in (fd.reason or "")

@@ -333,12 +333,9 @@ def finite_difference_check(
             _full(event, compares, y, v, leaf_keys, leaves, base, got64, before, it.hooks > 0)
         else:
             _directions(event, compares, y, v, leaf_keys, leaves, base, got64, it.hooks > 0)
-            if (
-                event.checks[-1].status == "disagree"
-                and n <= LOCATE_ELEMENTS
-                and max(ops, 1) * (4 * n + 1) <= MAX_OP_RUNS
-            ):
-                event.checks.pop()  # a direction disagrees: find the elements, one by one
+            unclear = event.checks[-1].status in ("disagree", "skipped")
+            if unclear and n <= LOCATE_ELEMENTS and max(ops, 1) * (4 * n + 1) <= MAX_OP_RUNS:
+                event.checks.pop()  # a direction disagrees or meets a kink: element by element, to name them
                 _full(event, compares, y, v, leaf_keys, leaves, base, got64, before, it.hooks > 0)
     except NotReplayable as e:
         event.checks.append(Check("finite_difference", "skipped", compares, reason=str(e)))
@@ -533,7 +530,8 @@ def _directions(
 
     gen = torch.Generator().manual_seed(12345)  # private: the snippet's own random stream is untouched
     worst = 0.0
-    bad = []
+    bad: list[str] = []
+    skipped: list[str] = []
     atol, rtol = _tolerance(leaves[0].dtype)
     y0 = y({})
     for d in range(DIRECTIONS):
@@ -542,6 +540,10 @@ def _directions(
         ys = {m: y({k: m * h * u for k, u in us.items()}) for m in (1, -1, 2, -2)}
         col, err, state = column(y0, ys, h)
         if bool((state[v != 0] == 2).any()):
+            skipped.append(f"direction {d + 1}: not finite around the point")
+            continue
+        if _kink(y0, ys, v, h):
+            skipped.append(f"direction {d + 1}: a kink along it (relu/abs at 0, a tie, a bound)")
             continue
         d1 = float(v @ col)
         dot = sum(float(us[k].reshape(-1) @ got64[i]) for i, k in enumerate(keys))
@@ -550,13 +552,26 @@ def _directions(
         worst = max(worst, diff if math.isfinite(diff) else worst)
         if not math.isfinite(dot) or diff > atol + rtol * scale + 3 * float((v.abs() * err).sum()):
             bad.append(f"direction {d + 1}: ⟨u, grad⟩ = {dot:.6g}, finite differences {d1:.6g}")
+    status = "skipped" if len(skipped) == DIRECTIONS else _status(bad, hooked)
     event.checks.append(
         Check(
             "finite_difference",
-            _status(bad, hooked),
+            status,
             compares.replace("Jᵀv from", f"⟨u, Jᵀv⟩ along {DIRECTIONS} random directions u from"),
             worst,
             "|Δ| <= atol + rtol·Σ|u·grad| + 3·(error estimate)",
-            "; ".join(bad) or None,
+            "; ".join(bad + skipped) or None,
         )
     )
+
+
+def _kink(y0: Any, ys: dict[int, Any], v: Any, h: float) -> bool:
+    """Whether the slopes left and right of the point differ along this direction (they would at h and 2h)."""
+    import torch
+
+    finite = torch.isfinite(y0) & torch.isfinite(ys[1]) & torch.isfinite(ys[-1]) & torch.isfinite(ys[2])
+    finite &= torch.isfinite(ys[-2])
+    s = {m: float((v * torch.where(finite, ys[m] - y0, torch.zeros_like(y0))).sum()) for m in ys}
+    jump1, jump2 = (s[1] + s[-1]) / h, (s[2] + s[-2]) / (2 * h)
+    noise = 1e-13 * float((v.abs() * (y0.abs().nan_to_num(0, 0, 0) + 1)).sum()) / h
+    return abs(jump1) > 100 * noise and abs(jump2 - jump1) < 0.25 * abs(jump1)

@@ -454,3 +454,10 @@ def test_relu_at_zero_along_random_directions_is_not_a_false_alarm(n):
     r = run_snippet(f"x = torch.zeros({n}, requires_grad=True)\ntorch.relu(x).sum().backward()\n", seed=0)
     fd = next(c for c in r.events[0].checks if c.name == "finite_difference")
     assert fd.status != "disagree" and "kink" in (fd.reason or "")
+
+
+def test_json_grads_shortcut(vjp):
+    res = vjp("run", "seed000_ex1", "--seed", "0", "--json")
+    ev = json.loads(res.stdout)["snippet"]["events"][0]
+    assert ev["grads"]["a"] == pytest.approx([0.3, 3.0, 3e-4])
+    assert ev["grads"] == {x["name"]: x["grad"] for x in ev["inputs"]}

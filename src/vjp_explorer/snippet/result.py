@@ -148,7 +148,9 @@ class SnippetResult:
                 "torch": self.torch_version,
                 "stdout": self.stdout,
                 "steps": [asdict(s) for s in self.steps],
-                "events": [{**asdict(e), "status": e.status} for e in self.events],
+                "events": [
+                    {**asdict(e), "status": e.status, "grads": {x.name: x.grad for x in e.inputs}} for e in self.events
+                ],
                 "error": None if self.error is None else asdict(self.error),
                 "notes": list(self.notes),
                 "exit_code": self.exit_code,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..result import JSON_SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from ..result import Check, Result, TensorData
+    from ..result import Check, Probe, Result, TensorData
 
 
 def _clean(x: Any) -> Any:
@@ -100,8 +100,41 @@ def result_to_dict(r: Result, lazy: bool = False) -> dict[str, Any]:
         "notes": [{"code": n.code, "text": n.text} for n in r.notes],
         "exit_code": int(r.exit_code),
     }
+    if r.probe is not None:
+        d["probe"] = probe_to_dict(r.probe, values)
     if r.explanation is not None:
         d["explain"] = r.explanation.to_dict()
+    return d
+
+
+def probe_to_dict(p: Probe, values: Callable[[TensorData], Any]) -> dict[str, Any]:
+    """The `probe` key (docs/probes.md): present only when v is a probe (--grad e3/basis/random, several
+    --grad, --upstream); what it read off J."""
+    d: dict[str, Any] = {"source": p.source, "texts": list(p.texts), "note": p.note}
+    if p.source == "one-hot":
+        d["index"] = list(p.index or ())
+        d["element"] = p.element
+    if p.rows is not None:
+        d["rows"] = {n: values(t) for n, t in p.rows.items()}
+        d["method"] = p.method
+    if p.vs:
+        d["vs"] = [
+            {
+                "text": v.text,
+                "source": v.source,
+                "value": values(v.value),
+                "grads": {n: values(g) for n, g in v.grads.items()},
+            }
+            for v in p.vs
+        ]
+        d["coefficients"] = list(p.coefficients)
+        if p.combined is not None:
+            d["combined"] = {
+                "value": values(p.combined),
+                "grads": {n: values(g) for n, g in (p.combined_grads or {}).items()},
+            }
+    if p.formula is not None:
+        d["upstream"] = {"formula": p.formula, "loss": _clean(p.loss)}
     return d
 
 
@@ -123,6 +156,8 @@ def write_json(r: Result, write: Callable[[str], Any]) -> None:
     total += r.output.numel + r.grad.numel
     total += sum(g.numel for g in r.grads.values()) * 4
     total += sum(j.value.numel for j in r.jacobians.values() if j.value is not None)
+    if r.probe is not None and r.probe.rows is not None:
+        total += sum(t.numel for t in r.probe.rows.values())
     if total <= PRETTY_LIMIT:
         write(json.dumps(result_to_dict(r), indent=2, allow_nan=False, ensure_ascii=True))
         return

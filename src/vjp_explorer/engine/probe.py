@@ -32,7 +32,7 @@ NOTES = {
     "derivatives of that one output element (every other output weighs 0).",
     "basis": "--grad basis: one backward per one-hot v = e_i, i over every output element; the grads stacked "
     "are the rows of J, J[i, :] = ∂{out}[i]/∂x. That is how autograd.functional.jacobian builds J (one "
-    "autograd.grad per row; vectorize=True batches them). The run above uses v = ones, the sum of all e_i: "
+    "autograd.grad per row; vectorize=True batches them). The run itself uses v = ones, the sum of all e_i: "
     "column sums of J.",
     "random": "v is random (standard normal, from its own generator seeded by --seed: the inputs' random values "
     "do not change): Jᵀv = Σᵢ v[i]·J[i, :], a random combination of the rows of J. Unlike one-hot v (0s and "

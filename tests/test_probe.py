@@ -153,6 +153,14 @@ def test_several_grads_show_linearity(vjp):
     assert d["checks"]["linearity"]["status"] == "agree"
 
 
+def test_a_later_ones_does_not_make_the_run_v_ones(vjp):
+    # the run uses v1; a later --grad ones must not tell the exact routes that v is all ones
+    d = js(vjp, "x*x + sum(x)", "--x", "1,2,3", "--grad", "1,0,0", "--grad", "ones")
+    assert d["grads"]["x"] == [3.0, 1.0, 1.0]
+    assert all(c["status"] == "agree" for c in d["checks"].values() if c["status"] != "skipped")
+    assert not any(n["code"].startswith("ones_") for n in d["notes"])
+
+
 def test_the_linearity_check_catches_a_nonlinear_backward():
     """A backward that squares its incoming gradient (REFERENCE row 15) passes one-hot checks, not this one."""
     x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)

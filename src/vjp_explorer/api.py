@@ -672,7 +672,10 @@ class _Run:
         vs: list[tuple[Any, str]] = []
         for k, spec in zip(kinds, specs, strict=True):
             if k is None:
+                first_ones = self.v_ones
                 v, source = self._grad(spec, out, prog, torch, gen)
+                if vs:  # only the run's own v (the first) says whether v is ones
+                    self.v_ones = first_ones
                 vs.append((v, "ones" if source == "ones" else "given"))
             elif k.kind == "one-hot":
                 flat = PR.one_hot_index(k, shape, prog.output)

@@ -766,7 +766,10 @@ class _Run:
             )
         kind, source = kinds[0], vs[0][1]
         if source == "basis":
-            rows, method = PR.basis_rows(out, leaves, self.fwd, self.consts, o)
+            func = any(j.method in ("jacrev", "jacfwd") for j in jacs.values())
+            started = time.perf_counter()
+            rows, method = PR.basis_rows(out, leaves, self.fwd, self.consts, o, use_func=func)
+            self.lap("basis rows", started)  # the backward passes alone; "probe" adds the check
             m = out.numel()
             have = [
                 (f"d{o}/d{n}", rows[n].reshape(m, -1), j.full.reshape(m, -1))

@@ -139,13 +139,19 @@ def random_v(shape: tuple[int, ...], dtype: Any, device: str, seed: int, draws: 
 
 
 def basis_rows(
-    out: Any, leaves: dict[str, Any], fwd: Any = None, consts: dict[str, Any] | None = None, output: str = "y"
+    out: Any,
+    leaves: dict[str, Any],
+    fwd: Any = None,
+    consts: dict[str, Any] | None = None,
+    output: str = "y",
+    use_func: bool = True,
 ) -> tuple[dict[str, Any], str]:
     """Per leaf, the grads of backward(e_i) for every output element i, stacked: shape (m, *leaf_shape).
 
     Up to LOOP_ROWS rows: one autograd.grad per one-hot v through the run's own graph. Beyond: the one-hot
     vs in one batch, torch.func.vjp of the program's replay under vmap (jacobian(vectorize=True)'s way, and
-    jacrev's), so that the basis costs what the Jacobian route it mirrors costs."""
+    jacrev's), so that the basis costs what the Jacobian route it mirrors costs; where that route took no
+    torch.func (use_func False), autograd.grad with is_grads_batched through the run's own graph."""
     import torch
 
     m = out.numel()
@@ -161,6 +167,16 @@ def basis_rows(
                 rows[k].append(torch.zeros_like(inputs[k]) if g is None else g.detach())
         method = f"{m} autograd.grad calls, one per one-hot v"
         return {n: torch.stack(r) for n, r in zip(names, rows, strict=True)}, method
+    eye = torch.eye(m, dtype=out.dtype, device=out.device).reshape(m, *out.shape)
+    if not use_func:
+        # the Jacobian route took no torch.func (a diagonal or zero J): batch through the run's own graph, which
+        # spares the process torch.func's import and warm-up (about a second)
+        gs = torch.autograd.grad(out, inputs, eye, retain_graph=True, allow_unused=True, is_grads_batched=True)
+        method = f"{m} one-hot v through the run's graph in one batch (autograd.grad, is_grads_batched)"
+        return {
+            n: (torch.zeros((m, *leaves[n].shape), dtype=out.dtype, device=out.device) if g is None else g.detach())
+            for n, g in zip(names, gs, strict=True)
+        }, method
     import torch.func as tf
 
     from .interpreter import replay
@@ -173,7 +189,6 @@ def basis_rows(
         env.update(zip(names, xs, strict=True))
         return replay(fwd.steps, output, env, out.dtype)
 
-    eye = torch.eye(m, dtype=out.dtype, device=out.device).reshape(m, *out.shape)
     with quiet_torch_internals():
         pullback = tf.vjp(f, *(x.detach() for x in inputs))[1]
         gs = tf.vmap(pullback)(eye)

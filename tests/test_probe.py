@@ -62,7 +62,17 @@ def test_basis_of_a_dense_program_past_the_loop_size_uses_the_batch_and_agrees(v
     x = torch.arange(n, dtype=torch.float64)
     J = torch.eye(n, dtype=torch.float64) * x.sum() + x[:, None]
     assert torch.equal(torch.tensor(d["probe"]["rows"]["x"], dtype=torch.float64), J)
-    assert "batch" in d["probe"]["method"]
+    assert "vmap" in d["probe"]["method"]
+    assert d["checks"]["basis"]["status"] == "agree"
+
+
+def test_basis_of_an_elementwise_program_past_the_loop_size_batches_the_runs_graph(vjp):
+    # J is diagonal (no torch.func in the J route): the one-hot vs go through the run's graph in one batch
+    n = 70
+    d = js(vjp, "x*x", "--x", f"arange({n})", "--grad", "basis", "--dtype", "float64", "--no-symbolic")
+    x = torch.arange(n, dtype=torch.float64)
+    assert torch.equal(torch.tensor(d["probe"]["rows"]["x"], dtype=torch.float64), torch.diag(2 * x))
+    assert "is_grads_batched" in d["probe"]["method"]
     assert d["checks"]["basis"]["status"] == "agree"
 
 

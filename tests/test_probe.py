@@ -246,6 +246,7 @@ def test_upstream_named_after_the_output(vjp):
         ("3", ("does not use y",)),
         ("__import__('os')", ("--upstream: Unknown function",)),
         ("sum(y", ("--upstream",)),
+        ("", ("--upstream", "sum(y**2)")),
     ],
 )
 def test_hostile_upstream(vjp, loss, phrases):

@@ -244,6 +244,8 @@ def upstream_program(text: str, output: str, limits: Any) -> Any:
     except VjpError as e:  # the marker under the loss, named as the option
         e.label = "--upstream"
         e.message = f"--upstream: {e.message}"
+        if not text.strip():
+            e.hint = "Write the loss in y, the program's output, e.g. --upstream 'sum(y**2)'."
         raise
     allowed = {"y", output}
     unknown = [n for n in prog.free if n not in allowed]

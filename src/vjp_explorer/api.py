@@ -19,7 +19,19 @@ from .language import program as P
 from .language.parser import parse_program
 from .language.values import ValueSpec, from_nested, parse_value
 from .limits import DEFAULT_LIMITS, Limits
-from .result import Check, Control, Input, Intermediate, Jacobian, Note, Result, TensorData, element_label
+from .result import (
+    Check,
+    Control,
+    Input,
+    Intermediate,
+    Jacobian,
+    Note,
+    Probe,
+    ProbeV,
+    Result,
+    TensorData,
+    element_label,
+)
 
 ValueLike = str | float | int | list[Any] | ValueSpec
 
@@ -50,6 +62,8 @@ class Request:
     reserved: frozenset[str] = frozenset()  # names the CLI keeps for its own options (--grad, --help, ...)
     expected: Any = None  # language.files.Expected: numbers a source printed, checked as "expected"
     expected_dropped: bool = False  # the file had [expect], but options overrode what it was for
+    more_grads: tuple[ValueLike, ...] = ()  # a second, third ... --grad: linearity (docs/probes.md)
+    upstream: str | None = None  # --upstream: v = dL/dy for this loss, written in y
 
 
 def explore(program: str | Request, values: Mapping[str, ValueLike] | None = None, **options: Any) -> Result:
@@ -82,6 +96,10 @@ class _Run:
         self.reweighed: list[str] = []  # checks that agree only when weighed at the size of their terms
         self.origin: Any = None  # engine.nonfinite.Origin: where a wrong nan or inf entered the backward pass
         self.singular: list[str] = []  # operations whose derivative is infinite or undefined at these values
+        self.leaf_tensors: dict[str, Any] = {}  # the leaves, for the probe's budget
+        self.upstream_loss: float | None = None  # --upstream: L at the output's value
+        self.fwd: Any = None  # the forward pass (its trace replays for the basis)
+        self.consts: dict[str, Any] = {}
 
     def lap(self, name: str, since: float) -> float:
         now = time.perf_counter()
@@ -101,7 +119,8 @@ class _Run:
         self.prog_output = prog.output
         t = self.lap("parse", self.t0)
         specs, const_specs = self._check_names(prog)
-        grad_spec = None if req.grad is None else _spec(req.grad, "--grad", self.limits, allow_ones=True)
+        kinds, grad_specs, up_prog = self._probe_specs(prog)
+        grad_spec = grad_specs[0] if grad_specs else None
         t = self.lap("values", t)
 
         import torch
@@ -118,8 +137,10 @@ class _Run:
                 )
         dtype = DTYPES[req.dtype]
         t = self.lap("import torch", t)
-        drawn = [*specs.values(), *const_specs.values(), *([grad_spec] if grad_spec is not None else [])]
-        uses_random = any(s.generator in ("rand", "randn") for s in drawn)
+        drawn = [*specs.values(), *const_specs.values(), *(s for s in grad_specs if s is not None)]
+        uses_random = any(s.generator in ("rand", "randn") for s in drawn) or any(
+            k is not None and k.kind == "random" for k in kinds
+        )
         seed = req.seed if req.seed is not None else (secrets.randbelow(2**31) if uses_random else 0)
         gen = torch.Generator().manual_seed(seed)
         leaves: dict[str, torch.Tensor] = {}
@@ -134,6 +155,8 @@ class _Run:
                 tensor = make_tensor(const_specs[name], _label(name), dtype, gen, req.device)
                 consts[name] = tensor
                 env[name] = Val(tensor, {})
+        self.leaf_tensors = leaves
+        self.consts = consts
         t = self.lap("inputs", t)
 
         try:
@@ -142,6 +165,7 @@ class _Run:
             raise LimitError(
                 "The program's expressions are nested too deeply to evaluate; split them into assignments."
             ) from None
+        self.fwd = fwd
         out_val = fwd.output
         out = out_val.v
         if not isinstance(out, torch.Tensor) or not out.requires_grad:
@@ -154,7 +178,11 @@ class _Run:
             )
         if out.dtype != dtype:
             out = out.to(dtype)
-        v, grad_source = self._grad(grad_spec, out, prog, torch, gen)
+        if kinds or up_prog is not None:
+            vs = self._probe_vs(kinds, grad_specs, up_prog, out, prog, torch, gen, seed)
+            v, grad_source = vs[0]
+        else:
+            v, grad_source = self._grad(grad_spec, out, prog, torch, gen)
         # the v that arrives at each intermediate: keep their grads
         inter_tensors = {
             n: env[n].v
@@ -170,6 +198,11 @@ class _Run:
 
         jacs = compute_jacobians(fwd, leaves, consts, v, self.limits, prog.output)
         t = self.lap("jacobian", t)
+        probe: Probe | None = None
+        probe_checks: dict[str, Check] = {}
+        if kinds or up_prog is not None:
+            probe, probe_checks = self._probe(kinds, vs, up_prog, out, leaves, jacs, prog)
+            t = self.lap("probe", t)
 
         calls = req.backward_calls
         # autograd.grad (used for the Jacobian above) also fills retained grads: start clean
@@ -337,6 +370,7 @@ class _Run:
         t = self.lap("finite differences", t)
         if req.expected is not None:
             checks["expected"] = _expected_check(req.expected, prog, out, grads, fwd, req.source or "the file")
+        checks.update(probe_checks)
 
         origin = None
         if any(c.spurious for c in checks.values()):
@@ -405,6 +439,7 @@ class _Run:
                 "uses_random": uses_random,
                 "latex": req.latex,
             },
+            probe=probe,
         )
         self.lap("result", t)
         self.timings["total"] = round(time.perf_counter() - self.t0, 6)
@@ -580,6 +615,192 @@ class _Run:
                 "Every input is a --const, so nothing requires grad and there is nothing to differentiate."
             )
         return specs, const_specs
+
+    def _probe_specs(self, prog: P.Program) -> tuple[list[Any], list[ValueSpec | None], P.Program | None]:
+        """The kinds (engine.probe.ProbeSpec, None for a value) and value specs of every --grad, and the
+        parsed --upstream; empty lists and None for a plain run."""
+        from .engine import probe as PR
+
+        req = self.req
+        texts = [g for g in (req.grad, *req.more_grads) if g is not None]
+        up = None
+        if req.upstream is not None:
+            if texts:
+                raise UsageError(
+                    "--upstream makes v itself (v = dL/dy for its loss), so it takes no --grad: give one or the other."
+                )
+            return [], [], PR.upstream_program(req.upstream, prog.output, self.limits)
+        if req.grad is None and req.more_grads:
+            raise UsageError("A second --grad needs a first one.")
+        if len(texts) > PR.MAX_GRADS:
+            raise UsageError(f"At most {PR.MAX_GRADS} --grad values in one run, not {len(texts)}.")
+        kinds = [PR.parse_probe(g) if isinstance(g, str) else None for g in texts]
+        if len(texts) > 1 and any(k is not None and k.kind == "basis" for k in kinds):
+            raise UsageError(
+                "--grad basis already runs one backward per one-hot v; give it alone, not with other --grad values."
+            )
+        specs = [
+            None if k is not None else _spec(g, "--grad", self.limits, allow_ones=True)
+            for g, k in zip(texts, kinds, strict=True)
+        ]
+        if len(texts) == 1 and kinds[0] is None:
+            return [], specs, up  # a plain --grad: the run as before
+        return kinds, specs, up
+
+    def _probe_vs(
+        self,
+        kinds: list[Any],
+        specs: list[ValueSpec | None],
+        up_prog: P.Program | None,
+        out: Any,
+        prog: P.Program,
+        torch: Any,
+        gen: Any,
+        seed: int,
+    ) -> list[tuple[Any, str]]:
+        """(v, source) for every --grad (or the one --upstream makes)."""
+        from .engine import probe as PR
+
+        shape = tuple(out.shape)
+        if up_prog is not None:
+            assert self.req.upstream is not None
+            v, loss = PR.upstream_v(up_prog, out, prog.output, self.limits, self.req.upstream)
+            self.upstream_loss = loss
+            return [(v, "upstream")]
+        n_random = sum(1 for k in kinds if k is not None and k.kind == "random")
+        randoms = PR.random_v(shape, out.dtype, self.req.device, seed, n_random) if n_random else []
+        vs: list[tuple[Any, str]] = []
+        for k, spec in zip(kinds, specs, strict=True):
+            if k is None:
+                first_ones = self.v_ones
+                v, source = self._grad(spec, out, prog, torch, gen)
+                if vs:  # only the run's own v (the first) says whether v is ones
+                    self.v_ones = first_ones
+                vs.append((v, "ones" if source == "ones" else "given"))
+            elif k.kind == "one-hot":
+                flat = PR.one_hot_index(k, shape, prog.output)
+                v = torch.zeros(out.numel(), dtype=out.dtype, device=out.device)
+                v[flat] = 1
+                vs.append((v.reshape(shape), "one-hot"))
+            elif k.kind == "random":
+                vs.append((randoms.pop(0), "random"))
+            else:  # basis: the run itself uses v = ones, the sum of every e_i
+                n = sum(x.numel() for x in self.leaf_tensors.values())
+                PR.check_basis_budget(out.numel(), n, prog.output, self.limits.jacobian_entries)
+                self.v_ones = True
+                vs.append((torch.ones_like(out), "basis"))
+        return vs
+
+    def _probe(
+        self,
+        kinds: list[Any],
+        vs: list[tuple[Any, str]],
+        up_prog: P.Program | None,
+        out: Any,
+        leaves: dict[str, Any],
+        jacs: dict[str, Any],
+        prog: P.Program,
+    ) -> tuple[Probe, dict[str, Check]]:
+        """The probe's extra backward passes and checks, run while the graph is still there."""
+        import torch
+
+        from .engine import probe as PR
+        from .engine.compare import TOLERANCES, compare_tensors, skipped
+        from .engine.tensors import to_data
+
+        tol = TOLERANCES[self.req.dtype]
+        o = prog.output
+        checks: dict[str, Check] = {}
+        texts = [str(g) if not isinstance(g, ValueSpec) else g.text for g in (self.req.grad, *self.req.more_grads)]
+        if up_prog is not None:
+            formula = self.req.upstream or ""
+            loss = PR.upstream_loss(up_prog, out, o, self.limits, out.dtype, formula)
+            chain = torch.autograd.grad(loss, list(leaves.values()), retain_graph=True, allow_unused=True)
+            direct = PR.grads_for(out, leaves, vs[0][0])
+            items = [
+                (n, direct[n], torch.zeros_like(x) if g is None else g)
+                for (n, x), g in zip(leaves.items(), chain, strict=True)
+            ]
+            checks["upstream"] = compare_tensors(
+                "upstream",
+                f"Jᵀv with v = dL/d{o} vs dL/dx from one backward through the program and the loss (the chain rule)",
+                items,
+                tol,
+                autodiff=True,
+            )
+            note = PR.NOTES["upstream"].format(out=o, formula=formula.strip())
+            return Probe("upstream", [formula], note, formula=formula.strip(), loss=self.upstream_loss), checks
+        if len(vs) > 1:
+            coeffs = PR.coefficients(len(vs))
+            combo, together, summed, each, sizes = PR.linearity_items(
+                lambda v: PR.grads_for(out, leaves, v), [v for v, _ in vs], coeffs
+            )
+            text = PR.combo_text(coeffs)
+            checks["linearity"] = compare_tensors(
+                "linearity",
+                f"backward({text}) vs the same combination of each backward(v_k): Jᵀ(αv + βw) = αJᵀv + βJᵀw",
+                [(n, together[n], summed[n]) for n in leaves],
+                tol,
+                magnitudes=sizes,
+                autodiff=True,
+            )
+            pvs = [
+                ProbeV(t, s, to_data(v), {n: to_data(g) for n, g in e.items()})
+                for t, (v, s), e in zip(texts, vs, each, strict=True)
+            ]
+            note = PR.NOTES["several"].format(combo=text)
+            for k, (_, s) in zip(kinds, vs, strict=True):
+                if s in ("one-hot", "random") and k is not None:
+                    note += " " + self._kind_note(k, s, out, o)
+            return (
+                Probe(
+                    "several",
+                    texts,
+                    note,
+                    vs=pvs,
+                    coefficients=coeffs,
+                    combined=to_data(combo),
+                    combined_grads={n: to_data(g) for n, g in together.items()},
+                ),
+                checks,
+            )
+        kind, source = kinds[0], vs[0][1]
+        if source == "basis":
+            func = any(j.method in ("jacrev", "jacfwd") for j in jacs.values())
+            started = time.perf_counter()
+            rows, method = PR.basis_rows(out, leaves, self.fwd, self.consts, o, use_func=func)
+            self.lap("basis rows", started)  # the backward passes alone; "probe" adds the check
+            m = out.numel()
+            have = [
+                (f"d{o}/d{n}", rows[n].reshape(m, -1), j.full.reshape(m, -1))
+                for n, j in jacs.items()
+                if j.full is not None
+            ]
+            compares = f"rows of J from one backward per one-hot v ({method}) vs J from the Jacobian route"
+            checks["basis"] = (
+                compare_tensors("basis", compares, have, tol, autodiff=True)
+                if have
+                else skipped("basis", compares, "no Jacobian was materialised to compare with")
+            )
+            note = PR.NOTES["basis"].format(out=o)
+            return Probe("basis", texts, note, rows={n: to_data(r) for n, r in rows.items()}, method=method), checks
+        probe = Probe(source, texts, self._kind_note(kind, source, out, o))
+        if source == "one-hot":
+            from .result import unravel
+
+            flat = PR.one_hot_index(kind, tuple(out.shape), o)
+            probe.index = unravel(tuple(out.shape), flat)
+            probe.element = element_label(o, tuple(out.shape), flat)
+        return probe, checks
+
+    def _kind_note(self, kind: Any, source: str, out: Any, o: str) -> str:
+        from .engine import probe as PR
+
+        if source == "one-hot":
+            flat = PR.one_hot_index(kind, tuple(out.shape), o)
+            el = element_label(o, tuple(out.shape), flat)
+            return f"{kind.text}: " + PR.NOTES["one-hot"].format(el=el, k=flat)
+        return f"{kind.text}: " + PR.NOTES["random"]
 
     def _grad(self, spec: ValueSpec | None, out: Any, prog: P.Program, torch: Any, gen: Any) -> tuple[Any, str]:
         shape = list(out.shape)

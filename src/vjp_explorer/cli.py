@@ -136,6 +136,24 @@ GradOpt = Annotated[
         help="v of y.backward(v): same forms as values, or 'ones'. Default 1 for a scalar output.",
     ),
 ]
+GradsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--grad",
+        metavar="V",
+        help="v of y.backward(v): same forms as values, or 'ones'; or a probe: e3 / e[1,2] (one-hot), basis "
+        "(every row of J), random (seeded by --seed). Repeat it to check linearity (--grad 1,0 --grad 0,1). "
+        "Default 1 for a scalar output.",
+    ),
+]
+UpstreamOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--upstream",
+        metavar="EXPR",
+        help="v = dL/dy for a downstream loss written in y, e.g. --upstream 'sum(y**2)' (docs/probes.md).",
+    ),
+]
 OutputOpt = Annotated[
     str | None, typer.Option("--output", metavar="NAME", help="The variable to differentiate (default: the last one).")
 ]
@@ -238,7 +256,7 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
             raise UsageError("Give a program, e.g. vjp run '3*a + 2*b' --a 1,2 --b 3,4 (or --file FILE).")
         req = Request(expression)
     overridden = bool(variables or consts) or any(
-        o[k] is not None for k in ("grad", "output", "dtype", "seed", "backward_calls")
+        o.get(k) is not None for k in ("grad", "upstream", "output", "dtype", "seed", "backward_calls")
     )
     if overridden and req.expected is not None:
         # the numbers the file's source printed were for the file's own values, not these
@@ -253,8 +271,13 @@ def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any
         req.consts[name] = value
     req.reserved = frozenset(o.removeprefix("--") for o in options)
     if o["grad"] is not None:
-        req.grad = o["grad"]
+        req.grad = o["grad"][0]
+        req.more_grads = tuple(o["grad"][1:])
         req.grad_label = "given"
+    if o.get("upstream") is not None:
+        req.upstream = o["upstream"]
+        if o["grad"] is None:
+            req.grad = None  # the file's grad gives way to the v the loss makes
     if o["output"] is not None:
         req.output = o["output"]
     if o["dtype"] is not None:
@@ -507,6 +530,7 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
             raise _fail(e, debug) from None
         raise typer.Exit(code)
     o.pop("snippet", None)
+    o["grad"] = list(o["grad"]) if o.get("grad") else None  # repeatable: none given reads as None
     if o.pop("graph", False) or o.pop("dot", None) is not None:
         raise _fail(
             UsageError(
@@ -567,7 +591,8 @@ def run(
     file: FileOpt = None,
     var: VarOpt = None,
     const: ConstOpt = None,
-    grad: GradOpt = None,
+    grad: GradsOpt = None,
+    upstream: UpstreamOpt = None,
     output: OutputOpt = None,
     dtype: DtypeOpt = None,
     seed: SeedOpt = None,
@@ -611,7 +636,8 @@ def explain_cmd(
     file: FileOpt = None,
     var: VarOpt = None,
     const: ConstOpt = None,
-    grad: GradOpt = None,
+    grad: GradsOpt = None,
+    upstream: UpstreamOpt = None,
     output: OutputOpt = None,
     dtype: DtypeOpt = None,
     seed: SeedOpt = None,

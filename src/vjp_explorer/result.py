@@ -267,6 +267,35 @@ class Control:
     text: str
 
 
+@dataclass(frozen=True)
+class ProbeV:
+    """One of several --grad values: its text, kind, v and the grads of backward(v) alone."""
+
+    text: str
+    source: str  # given | ones | one-hot | random
+    value: TensorData
+    grads: dict[str, TensorData]
+
+
+@dataclass
+class Probe:
+    """v as a probe (docs/probes.md): what kind of v this run used and what it read off J."""
+
+    source: str  # one-hot | basis | random | upstream | several
+    texts: list[str]
+    note: str
+    element: str | None = None  # one-hot: the output element, y[3]
+    index: tuple[int, ...] | None = None  # one-hot: its multi-index
+    rows: dict[str, TensorData] | None = None  # basis: per leaf, the grads of backward(e_i) stacked
+    method: str | None = None  # basis: how the one-hot backwards ran
+    vs: list[ProbeV] = field(default_factory=list)  # several --grad
+    coefficients: list[float] = field(default_factory=list)
+    combined: TensorData | None = None  # Σ c_k v_k
+    combined_grads: dict[str, TensorData] | None = None  # backward of it
+    formula: str | None = None  # upstream: the loss as written
+    loss: float | None = None  # upstream: L at the output's value
+
+
 @dataclass
 class Result:
     """Everything one run computed: inputs, output, v, grads, Jacobians, Jᵀv, checks."""
@@ -291,6 +320,7 @@ class Result:
     timings: dict[str, float] = field(default_factory=dict)
     explanation: Any = None  # filled by `vjp explain` (see explain.py)
     meta: dict[str, Any] = field(default_factory=dict)
+    probe: Probe | None = None  # --grad e3 / basis / random / several, --upstream
 
     @property
     def leaves(self) -> list[str]:

@@ -9,7 +9,9 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .result import Check, Result, TensorData
+    from collections.abc import Callable
+
+    from .result import Check, Probe, Result, TensorData
 
 JSON_SCHEMA_VERSION = 2
 
@@ -101,6 +103,39 @@ def result_to_dict(r: Result, lazy: bool = False) -> dict[str, Any]:
         "notes": [{"code": n.code, "text": n.text} for n in r.notes],
         "exit_code": int(r.exit_code),
     }
+    if r.probe is not None:
+        d["probe"] = probe_to_dict(r.probe, values)
     if r.explanation is not None:
         d["explain"] = r.explanation.to_dict()
+    return d
+
+
+def probe_to_dict(p: Probe, values: Callable[[TensorData], Any]) -> dict[str, Any]:
+    """The `probe` key (docs/probes.md): present only when v is a probe (--grad e3/basis/random, several
+    --grad, --upstream); what it read off J."""
+    d: dict[str, Any] = {"source": p.source, "texts": list(p.texts), "note": p.note}
+    if p.source == "one-hot":
+        d["index"] = list(p.index or ())
+        d["element"] = p.element
+    if p.rows is not None:
+        d["rows"] = {n: values(t) for n, t in p.rows.items()}
+        d["method"] = p.method
+    if p.vs:
+        d["vs"] = [
+            {
+                "text": v.text,
+                "source": v.source,
+                "value": values(v.value),
+                "grads": {n: values(g) for n, g in v.grads.items()},
+            }
+            for v in p.vs
+        ]
+        d["coefficients"] = list(p.coefficients)
+        if p.combined is not None:
+            d["combined"] = {
+                "value": values(p.combined),
+                "grads": {n: values(g) for n, g in (p.combined_grads or {}).items()},
+            }
+    if p.formula is not None:
+        d["upstream"] = {"formula": p.formula, "loss": clean(p.loss)}
     return d

@@ -22,6 +22,7 @@ _PROGRAM_ONLY = {
     "var": "--var",
     "const": "--const",
     "grad": "--grad",
+    "upstream": "--upstream",
     "output": "--output",
     "dtype": "--dtype",
     "backward_calls": "--backward-calls",

@@ -35,6 +35,9 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
     if title or r.meta.get("description"):
         parts.append(Text(""))
     parts += [T.header(r, view), Text("")]
+    probe = T.probe_section(r, view)
+    if probe is not None:
+        parts += [probe, Text("")]
 
     parts.append(_section("1. who is who"))
     cast = Table.grid(padding=(0, 2))

@@ -31,6 +31,8 @@ def write_json(r: Result, write: Callable[[str], Any]) -> None:
     total += r.output.numel + r.grad.numel
     total += sum(g.numel for g in r.grads.values()) * 4
     total += sum(j.value.numel for j in r.jacobians.values() if j.value is not None)
+    if r.probe is not None and r.probe.rows is not None:
+        total += sum(t.numel for t in r.probe.rows.values())
     if total <= PRETTY_LIMIT:
         write(json.dumps(result_to_dict(r), indent=2, allow_nan=False, ensure_ascii=True))
         return

@@ -106,6 +106,15 @@ def header(r: Result, view: View) -> RenderableType:
         t.add_row(Text(n), inline(i.value, view), Text(f"shape {fmt_shape(i.value.shape)}, {kind}"))
     t.add_row(Text(r.output_name), inline(r.output, view), Text(f"shape {fmt_shape(r.output.shape)}, the output"))
     src = {"given": "given with --grad", "ones": "ones"}.get(r.grad_source, r.grad_source)
+    if r.probe is not None:
+        p = r.probe
+        src = {
+            "one-hot": f"one-hot at {p.element} (--grad {', '.join(p.texts)})",
+            "basis": "ones, the sum of every one-hot v (--grad basis)",
+            "random": "random, standard normal (--grad random)",
+            "upstream": f"dL/d{r.output_name} for L = {p.formula} (--upstream)",
+            "several": f"v1 of {len(p.vs)} --grad values",
+        }.get(p.source, src)
     t.add_row(
         "v",
         inline(r.grad, view),
@@ -228,6 +237,76 @@ def intermediates(r: Result, view: View) -> RenderableType | None:
     return Group(Text("intermediates", style="bold underline"), t, note)
 
 
+def _matrix(title: str, rows_of: TensorData, r: Result, leaf: str, view: View) -> RenderableType:
+    """An m x n matrix (rows the output's elements, columns the leaf's), or its summary past a screen."""
+    m = r.output.numel
+    leaf_data = r.inputs[leaf].value
+    n = leaf_data.numel
+    if not (view.full and m * n <= FULL_MAX) and (m > view.max_rows or n > view.max_cols):
+        st = rows_of.stats
+        return Text(f"{title}: {m} x {n} entries, min {fmt(st.min, 4)}, max {fmt(st.max, 4)}, norm {fmt(st.norm, 4)}")
+    t = Table(show_edge=False, header_style="bold", pad_edge=False)
+    t.add_column(Text(title))
+    for j in range(n):
+        t.add_column(Text(label(leaf, leaf_data.index(j))), justify="right")
+    probe = TensorData(r.output.shape, [0.0] * m, r.output.stats)
+    for i in range(m):
+        cells = [fmt(rows_of.flat[i * n + j], view.digits) for j in range(n)]
+        t.add_row(Text(label(r.output_name, probe.index(i))), *cells)
+    return t
+
+
+def probe_section(r: Result, view: View) -> RenderableType | None:
+    """v as a probe: what this v reads off J, and the extra backward passes it ran (docs/probes.md)."""
+    p = r.probe
+    if p is None:
+        return None
+    out = r.output_name
+    parts: list[RenderableType] = [Text("v as a probe", style="bold underline"), Text(p.note)]
+    if p.source == "upstream":
+        parts.append(
+            Text.assemble(
+                ("L = ", "bold"),
+                Text(p.formula or ""),
+                f" = {fmt(p.loss if p.loss is not None else float('nan'), view.digits)} at {out}; ",
+                ("v = ", "bold"),
+                f"dL/d{out} = ",
+                inline(r.grad, view),
+            )
+        )
+    if p.rows is not None:
+        parts.append(Text(f"{out}.shape {fmt_shape(r.output.shape)}: {p.method}", style="dim"))
+        for leaf, rows in p.rows.items():
+            jac = r.jacobians[leaf]
+            side: list[RenderableType] = [_matrix(f"backward(eᵢ) → {leaf}.grad", rows, r, leaf, view)]
+            side.append(
+                _matrix(f"J = ∂{out}/∂{leaf}", jac.value, r, leaf, view)
+                if jac.value is not None
+                else Text(f"J not materialised: {jac.reason}")
+            )
+            parts += [Text.assemble(("leaf ", "bold"), (leaf, "bold cyan")), Columns(side, padding=(1, 4))]
+    if p.vs:
+        t = Table(show_edge=False, header_style="bold", pad_edge=False)
+        t.add_column("v")
+        t.add_column("value")
+        for leaf in r.leaves:
+            t.add_column(Text(f"backward(v) → {leaf}.grad"))
+        for k, pv in enumerate(p.vs):
+            t.add_row(
+                Text(f"v{k + 1} = {pv.text}"), inline(pv.value, view), *(inline(pv.grads[n], view) for n in r.leaves)
+            )
+        if p.combined is not None and p.combined_grads is not None:
+            from ..engine.probe import combo_text
+
+            t.add_row(
+                Text(combo_text(p.coefficients)),
+                inline(p.combined, view),
+                *(inline(p.combined_grads[n], view) for n in r.leaves),
+            )
+        parts.append(t)
+    return Group(*parts)
+
+
 def check_rows(checks: Iterable[Check]) -> Table:
     """The checks as a grid: name, status, what is compared and how closely."""
     t = Table.grid(padding=(0, 2))
@@ -296,6 +375,9 @@ def render_run(r: Result, view: View) -> RenderableType:
     inter = intermediates(r, view)
     if inter is not None:
         parts += [inter, Text("")]
+    probe = probe_section(r, view)
+    if probe is not None:
+        parts += [probe, Text("")]
     parts.append(checks(r))
     note_items = notes(r)
     if note_items:

@@ -735,10 +735,10 @@ def _not_a_program(text: str) -> UsageError | None:
     import keyword
 
     from .language.files import not_found_hint
-    from .language.functions import FUNCTIONS
+    from .ops import is_function
 
     shown = text if len(text) <= 200 else text[:197] + "..."
-    if text in FUNCTIONS or keyword.iskeyword(text) or text == "torch":
+    if is_function(text) or keyword.iskeyword(text) or text == "torch":
         return None  # runs as a program, whose error says what the word is ('sin' is a function)
     if text.isidentifier() and text.isascii():
         return UsageError(

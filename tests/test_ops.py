@@ -8,8 +8,10 @@ and steps the grads are torch's documented convention, and no exact route calls 
 
 from __future__ import annotations
 
+import json
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +21,8 @@ from hypothesis import strategies as st
 from op_references import CONSTS, REFERENCES, SELU_ALPHA, SELU_SCALE, Ref
 from oracle_programs import fmt
 from vjp_explorer import explore
-from vjp_explorer.ops import REGISTRY
+from vjp_explorer.ops import REGISTRY, SPELLINGS
+from vjp_explorer.ops.listing import markdown
 
 TOL = {"float64": 1e-6, "float32": 2e-3}
 EXAMPLES = int(os.environ.get("OPS_EXAMPLES", "3"))  # a few per entry keeps it fast; raise it to search wider
@@ -158,3 +161,50 @@ def test_kinks_on_the_elementwise_route(program: str):
     statuses = {k: (c.status, c.reason) for k, c in r.checks.items()}
     assert r.checks["symbolic"].status == "agree", statuses
     assert all(c.status != "disagree" for c in r.checks.values()), statuses
+
+
+def test_docs_functions_md_is_current():
+    path = Path(__file__).resolve().parents[1] / "docs" / "functions.md"
+    assert path.read_text() == markdown(), "regenerate: python -m vjp_explorer.ops.listing > docs/functions.md"
+
+
+def test_every_spelling_exists_in_torch():
+    """A spelling the registry advertises is one torch has: torch.f, Tensor.f, F.f, torch.special.f."""
+    import importlib
+
+    import torch
+
+    for spelling, spec in SPELLINGS.items():
+        if spelling.startswith("."):
+            assert hasattr(torch.Tensor, spelling[1:]), spelling
+        elif "." in spelling:
+            module, _, attr = spelling.replace("F.", "torch.nn.functional.", 1).rpartition(".")
+            assert hasattr(importlib.import_module(module), attr), spelling
+        assert spec.torch.startswith("torch."), spec.name
+
+
+def test_functions_command_lists_the_registry(vjp):
+    r = vjp("functions", "relu")
+    assert r.exit_code == 0, r.output
+    for name in ("relu(x)", "relu6(x)", "leaky_relu(x"):
+        assert name in r.stdout
+    assert "taken as 0 by torch" in r.stdout
+    data = json.loads(vjp("functions", "--json").stdout)
+    assert [d["name"] for d in data] == list(REGISTRY)
+    bad = vjp("functions", "relux")
+    assert bad.exit_code == 2 and "No function matches 'relux'" in bad.stderr and "relu" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("program", "message"),
+    [
+        ("torch.gelu(a)", "Write gelu(x), F.gelu(x) or torch.nn.functional.gelu(x)"),
+        ("a.relu6()", ".relu6() is not a tensor method in torch"),
+        ("np.erf(a)", "np.erf is not available"),
+        ("torch.linalg.erf(a)", "torch.linalg.erf is not available"),
+    ],
+)
+def test_spellings_torch_lacks_are_refused_with_the_real_ones(vjp, program: str, message: str):
+    r = vjp("run", program, "--a", "1")
+    assert r.exit_code == 2
+    assert message in " ".join(r.stderr.split()), r.stderr

@@ -716,7 +716,8 @@ class _Parser:
         base = name.split(".")[-1]
         spec = lookup(base)
         if spec is not None:  # a real function, under a name torch does not give it (x.gelu())
-            return self.err(f"{name} is not one of the spellings of {base}.", node, _how_to_write(spec))
+            what = f".{base}() is not a tensor method in torch" if name.startswith(".") else f"torch has no {name}"
+            return self.err(f"{what}; {base} is spelled otherwise.", node, _how_to_write(spec))
         near = difflib.get_close_matches(base, function_list().split(", "), n=3)
         hint = f"Did you mean {', '.join(near)}?" if near else None
         return self.err(f"Unknown function {name!r}. The functions are: {function_list()}.", node, hint)

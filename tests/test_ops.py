@@ -21,10 +21,12 @@ from hypothesis import strategies as st
 from op_references import CONSTS, REFERENCES, SELU_ALPHA, SELU_SCALE, Ref
 from oracle_programs import fmt
 from vjp_explorer import explore
+from vjp_explorer.limits import DEFAULT_LIMITS, Limits
 from vjp_explorer.ops import REGISTRY, SPELLINGS
 from vjp_explorer.ops.listing import markdown
 
 TOL = {"float64": 1e-6, "float32": 2e-3}
+SMALL = Limits(**{**DEFAULT_LIMITS.__dict__, "symbolic_entries": 100})  # the elementwise route from 100 elements
 EXAMPLES = int(os.environ.get("OPS_EXAMPLES", "3"))  # a few per entry keeps it fast; raise it to search wider
 
 
@@ -208,3 +210,20 @@ def test_spellings_torch_lacks_are_refused_with_the_real_ones(vjp, program: str,
     r = vjp("run", program, "--a", "1")
     assert r.exit_code == 2
     assert message in " ".join(r.stderr.split()), r.stderr
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in REGISTRY.items() if s.elementwise))
+def test_entry_on_the_elementwise_route(name: str):
+    """Past symbolic_entries the exact check is the entry's rule differentiated once and evaluated on arrays."""
+    ref = REFERENCES[name]
+    lo, hi = ref.lo + 0.01, ref.hi - 0.01
+    b_lo = lo if ref.b_lo is None else ref.b_lo + 0.01
+    b_hi = hi if ref.b_hi is None else ref.b_hi - 0.01
+    values = {"a": f"linspace({lo!r}, {hi!r}, 2000)", "b": f"linspace({b_hi!r}, {b_lo!r}, 2000)"}
+    program = _program(name, ref)
+    given = {k: v for k, v in values.items() if k in ("a", "b")[: REGISTRY[name].tensors]}
+    r = explore(program, given, grad="ones", limits=SMALL)
+    statuses = {k: (c.status, c.reason) for k, c in r.checks.items()}
+    assert r.checks["symbolic"].status == "agree", statuses
+    assert "elementwise program" in r.checks["symbolic"].compares
+    assert all(c.status != "disagree" for c in r.checks.values()), statuses

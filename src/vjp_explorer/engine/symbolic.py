@@ -753,8 +753,8 @@ def evaluate(expr: Any, arrays: dict[str, Any], out: Any = None) -> Any:
         return _give(arrays[expr.name], out)
     if expr is sp.zoo or expr is sp.nan:
         return _give(torch.tensor(math.nan, dtype=torch.float64), out)
-    if expr.is_Number or expr.is_NumberSymbol or (expr.is_number and not expr.has(sp.Piecewise)):
-        return _give(torch.tensor(float(expr), dtype=torch.float64), out)  # 3, pi, log(2)
+    if expr.is_Number or expr.is_NumberSymbol:  # 3, 1/2, pi (erf's derivative holds sqrt(pi))
+        return _give(torch.tensor(float(expr), dtype=torch.float64), out)
     args = expr.args
     if expr.is_Add or expr.is_Mul:
         op: Callable[..., Any] = torch.add if expr.is_Add else torch.mul

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from ..errors import LimitError, ProgramSyntaxError, VjpError
 from ..limits import DEFAULT_LIMITS, Limits
-from ..ops import ATTRIBUTES, OpSpec, Param, function_list, is_function, lookup
+from ..ops import ATTRIBUTES, OpSpec, Param, function_list, how_to_write, is_function, lookup
 from . import program as P
 from .unicode import first_bad_char, sentence, visible
 
@@ -690,7 +690,7 @@ class _Parser:
         # torch.nn.functional.relu, torch.linalg.norm, torch.os...: only torch.<function> exists here
         name = _dotted(node)
         spec = lookup(node.attr)
-        hint = _how_to_write(spec) if spec else f"The functions are: {function_list()}."
+        hint = how_to_write(spec) if spec else f"The functions are: {function_list()}."
         return self.err(f"{name} is not available: of torch's modules, only the spellings listed are.", node, hint)
 
     def _op_span(self, node: ast.BinOp) -> P.Span:
@@ -717,7 +717,7 @@ class _Parser:
         spec = lookup(base)
         if spec is not None:  # a real function, under a name torch does not give it (x.gelu())
             what = f".{base}() is not a tensor method in torch" if name.startswith(".") else f"torch has no {name}"
-            return self.err(f"{what}; {base} is spelled otherwise.", node, _how_to_write(spec))
+            return self.err(f"{what}; {base} is spelled otherwise.", node, how_to_write(spec))
         near = difflib.get_close_matches(base, function_list().split(", "), n=3)
         hint = f"Did you mean {', '.join(near)}?" if near else None
         return self.err(f"Unknown function {name!r}. The functions are: {function_list()}.", node, hint)
@@ -750,7 +750,7 @@ class _Parser:
                 known = lookup(func.attr)
                 raise self.err(
                     f"{func.value.id}.{func.attr} is not available: only torch's names are. "
-                    + (_how_to_write(known) if known else f"The functions are: {function_list()}."),
+                    + (how_to_write(known) if known else f"The functions are: {function_list()}."),
                     func,
                 )
             else:
@@ -839,12 +839,6 @@ def _dotted(node: ast.expr) -> str:
     if not isinstance(node, ast.Name):
         return ""
     return ".".join([node.id, *reversed(parts)])
-
-
-def _how_to_write(spec: OpSpec) -> str:
-    """How a function may be written: its spellings, as calls."""
-    forms = [f"x{n}()" if n.startswith(".") else f"{n}(x)" for n in spec.names]
-    return f"Write {', '.join(forms[:-1])} or {forms[-1]}." if len(forms) > 1 else f"Write {forms[0]}."
 
 
 def _output_names() -> Iterator[str]:

@@ -34,6 +34,12 @@ def function_list() -> str:
     return ", ".join(sorted(n for n in SPELLINGS if "." not in n))
 
 
+def how_to_write(spec: OpSpec) -> str:
+    """How a function may be written, as calls of each of its spellings (for error hints)."""
+    forms = [f"x{n}()" if n.startswith(".") else f"{n}(x)" for n in spec.names]
+    return f"Write {', '.join(forms[:-1])} or {forms[-1]}." if len(forms) > 1 else f"Write {forms[0]}."
+
+
 def bound_params(spec: OpSpec, given: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     """The parameters a call gave, with the defaults torch uses for the others (for the exact rules)."""
     out: dict[str, Any] = {p.name: p.default for p in spec.params}
@@ -49,6 +55,7 @@ __all__ = [
     "Param",
     "bound_params",
     "function_list",
+    "how_to_write",
     "is_function",
     "lookup",
     "resolve",

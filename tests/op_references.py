@@ -105,6 +105,8 @@ REFERENCES: dict[str, Ref] = {
     "trunc": Ref(lambda x: np.trunc(x) * x, "trunc(a) * a", kinks=_near_int),
     "frac": Ref(lambda x: x - np.trunc(x), kinks=_near_int),
     "clamp": Ref(lambda x: np.clip(x, -0.5, 1.5), "clamp(a, min=-0.5, max=1.5)", kinks=_near(-0.5, 1.5)),
+    "clamp_min": Ref(lambda x: np.maximum(x, 0.5), "clamp_min(a, 0.5)", kinks=_near(0.5)),
+    "clamp_max": Ref(lambda x: np.minimum(x, 0.5), "a.clamp_max(0.5)", kinks=_near(0.5)),
     "pow": Ref(np.power, lo=0.2, b_lo=-2.0, b_hi=2.0),
     "atan2": Ref(np.arctan2, lo=-3, hi=3, b_lo=0.2, b_hi=3.0),
     "maximum": Ref(np.maximum, apart=True),

@@ -127,6 +127,8 @@ KINKS = [
     ("hardtanh(a)", [-1.0, 1.0, 0.0], None, [0.0, 0.0, 1.0], None),
     ("clamp(a, min=0, max=1)", [0.0, 1.0, 2.0], None, [1.0, 1.0, 0.0], None),
     ("torch.clip(a, 0, 1)", [0.0, 1.0, -2.0], None, [1.0, 1.0, 0.0], None),
+    ("clamp_min(a, 1)", [0.0, 1.0, 2.0], None, [0.0, 1.0, 1.0], None),
+    ("torch.clamp_max(a, 1)", [0.0, 1.0, 2.0], None, [1.0, 1.0, 0.0], None),
     ("leaky_relu(a, 0.1)", [0.0, 2.0, -1.0], None, [0.1, 1.0, 0.1], None),
     ("F.elu(a)", [0.0, 2.0, -1.0], None, [1.0, 1.0, math.exp(-1.0)], None),
     ("selu(a)", [0.0, 1.0, 0.0], None, [SELU_SCALE * SELU_ALPHA, SELU_SCALE, SELU_SCALE * SELU_ALPHA], None),

@@ -80,7 +80,7 @@ def _softplus(sp: Any, x: Any, beta: Any, threshold: Any) -> Any:
     return sp.Piecewise((x, beta * x > threshold), (sp.log(1 + sp.exp(beta * x)) / beta, True))
 
 
-def _clamp(sp: Any, x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - torch's names
+def _clamp(sp: Any, x: Any, min: Any = None, max: Any = None) -> Any:  # (torch's parameter names)
     if min is not None and max is not None and min.is_number and max.is_number and min > max:
         return max + 0 * x  # torch gives max everywhere, with derivative 0
     # torch's clamp backward passes the gradient where min <= x <= max: the bounds themselves included
@@ -368,5 +368,29 @@ ENTRIES = [
         doc="x limited to [min, max] (either may be left out); clip is the same",
         example="clamp(x, min=0, max=1)",
         names=spellings("clamp") + spellings("clip"),
+    ),
+    OpSpec(
+        "clamp_min",
+        1,
+        (Param("min", "number", True),),
+        torch="torch.clamp_min",
+        exact=lambda sp, x, min: _clamp(sp, x, min=min),
+        kink="clamp_min' is taken as 1 by torch at the bound (x >= min)",
+        kinks=_at("min"),
+        doc="x, at least min",
+        example="clamp_min(x, 0)",
+        names=spellings("clamp_min"),
+    ),
+    OpSpec(
+        "clamp_max",
+        1,
+        (Param("max", "number", True),),
+        torch="torch.clamp_max",
+        exact=lambda sp, x, max: _clamp(sp, x, max=max),
+        kink="clamp_max' is taken as 1 by torch at the bound (x <= max)",
+        kinks=_at("max"),
+        doc="x, at most max",
+        example="clamp_max(x, 1)",
+        names=spellings("clamp_max"),
     ),
 ]

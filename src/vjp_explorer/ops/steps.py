@@ -24,19 +24,20 @@ class _Flat(sp.Function):
         return self.args[0].is_real
 
 
-class floor(_Flat):  # noqa: N801 - named as torch names it: the name is what formulas show
+# each class is named as torch names the function: the name is what formulas show (floor(a[0]))
+class floor(_Flat):
     @classmethod
     def eval(cls, x: Any) -> Any:
         return sp.floor(x) if x.is_Number else None
 
 
-class ceil(_Flat):  # noqa: N801
+class ceil(_Flat):
     @classmethod
     def eval(cls, x: Any) -> Any:
         return sp.ceiling(x) if x.is_Number else None
 
 
-class trunc(_Flat):  # noqa: N801
+class trunc(_Flat):
     @classmethod
     def eval(cls, x: Any) -> Any:
         if not x.is_Number:
@@ -44,7 +45,7 @@ class trunc(_Flat):  # noqa: N801
         return sp.floor(x) if x >= 0 else sp.ceiling(x)
 
 
-class round(_Flat):  # noqa: N801, A001 - torch.round: half to even
+class round(_Flat):  # torch.round: halves to even
     @classmethod
     def eval(cls, x: Any) -> Any:
         if not x.is_Number:
@@ -57,7 +58,7 @@ class round(_Flat):  # noqa: N801, A001 - torch.round: half to even
         return lo if rest < sp.Rational(1, 2) else lo + 1
 
 
-class sign(_Flat):  # noqa: N801
+class sign(_Flat):
     @classmethod
     def eval(cls, x: Any) -> Any:
         return sp.sign(x) if x.is_Number else None

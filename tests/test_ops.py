@@ -192,9 +192,10 @@ def test_functions_command_lists_the_registry(vjp):
     assert r.exit_code == 0, r.output
     for name in ("relu(x)", "relu6(x)", "leaky_relu(x"):
         assert name in r.stdout
-    assert "taken as 0 by torch" in r.stdout
+    assert "relu'(0)" in r.stdout
     data = json.loads(vjp("functions", "--json").stdout)
     assert [d["name"] for d in data] == list(REGISTRY)
+    assert data[list(REGISTRY).index("relu")]["kink"] == "relu'(0) is taken as 0 by torch"
     bad = vjp("functions", "relux")
     assert bad.exit_code == 2 and "No function matches 'relux'" in bad.stderr and "relu" in bad.stderr
 
@@ -229,3 +230,17 @@ def test_entry_on_the_elementwise_route(name: str):
     assert r.checks["symbolic"].status == "agree", statuses
     assert "elementwise program" in r.checks["symbolic"].compares
     assert all(c.status != "disagree" for c in r.checks.values()), statuses
+
+
+@pytest.mark.parametrize(
+    ("program", "status", "words"),
+    [
+        ("hardtanh(a, 2, 1)", 2, "hardtanh() failed: min_val cannot be greater than max_val"),
+        ("clamp(a)", 2, "clamp() failed"),
+        ("softplus(a, beta=0)", 0, "softplus with beta=0 has no finite value"),
+    ],
+)
+def test_degenerate_parameters_are_named_never_a_disagreement(vjp, program: str, status: int, words: str):
+    r = vjp("run", program, "--a", "0.5,-1", "--grad", "ones", "--json")
+    assert r.exit_code == status, r.output
+    assert words in (r.stderr if status else r.stdout)

@@ -357,7 +357,7 @@ class Interpreter:
                 return Val(t.transpose(d0, d1), dict(x.deps) if d0 == d1 else _dense(x), x.size)
         except RecursionError:
             raise
-        except RuntimeError as err:
+        except (RuntimeError, ValueError) as err:  # torch.nn.functional checks some arguments with ValueError
             raise self.err(ProgramError, f"{f}() failed: {_first_line(err)}", e.span) from None
         raise AssertionError(f)  # pragma: no cover
 

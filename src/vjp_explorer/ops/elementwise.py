@@ -76,6 +76,8 @@ def _f(name: str) -> tuple[str, ...]:
 
 
 def _softplus(sp: Any, x: Any, beta: Any, threshold: Any) -> Any:
+    if beta == 0:  # torch divides by beta: its value is inf, its gradient a formula with no limit behind it
+        raise ValueError("softplus with beta=0 has no finite value to differentiate")
     # torch reverts to x where beta*x > threshold (documented): the rule says so, exactly
     return sp.Piecewise((x, beta * x > threshold), (sp.log(1 + sp.exp(beta * x)) / beta, True))
 

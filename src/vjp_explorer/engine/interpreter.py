@@ -328,20 +328,20 @@ class Interpreter:
             if spec.elementwise:
                 self._charge(tuple(t.shape), e.span)
                 return Val(spec.call_torch(t, **dict(e.params)), dict(x.deps), _grow(x.size))
-            if f in ("matmul", "mm"):
+            if spec.structure == "matmul":
                 if f == "mm" and (t.dim() != 2 or getattr(args[1].v, "ndim", 0) != 2):
                     raise self.err(ShapeError, "mm() multiplies two 2-D matrices; use matmul or @ otherwise.", e.span)
                 return self._matmul(e.span, x, args[1])
-            if f == "detach":
+            if spec.structure == "detach":
                 return Val(t.detach(), {})
-            if f in ("sum", "mean", "prod", "norm"):
+            if spec.structure == "reduction":
                 r = self._reduce(e, t)
                 return Val(r, _dense(x), _grow(x.size, times=max(1, t.numel() // max(1, r.numel()))))
-            if f in ("softmax", "log_softmax"):
+            if spec.structure == "softmax":
                 self._charge(tuple(t.shape), e.span)
                 dim = self._dim(e, t, e.param("dim"))
                 width = int(t.shape[dim]) if t.dim() else 1
-                return Val(getattr(torch, f)(t, dim=dim), _dense(x), _grow(x.size, times=2 * width))
+                return Val(spec.call_torch(t, dim=dim), _dense(x), _grow(x.size, times=2 * width))
             if f == "t":
                 if t.dim() > 2:
                     raise self.err(

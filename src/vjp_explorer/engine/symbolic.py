@@ -125,9 +125,9 @@ class SymbolicProgram:
             if spec.tensors == 2:
                 return broadcast(x, args[1], fn)
             return SymTensor(x.shape, [fn(a) for a in x.items])
-        if f in ("matmul", "mm"):
+        if spec.structure == "matmul":
             return matmul(x, args[1])
-        if f == "detach":
+        if spec.structure == "detach":
             return SymTensor(x.shape, [self.numeric(a) for a in x.items])
         if f in ("sum", "mean", "prod"):
             combine = {"sum": sp.Add, "prod": sp.Mul, "mean": lambda *xs: sp.Add(*xs) / len(xs)}[f]
@@ -145,7 +145,7 @@ class SymbolicProgram:
                 pe = _num(pv)
                 comb = lambda *xs: sp.Add(*[sp.Abs(a) ** pe for a in xs]) ** (1 / pe)  # noqa: E731
             return reduce(x, e.param("dim"), bool(e.param("keepdim")), comb)
-        if f in ("softmax", "log_softmax"):
+        if spec.structure == "softmax":
             return softmax(x, int(e.param("dim")), log=f == "log_softmax")  # type: ignore[arg-type]
         if f == "t":
             if len(x.shape) < 2:

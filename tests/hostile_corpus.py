@@ -23,7 +23,11 @@ ESCAPES = [
     case("dunder-attr", ["x.__class__", *X1], "'__class__' is not allowed"),
     case("dunder-chain", ["x.__class__.__mro__[1].__subclasses__()", *X1], "is not allowed"),
     case("torch-dict", ["torch.__dict__", *X1], "'__dict__' is not allowed"),
-    case("torch-submodule", ["torch.nn.functional.relu(x)", *X1], "torch.nn.functional.relu is not available"),
+    case(
+        "torch-submodule",
+        ["torch.nn.functional.interpolate(x)", *X1],
+        "torch.nn.functional.interpolate is not available",
+    ),
     case("torch-load", ["torch.load('f.pt')", *X1], "Unknown function 'torch.load'"),
     case("method-self", ["x.sum.__self__", *X1], "'__self__' is not allowed"),
     case("dunder-method", ["x.__add__(x)", *X1], "'__add__' is not allowed"),

@@ -25,7 +25,9 @@ def bad(r, *phrases, code=2):
     return r
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["explain", "--help"], ["examples", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["run", "--help"], ["explain", "--help"], ["examples", "--help"], ["functions", "--help"]]
+)
 def test_help_imports_neither_torch_nor_sympy(argv):
     code = (
         "import sys\n"
@@ -40,7 +42,7 @@ def test_help_imports_neither_torch_nor_sympy(argv):
 
 
 def test_every_command_has_help_and_an_example(vjp):
-    for cmd in ("run", "explain", "examples"):
+    for cmd in ("run", "explain", "examples", "functions"):
         r = ok(vjp(cmd, "--help"))
         assert "Example" in r.stdout, cmd
 

@@ -722,10 +722,10 @@ def _not_a_program(text: str) -> UsageError | None:
     import keyword
 
     from .language.files import not_found_hint
-    from .language.functions import FUNCTIONS
+    from .ops import is_function
 
     shown = text if len(text) <= 200 else text[:197] + "..."
-    if text in FUNCTIONS or keyword.iskeyword(text) or text == "torch":
+    if is_function(text) or keyword.iskeyword(text) or text == "torch":
         return None  # runs as a program, whose error says what the word is ('sin' is a function)
     if text.isidentifier() and text.isascii():
         return UsageError(
@@ -823,6 +823,44 @@ def examples(
                 Text(f"\nfiles in {items[0].path.parent}; run one with: vjp explain NAME, vjp run --file NAME")
             )
         _write(_render(*shown))
+    except VjpError as e:
+        raise _fail(e, False) from None
+
+
+@app.command(name="functions")
+def functions_cmd(
+    word: Annotated[
+        str | None, typer.Argument(help="Only the functions whose name, spellings or description hold WORD.")
+    ] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """List the functions of the program language: spellings, exact route, torch's convention at kinks.
+
+    Example: vjp functions relu
+    """
+    try:
+        from .ops.listing import rows
+
+        items = rows(word)
+        if json_:
+            import json
+
+            _write(json.dumps(items, indent=2) + "\n")
+            return
+        from rich.table import Table
+        from rich.text import Text
+
+        t = Table(show_edge=False, header_style="bold", show_lines=True)
+        for col in ("function", "spellings", "exact route", "at kinks"):
+            t.add_column(col, overflow="fold")
+        for i in items:
+            t.add_row(
+                Text(f"{i['signature']}\n{i['doc']}"),
+                Text(", ".join(i["spellings"])),
+                Text(i["exact"]),
+                Text(i["kink"]),
+            )
+        _write(_render(t, Text(f"\n{len(items)} of the language's functions; the reference is docs/functions.md")))
     except VjpError as e:
         raise _fail(e, False) from None
 

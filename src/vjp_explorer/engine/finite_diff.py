@@ -21,13 +21,13 @@ from typing import Any
 import torch
 
 from ..language import program as P
+from ..ops import REGISTRY, bound_params
 from ..result import element_label
 from .interpreter import Step, Val, _ReplayInterpreter
 
 EPS = float(torch.finfo(torch.float64).eps)
 STEP = EPS ** (1 / 3)  # the central difference's best step, relative to the size of x
 DIRECTIONS = 2  # random directions past the budget
-KINKS = ("relu", "abs")
 
 
 class FDUnavailable(Exception):
@@ -75,10 +75,11 @@ class _Evaluator(_ReplayInterpreter):
             val = super()._call(e, args)
             self.detached.append(val.v)
             return val
-        if e.func in KINKS and isinstance(args[0].v, torch.Tensor):
-            self.kinks.append(torch.sign(args[0].v))
-        elif e.func == "norm" and isinstance(args[0].v, torch.Tensor):
-            self.kinks.append((args[0].v != 0).any().reshape(1).double())  # a norm is not smooth at 0
+        spec = REGISTRY[e.func]
+        if spec.kinks is not None and any(isinstance(a.v, torch.Tensor) for a in args):
+            xs = [a.v if isinstance(a.v, torch.Tensor) else torch.tensor(float(a.v), dtype=self.dtype) for a in args]
+            # the registry says where each function has its kinks and steps (relu at 0, clamp at its bounds)
+            self.kinks.extend(spec.kinks(torch, *xs, **bound_params(spec, e.params)))
         return super()._call(e, args)
 
 

@@ -17,8 +17,8 @@ import torch
 
 from ..errors import LimitError, ProgramError, ShapeError
 from ..language import program as P
-from ..language.functions import ELEMENTWISE
 from ..limits import Limits
+from ..ops import REGISTRY, OpSpec
 
 DIAG = "diag"
 DENSE = "dense"
@@ -315,30 +315,33 @@ class Interpreter:
 
     def _call(self, e: P.Call, args: list[Val]) -> Val:
         f = e.func
+        spec = REGISTRY[f]
         x = args[0]
         t = x.v
         if not isinstance(t, torch.Tensor):
             t = torch.as_tensor(float(t), dtype=self.dtype)
         try:
-            if f in ELEMENTWISE:
-                self._charge(tuple(t.shape), e.span)
-                return Val(getattr(torch, f)(t), dict(x.deps), _grow(x.size))
-            if f == "pow":
+            if spec.operator == "**":
                 return self._binop(P.BinOp("**", P.Num(0, e.span), P.Num(0, e.span), e.span), x, args[1])
-            if f in ("matmul", "mm"):
+            if spec.elementwise and spec.tensors == 2:
+                return self._binary(e, spec, x, args[1])
+            if spec.elementwise:
+                self._charge(tuple(t.shape), e.span)
+                return Val(spec.call_torch(t, **dict(e.params)), dict(x.deps), _grow(x.size))
+            if spec.structure == "matmul":
                 if f == "mm" and (t.dim() != 2 or getattr(args[1].v, "ndim", 0) != 2):
                     raise self.err(ShapeError, "mm() multiplies two 2-D matrices; use matmul or @ otherwise.", e.span)
                 return self._matmul(e.span, x, args[1])
-            if f == "detach":
+            if spec.structure == "detach":
                 return Val(t.detach(), {})
-            if f in ("sum", "mean", "prod", "norm"):
+            if spec.structure == "reduction":
                 r = self._reduce(e, t)
                 return Val(r, _dense(x), _grow(x.size, times=max(1, t.numel() // max(1, r.numel()))))
-            if f in ("softmax", "log_softmax"):
+            if spec.structure == "softmax":
                 self._charge(tuple(t.shape), e.span)
                 dim = self._dim(e, t, e.param("dim"))
                 width = int(t.shape[dim]) if t.dim() else 1
-                return Val(getattr(torch, f)(t, dim=dim), _dense(x), _grow(x.size, times=2 * width))
+                return Val(spec.call_torch(t, dim=dim), _dense(x), _grow(x.size, times=2 * width))
             if f == "t":
                 if t.dim() > 2:
                     raise self.err(
@@ -354,9 +357,24 @@ class Interpreter:
                 return Val(t.transpose(d0, d1), dict(x.deps) if d0 == d1 else _dense(x), x.size)
         except RecursionError:
             raise
-        except RuntimeError as err:
+        except (RuntimeError, ValueError) as err:  # torch.nn.functional checks some arguments with ValueError
             raise self.err(ProgramError, f"{f}() failed: {_first_line(err)}", e.span) from None
         raise AssertionError(f)  # pragma: no cover
+
+    def _binary(self, e: P.Call, spec: OpSpec, a: Val, b: Val) -> Val:
+        """An elementwise function of two operands, broadcast as torch does (maximum, atan2, ...)."""
+        try:
+            shape = tuple(torch.broadcast_shapes(a.shape, b.shape))
+        except RuntimeError:
+            raise self.err(
+                ShapeError,
+                f"{e.func}(): shapes {list(a.shape)} and {list(b.shape)} do not broadcast.",
+                e.span,
+                "Broadcasting matches trailing dimensions; each pair must be equal or 1.",
+            ) from None
+        self._charge(shape, e.span)
+        x, y = (v.v if isinstance(v.v, torch.Tensor) else torch.as_tensor(float(v.v), dtype=self.dtype) for v in (a, b))
+        return Val(spec.call_torch(x, y, **dict(e.params)), _merge(a, b, shape), _grow(a.size, b.size))
 
     def _dim(self, e: P.Call, t: torch.Tensor, d: Any) -> Any:
         nd = max(t.dim(), 1)

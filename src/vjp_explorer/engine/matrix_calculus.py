@@ -41,6 +41,7 @@ from sympy.tensor.array.expressions import (
 from sympy.tensor.array.expressions.arrayexpr_derivatives import array_derive
 
 from ..language import program as P
+from ..ops import REGISTRY
 from .interpreter import Step
 from .symbolic import _BIN, _UNARY, Unsupported, absolute_terms, evaluate
 
@@ -154,8 +155,8 @@ class MatrixProgram:
         if f in _UNARY:
             if x.scalar:
                 return number(_UNARY[f](x.number))
-            return self.cut(apply(_MATRIX_UNARY.get(f, _UNARY[f]), self.cut_product(x)))
-        if f == "pow":
+            return self.cut(apply(_matrix_rule(f), self.cut_product(x)))
+        if REGISTRY[f].operator == "**":
             return binary("**", self.cut_product(x), self.cut_product(args[1]))
         if f in ("matmul", "mm"):
             return matmul(x, args[1])
@@ -184,6 +185,17 @@ class MatrixProgram:
 # sympy's array calculus cannot rebuild a Piecewise: relu is Max(x, 0), whose derivative Heaviside(x) is given
 # torch's value at the kink (0) before it is evaluated
 _MATRIX_UNARY = {"relu": lambda d: sp.Max(d, 0)}
+
+
+def _matrix_rule(f: str) -> Any:
+    """The registry's rule of a unary function, where sympy's array calculus can follow it."""
+    if f in _MATRIX_UNARY:
+        return _MATRIX_UNARY[f]
+    probe = _UNARY[f](sp.Symbol("x", real=True))
+    steps = any(not type(g).__module__.startswith("sympy") for g in probe.atoms(sp.Function))  # floor, sign
+    if probe.has(sp.Piecewise) or steps:
+        raise Unsupported(f"the piecewise function {f} in matrix calculus")
+    return _UNARY[f]
 
 
 def apply(g: Any, x: MVal) -> MVal:

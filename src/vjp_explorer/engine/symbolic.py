@@ -23,6 +23,7 @@ import sympy as sp
 import torch
 
 from ..language import program as P
+from ..ops import REGISTRY, OpSpec, bound_params, resolve
 from ..result import index_label
 from .interpreter import Step
 from .tensors import CHUNK, Computed
@@ -115,14 +116,17 @@ class SymbolicProgram:
     def call(self, e: P.Call, args: list[SymTensor]) -> SymTensor:
         f = e.func
         x = args[0]
-        if f in _UNARY:
-            fn = _UNARY[f]
-            return SymTensor(x.shape, [fn(a) for a in x.items])
-        if f == "pow":
+        spec = REGISTRY[f]
+        if spec.operator == "**":
             return broadcast(x, args[1], _BIN["**"])
-        if f in ("matmul", "mm"):
+        if spec.elementwise:
+            fn = exact_rule(spec, e.params)
+            if spec.tensors == 2:
+                return broadcast(x, args[1], fn)
+            return SymTensor(x.shape, [fn(a) for a in x.items])
+        if spec.structure == "matmul":
             return matmul(x, args[1])
-        if f == "detach":
+        if spec.structure == "detach":
             return SymTensor(x.shape, [self.numeric(a) for a in x.items])
         if f in ("sum", "mean", "prod"):
             combine = {"sum": sp.Add, "prod": sp.Mul, "mean": lambda *xs: sp.Add(*xs) / len(xs)}[f]
@@ -140,7 +144,7 @@ class SymbolicProgram:
                 pe = _num(pv)
                 comb = lambda *xs: sp.Add(*[sp.Abs(a) ** pe for a in xs]) ** (1 / pe)  # noqa: E731
             return reduce(x, e.param("dim"), bool(e.param("keepdim")), comb)
-        if f in ("softmax", "log_softmax"):
+        if spec.structure == "softmax":
             return softmax(x, int(e.param("dim")), log=f == "log_softmax")  # type: ignore[arg-type]
         if f == "t":
             if len(x.shape) < 2:
@@ -151,25 +155,19 @@ class SymbolicProgram:
         raise Unsupported(f"the function {f}")
 
 
-def _relu(a: Any) -> Any:
-    return sp.Piecewise((a, a > 0), (0, True))
+def exact_rule(spec: OpSpec, params: tuple[tuple[str, Any], ...] = ()) -> Callable[..., Any]:
+    """The registry's exact rule of an elementwise function, its parameters bound as sympy numbers; raises
+    Unsupported (the check is skipped with the entry's reason) where it has none."""
+    if spec.exact is None:
+        raise Unsupported(f"{spec.name}: {spec.unsupported}" if spec.unsupported else f"the function {spec.name}")
+    rule = spec.exact
+    bound = {k: None if v is None else _num(float(v)) for k, v in bound_params(spec, params).items()}
+    return lambda *xs: rule(sp, *xs, **bound)
 
 
-def _sigmoid(a: Any) -> Any:
-    return 1 / (1 + sp.exp(-a))
-
-
+# the unary elementwise functions at their default parameters (matrix calculus and tests read these)
 _UNARY: dict[str, Callable[[Any], Any]] = {
-    "log": sp.log,
-    "exp": sp.exp,
-    "sin": sp.sin,
-    "cos": sp.cos,
-    "tan": sp.tan,
-    "tanh": sp.tanh,
-    "sigmoid": _sigmoid,
-    "relu": _relu,
-    "sqrt": sp.sqrt,
-    "abs": sp.Abs,
+    s.name: exact_rule(s) for s in REGISTRY.values() if s.elementwise and s.tensors == 1 and s.exact is not None
 }
 _BIN: dict[str, Callable[[Any, Any], Any]] = {
     "+": lambda a, b: a + b,
@@ -519,7 +517,7 @@ def _real_at(y: Any, subs: dict[Any, Any]) -> bool:
 
 
 # ---------------------------------------------------------------------------- elementwise route
-_ELEMENTWISE_CALLS = frozenset(_UNARY) | {"pow"}
+_ELEMENTWISE_CALLS = frozenset(s.name for s in REGISTRY.values() if s.elementwise and s.exact is not None)
 
 
 def is_elementwise(steps: list[Step], deps: dict[str, str]) -> bool:
@@ -754,7 +752,7 @@ def evaluate(expr: Any, arrays: dict[str, Any], out: Any = None) -> Any:
         return _give(arrays[expr.name], out)
     if expr is sp.zoo or expr is sp.nan:
         return _give(torch.tensor(math.nan, dtype=torch.float64), out)
-    if expr.is_Number:
+    if expr.is_Number or expr.is_NumberSymbol:  # 3, 1/2, pi (erf's derivative holds sqrt(pi))
         return _give(torch.tensor(float(expr), dtype=torch.float64), out)
     args = expr.args
     if expr.is_Add or expr.is_Mul:
@@ -835,15 +833,7 @@ def _condition(cond: Any, arrays: dict[str, Any]) -> Any:
     raise Unsupported(f"the condition {name}")
 
 
+# the sympy functions the registry's torch functions compute (exp, Abs, atan2, floor, ...)
 _TORCH_FUNCS: dict[str, Callable[..., Any]] = {
-    "exp": torch.exp,
-    "log": torch.log,
-    "sin": torch.sin,
-    "cos": torch.cos,
-    "tan": torch.tan,
-    "tanh": torch.tanh,
-    "sinh": torch.sinh,
-    "cosh": torch.cosh,
-    "Abs": torch.abs,
-    "sign": torch.sign,
+    name: resolve(s.torch) for s in REGISTRY.values() for name in s.evaluates
 }

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 
 from ..errors import LimitError, ProgramSyntaxError, VjpError
 from ..limits import DEFAULT_LIMITS, Limits
+from ..ops import ATTRIBUTES, OpSpec, Param, function_list, how_to_write, is_function, lookup
 from . import program as P
-from .functions import ATTRIBUTES, FUNCTIONS, FunctionSpec, Param, function_list
 from .unicode import first_bad_char, sentence, visible
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
@@ -560,7 +560,7 @@ class _Parser:
 
     def _target(self, node: ast.Name) -> str:
         self._check_name(node)
-        if node.id in FUNCTIONS:
+        if is_function(node.id):
             raise self.err(f"{node.id!r} is a function; choose another variable name.", node)
         return node.id
 
@@ -615,7 +615,7 @@ class _Parser:
             raise self.err(_NODE_WORDS[ast.JoinedStr], node)
         if isinstance(node, ast.Name):
             self._check_name(node)
-            if node.id in FUNCTIONS:
+            if is_function(node.id):
                 raise self.err(f"{node.id!r} is a function; call it: {node.id}(x).", node)
             return P.Name(node.id, sp)
         if isinstance(node, ast.BinOp):
@@ -671,15 +671,16 @@ class _Parser:
         attr = node.attr
         if attr.startswith("_"):
             raise self.err(f"The attribute {attr!r} is not allowed.", node)
+        dotted = _dotted(node)
+        if lookup(dotted) is not None:
+            raise self.err(f"{dotted} is a function; call it: {dotted}(x).", node)
         if isinstance(node.value, ast.Name) and node.value.id == "torch":
-            if attr in FUNCTIONS:
-                raise self.err(f"torch.{attr} is a function; call it: torch.{attr}(x).", node)
             raise self.unknown_function(f"torch.{attr}", node)
         if _dotted(node.value).startswith("torch."):
             raise self._torch_submodule(node)
         if attr in ATTRIBUTES:
             return P.Call(ATTRIBUTES[attr], (self._expr(node.value),), (), sp)
-        if attr in FUNCTIONS:
+        if lookup(f".{attr}") is not None:
             raise self.err(f".{attr} is a method; call it: x.{attr}().", node)
         raise self.err(
             f"Unknown attribute {attr!r}. Attributes are .T and .data; methods are: {function_list()}.", node
@@ -688,9 +689,9 @@ class _Parser:
     def _torch_submodule(self, node: ast.Attribute) -> VjpError:
         # torch.nn.functional.relu, torch.linalg.norm, torch.os...: only torch.<function> exists here
         name = _dotted(node)
-        base = node.attr if node.attr in FUNCTIONS else None
-        hint = f"Write {base}(x) or torch.{base}(x)." if base else f"The functions are: {function_list()}."
-        return self.err(f"{name} is not available: only torch.<function> is, for the functions listed.", node, hint)
+        spec = lookup(node.attr)
+        hint = how_to_write(spec) if spec else f"The functions are: {function_list()}."
+        return self.err(f"{name} is not available: of torch's modules, only the spellings listed are.", node, hint)
 
     def _op_span(self, node: ast.BinOp) -> P.Span:
         """The span of the operator itself (the '^' in 2*b^2), for the marker."""
@@ -712,50 +713,59 @@ class _Parser:
                 node,
                 "Give v with --grad (e.g. --grad 0.1,1,0.0001), and the output with --output NAME.",
             )
-        base = name.removeprefix("torch.").split(".")[-1]
-        near = difflib.get_close_matches(base, list(FUNCTIONS), n=3)
+        base = name.split(".")[-1]
+        spec = lookup(base)
+        if spec is not None:  # a real function, under a name torch does not give it (x.gelu())
+            what = f".{base}() is not a tensor method in torch" if name.startswith(".") else f"torch has no {name}"
+            return self.err(f"{what}; {base} is spelled otherwise.", node, how_to_write(spec))
+        near = difflib.get_close_matches(base, function_list().split(", "), n=3)
         hint = f"Did you mean {', '.join(near)}?" if near else None
         return self.err(f"Unknown function {name!r}. The functions are: {function_list()}.", node, hint)
 
     def _call(self, node: ast.Call, sp: P.Span) -> P.Expr:
         func = node.func
         receiver: ast.expr | None = None
+        spec: OpSpec | None
         if isinstance(func, ast.Name):
-            if func.id not in FUNCTIONS:
+            spec = lookup(func.id)
+            if spec is None:
                 raise self.unknown_function(func.id, func)
-            name = func.id
         elif isinstance(func, ast.Attribute):
             if func.attr.startswith("_"):
                 raise self.err(f"The attribute {func.attr!r} is not allowed.", func)
-            if isinstance(func.value, ast.Name) and func.value.id == "torch":
-                if func.attr not in FUNCTIONS:
-                    raise self.unknown_function(f"torch.{func.attr}", func)
+            spec = lookup(_dotted(func))  # torch.exp, F.gelu, torch.special.erf, torch.nn.functional.relu
+            if spec is not None and _dotted(func).startswith("F.") and len(node.args) < spec.tensors:
+                spec = None  # F.softmax(dim=1): a method of a variable named F
+            if spec is not None:
+                pass
+            elif isinstance(func.value, ast.Name) and func.value.id == "torch":
+                raise self.unknown_function(f"torch.{func.attr}", func)
             elif _dotted(func.value).startswith("torch."):
                 raise self._torch_submodule(func)
             elif (
                 isinstance(func.value, ast.Name)
                 and func.value.id in _OTHER_MODULES
-                and (func.attr not in FUNCTIONS or _looks_like_module_call(func.attr, node))
+                and (lookup(f".{func.attr}") is None or _looks_like_module_call(func.attr, node))
             ):
+                known = lookup(func.attr)
                 raise self.err(
-                    f"{func.value.id}.{func.attr} is not available: only torch's names are. Write "
-                    f"torch.{func.attr}(x) or {func.attr}(x)."
-                    + ("" if func.attr in FUNCTIONS else f" The functions are: {function_list()}."),
+                    f"{func.value.id}.{func.attr} is not available: only torch's names are. "
+                    + (how_to_write(known) if known else f"The functions are: {function_list()}."),
                     func,
                 )
             else:
-                if func.attr not in FUNCTIONS:
+                spec = lookup(f".{func.attr}")
+                if spec is None:
                     # report the leftmost problem first: in __import__('os').system() that is __import__
                     self._expr(func.value)
                     raise self.unknown_function(f".{func.attr}", func)
                 receiver = func.value
-            name = func.attr
         else:
             hint = None
             if isinstance(func, ast.Constant | ast.BinOp | ast.UnaryOp | ast.Call):
                 hint = "Multiplication is written with '*': 2*(x + 1), not 2(x + 1)."
             raise self.err("Only named functions can be called.", func, hint)
-        spec = FUNCTIONS[name]
+        name = spec.name
         for a in node.args:
             if isinstance(a, ast.Starred):
                 raise self.err("'*' unpacking is not part of the language.", a)
@@ -788,7 +798,7 @@ class _Parser:
         return P.Call(name, tensors, ordered, sp)
 
     @staticmethod
-    def _signature(spec: FunctionSpec) -> str:
+    def _signature(spec: OpSpec) -> str:
         parts = ["x", "y"][: spec.tensors] + [p.name if p.required else f"{p.name}=..." for p in spec.params]
         return f"{spec.name}({', '.join(parts)})"
 
@@ -842,8 +852,8 @@ def _output_names() -> Iterator[str]:
 
 def _looks_like_module_call(name: str, node: ast.Call) -> bool:
     """np.log(x) or F.softmax(x, dim=0): a module function given the tensor, not a method (F.sum())."""
-    spec = FUNCTIONS[name]
-    if spec.tensors != 1 or not node.args:
+    spec = lookup(name)
+    if spec is None or spec.tensors != 1 or not node.args:
         return False
     return _literal_number(node.args[0]) is None and not isinstance(node.args[0], ast.Tuple)
 

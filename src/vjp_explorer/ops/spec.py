@@ -1,0 +1,101 @@
+"""What one registry entry holds: every fact about a function of the program language.
+
+Nothing here imports torch or sympy: the torch function is named by its dotted path and resolved on
+first use, and the exact rules receive the sympy module as their first argument, so `vjp --help`
+and the parser stay light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parse-time constant parameter: `dim`, `keepdim`, `p`, `min`, ..."""
+
+    name: str
+    kind: str  # "dim" (int), "dims" (int or tuple of ints), "bool", "number"
+    required: bool = False
+    default: float | None = None  # the value torch uses when it is not given (numbers only)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One function: its spellings, signature, structure, torch call, exact rule and conventions."""
+
+    name: str
+    tensors: int  # tensor operands (the receiver of a method call is the first)
+    params: tuple[Param, ...] = ()
+    # elementwise (unary or broadcasting binary) | reduction | matmul | transpose | softmax | detach
+    structure: str = "elementwise"
+    torch: str = ""  # dotted path of the real torch function that runs, e.g. torch.nn.functional.gelu
+    # the exact rule: (sympy, *elements, **params) -> a sympy expression; None for the structural ops,
+    # which the exact routes build from sums, products and index maps
+    exact: Callable[..., Any] | None = None
+    unsupported: str = ""  # why the exact routes skip it (then exact is None)
+    operator: str = ""  # the same as this operator of the language (pow is **)
+    evaluates: tuple[str, ...] = ()  # the sympy function classes this torch function computes
+    kink: str = ""  # torch's convention where the function has a kink or a step
+    # (torch, *tensors, **params) -> tensors whose change means a step crossed a kink (finite differences)
+    kinks: Callable[..., list[Any]] | None = None
+    doc: str = ""
+    example: str = ""
+    names: tuple[str, ...] = ()  # every spelling: f, torch.f, .f (a method), F.f, torch.nn.functional.f, ...
+
+    @property
+    def elementwise(self) -> bool:
+        return self.structure == "elementwise"
+
+    def call_torch(self, *tensors: Any, **params: Any) -> Any:
+        """The real torch function on these tensors, with the parameters the program gave."""
+        return resolve(self.torch)(*tensors, **{k: v for k, v in params.items() if v is not None})
+
+    def exact_route(self) -> str:
+        """How the exact routes follow it, in words (for listings and docs)."""
+        if self.operator:
+            return f"as the operator {self.operator}"
+        if self.exact is not None:
+            import sympy
+
+            xs = [sympy.Symbol(n) for n in "xy"[: self.tensors]]
+            defaults = {p.name: _sym_default(sympy, p) for p in self.params if p.kind == "number"}
+            return f"sympy: {self.exact(sympy, *xs, **defaults)}"
+        if self.unsupported:
+            return f"unsupported: {self.unsupported}"
+        return f"structural ({self.structure}): built element by element from sums and products"
+
+
+def _sym_default(sympy: Any, p: Param) -> Any:
+    d = p.default
+    if d is None:
+        return sympy.Symbol(p.name)
+    return sympy.Integer(int(d)) if d is not None and float(d).is_integer() else sympy.Float(d)
+
+
+@cache
+def resolve(path: str) -> Callable[..., Any]:
+    """torch.nn.functional.gelu -> the function (a path from our own registry, never user text)."""
+    module, _, attr = path.rpartition(".")
+    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+
+
+def spellings(
+    name: str, *, torch: bool = True, method: bool = True, functional: bool = False, special: str = ""
+) -> tuple[str, ...]:
+    """The names a function answers to: always `name`; `torch.name` and `.name` where torch has them;
+    `F.name` and `torch.nn.functional.name` for torch.nn.functional; `torch.special.<special>`."""
+    out = [name]
+    if torch:
+        out.append(f"torch.{name}")
+    if method:
+        out.append(f".{name}")
+    if functional:
+        out += [f"F.{name}", f"torch.nn.functional.{name}"]
+    if special:
+        out.append(f"torch.special.{special}")
+    return tuple(out)

@@ -88,7 +88,13 @@ class Explainer:
             probe = GraphProbe(it, outs, lambda t: name_of(it, t, None))
             probe.start()
         try:
-            value = it.real(self._caller(receiver, real), *args, node=node, **kwargs)
+            value = it.traced(
+                "grad" if qualname == "torch.autograd.grad" and p.get("create_graph") else "call",
+                real,
+                args,
+                kwargs,
+                lambda: it.real(self._caller(receiver, real), *args, node=node, **kwargs),
+            )
         except SnippetRaised as raised:
             raised.context = _freed(outs, self.events) if "a second time" in str(raised.exc) else None
             raise

@@ -4,7 +4,9 @@ While the snippet runs, every tensor operation it performs is recorded (what was
 which version). For a backward event, the forward that produced the output is replayed from those records
 with the leaves perturbed, under no_grad and in float64, so g(x) = Σ v·y(x) is differentiated numerically,
 without autograd. Where the replay cannot repeat the forward exactly (an nn module call, a random op, a
-tensor that came out of a backward pass, an in-place change of a view), the check is skipped and says why.
+tensor from a backward pass without create_graph, an in-place change of a view), the check is skipped and says
+why. A second-order forward (autograd.grad with create_graph=True) is replayed with grad on, its inner grad by
+autograd on the float64 graph.
 """
 
 from __future__ import annotations
@@ -176,6 +178,7 @@ class Replay:
         self.leaves = leaves
         self.memo: dict[Key, Any] = {}
         self.runs = 0
+        self.second_order = False  # the forward holds an autograd.grad(create_graph=True): replay with grad on
 
     def plan(self, outs: list[Key]) -> int:
         """Check that every output can be replayed; returns how many operations one evaluation runs."""
@@ -197,6 +200,7 @@ class Replay:
                 )
             if rec.opaque:
                 raise NotReplayable(rec.opaque)
+            self.second_order |= rec.kind == "grad"
             stack.extend(r.key for r in _refs((rec.args, rec.kwargs)))
         return len(seen)
 
@@ -213,7 +217,10 @@ class Replay:
         t = self.trace.alive.get(k[0])
         if t is None or t._version != k[1]:
             raise NotReplayable("a tensor the forward used was changed in place afterwards")
-        return t.detach().to(torch.float64) if t.is_floating_point() else t.detach()
+        value = t.detach().to(torch.float64) if t.is_floating_point() else t.detach()
+        if self.second_order and t.is_leaf and t.requires_grad:
+            value.requires_grad_(True)  # an inner autograd.grad may differentiate with respect to it
+        return value
 
     def value(self, k: Key) -> Any:
         if k in self.leaves:
@@ -256,6 +263,11 @@ class Replay:
         kwargs = self._arg(rec.kwargs)
         if rec.kind == "call":
             return rec.fn(*args, **kwargs)
+        if rec.kind == "grad":  # the inner derivative of a second-order snippet, by autograd on the replay
+            import torch
+
+            with torch.enable_grad():
+                return rec.fn(*args, **{**kwargs, "create_graph": True, "retain_graph": True})
         if rec.kind == "method":
             name = "double" if rec.fn in _TO_DOUBLE else rec.fn
             return getattr(args[0], name)(*args[1:], **kwargs)
@@ -298,7 +310,9 @@ def finite_difference_check(
     base = {k: x.detach().to(torch.float64) for k, x in zip(leaf_keys, leaves, strict=True)}
     v64 = [v.detach().to(torch.float64) for v in vs]
     try:
-        ops = Replay(trace, base).plan(out_keys)
+        planner = Replay(trace, base)
+        ops = planner.plan(out_keys)
+        second_order = planner.second_order
     except NotReplayable as e:
         event.checks.append(Check("finite_difference", "skipped", compares, reason=str(e)))
         return
@@ -318,8 +332,11 @@ def finite_difference_check(
     def y(shift: dict[Key, Any]) -> Any:
         """All outputs, flattened into one float64 vector, with the leaves shifted."""
         leaves64 = {k: base[k] + shift[k] if k in shift else base[k] for k in base}
+        if second_order:  # an inner autograd.grad needs the replayed leaves in a graph
+            leaves64 = {k: t.detach().requires_grad_(True) for k, t in leaves64.items()}
         rp = Replay(trace, leaves64)
-        with torch.no_grad():
+        rp.second_order = second_order
+        with torch.set_grad_enabled(second_order):
             return torch.cat([rp.value(k).detach().reshape(-1).to(torch.float64) for k in out_keys])
 
     try:

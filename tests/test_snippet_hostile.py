@@ -147,3 +147,9 @@ def test_control_characters_never_reach_the_terminal(vjp):
     assert "\x1b" not in res.stdout and "\u202e" not in res.stdout
     res = vjp("run", "--snippet", "print('\\x1b[2J')", "--json")
     assert "\x1b" not in res.stdout
+
+
+def test_a_v_that_is_not_a_tensor_is_left_to_torch():
+    # found by fuzzing: the probes assumed a tensor v; torch itself raises TypeError here, and so do we
+    r = run_snippet("a = torch.ones(1, requires_grad=True)\n(a * 2).backward(float('nan'))\n", seed=0)
+    assert r.error is not None and r.error.type == "TypeError" and r.events == []

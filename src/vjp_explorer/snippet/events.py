@@ -56,7 +56,8 @@ class Explainer:
             outs, vs, inputs = _seq(p.get("tensors")), _seq(p.get("grad_tensors")), p.get("inputs")
         else:
             outs, vs, inputs = _seq(p.get("outputs")), _seq(p.get("grad_outputs")), p.get("inputs")
-        if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        odd_v = any(v is not None and not isinstance(v, torch.Tensor) for v in vs)  # torch decides what it does
+        if not outs or not all(isinstance(o, torch.Tensor) for o in outs) or odd_v:
             return it.real(self._caller(receiver, real), *args, node=node, **kwargs)
         if not vs or vs == [None]:
             vs = [None] * len(outs)

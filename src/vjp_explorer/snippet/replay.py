@@ -482,11 +482,9 @@ def _full(
                 continue
             d1 = float(v @ d)
             fd[j] = d1
-            noise = 1e-13 * float((v.abs() * (y0.abs().nan_to_num(0, 0, 0) + 1)).sum()) / h
+            noise = _noise(y0, v, h)
             both = (state == 1) & torch.isfinite(ys[1]) & torch.isfinite(ys[-1])
-            s = {m: float((v * torch.where(both, ys[m] - y0, torch.zeros_like(y0))).sum()) for m in ys}
-            jump1, jump2 = (s[1] + s[-1]) / h, (s[2] + s[-2]) / (2 * h)
-            if abs(jump1) > 100 * noise + 1e-9 * abs(d1) and abs(jump2 - jump1) < 0.25 * abs(jump1):
+            if _kink(y0, ys, v, h, both, d1):
                 kinks.append(label)
                 continue
             fd_err = float((v.abs() * err).sum()) + noise
@@ -559,7 +557,8 @@ def _directions(
         if bool((state[v != 0] == 2).any()):
             skipped.append(f"direction {d + 1}: not finite around the point")
             continue
-        if _kink(y0, ys, v, h):
+        finite = torch.isfinite(y0) & torch.isfinite(ys[1]) & torch.isfinite(ys[-1])
+        if _kink(y0, ys, v, h, finite & torch.isfinite(ys[2]) & torch.isfinite(ys[-2])):
             skipped.append(f"direction {d + 1}: a kink along it (relu/abs at 0, a tie, a bound)")
             continue
         d1 = float(v @ col)
@@ -582,13 +581,16 @@ def _directions(
     )
 
 
-def _kink(y0: Any, ys: dict[int, Any], v: Any, h: float) -> bool:
-    """Whether the slopes left and right of the point differ along this direction (they would at h and 2h)."""
+def _noise(y0: Any, v: Any, h: float) -> float:
+    """The size of float64 rounding in a difference quotient of Σ v·y at step h."""
+    return 1e-13 * float((v.abs() * (y0.abs().nan_to_num(0, 0, 0) + 1)).sum()) / h
+
+
+def _kink(y0: Any, ys: dict[int, Any], v: Any, h: float, mask: Any, d1: float = 0.0) -> bool:
+    """Whether the slopes left and right of the point differ (a kink keeps the same jump at h and 2h; a
+    smooth function's jump doubles), over the output elements in `mask`."""
     import torch
 
-    finite = torch.isfinite(y0) & torch.isfinite(ys[1]) & torch.isfinite(ys[-1]) & torch.isfinite(ys[2])
-    finite &= torch.isfinite(ys[-2])
-    s = {m: float((v * torch.where(finite, ys[m] - y0, torch.zeros_like(y0))).sum()) for m in ys}
+    s = {m: float((v * torch.where(mask, ys[m] - y0, torch.zeros_like(y0))).sum()) for m in ys}
     jump1, jump2 = (s[1] + s[-1]) / h, (s[2] + s[-2]) / (2 * h)
-    noise = 1e-13 * float((v.abs() * (y0.abs().nan_to_num(0, 0, 0) + 1)).sum()) / h
-    return abs(jump1) > 100 * noise and abs(jump2 - jump1) < 0.25 * abs(jump1)
+    return abs(jump1) > 100 * _noise(y0, v, h) + 1e-9 * abs(d1) and abs(jump2 - jump1) < 0.25 * abs(jump1)

@@ -30,6 +30,8 @@ class Ref:
     b_hi: float | None = None
     kinks: Callable[[float], float] | None = None  # distance to the nearest kink, for drawing inputs
     apart: bool = False  # binary: a kink where a == b (maximum, minimum), so a and b are drawn apart
+    leaves: int = 0  # how many of a, b, c the program reads (default: the function's tensor count, at most 3)
+    c_shape: tuple[int, ...] | None = None  # the third input, its own shape
 
 
 _erf = np.vectorize(math.erf, otypes=[float])
@@ -123,6 +125,12 @@ REFERENCES: dict[str, Ref] = {
     "softmax": Ref(lambda x: _softmax(x, 1), "softmax(a, dim=1)", shape=(2, 3)),
     "log_softmax": Ref(lambda x: np.log(_softmax(x, 0)), "log_softmax(a, dim=0)", shape=(2, 3)),
     "detach": Ref(lambda x: x * x, "detach(a) * a"),
+    "lerp": Ref(lambda a, b, w: a + w * (b - a)),
+    "addcmul": Ref(lambda a, b, c: a + 0.5 * b * c, "addcmul(a, b, c, value=0.5)"),
+    "logsumexp": Ref(lambda x: np.log(np.sum(np.exp(x), axis=1)), "logsumexp(a, dim=1)", shape=(2, 3)),
+    "cumsum": Ref(lambda x: np.cumsum(x, axis=0), "a.cumsum(dim=0)", shape=(3, 2)),
+    "tril": Ref(lambda x: np.tril(x) * x, "tril(a) * a", shape=(3, 3)),
+    "triu": Ref(lambda x: np.triu(x, 1) * x, "torch.triu(a, 1) * a", shape=(3, 3)),
 }
 # constants some programs read (given with --const, not differentiated)
 CONSTS = {"y6": np.arange(1.0, 7.0).reshape(3, 2)}

@@ -37,7 +37,12 @@ def test_every_entry_has_a_reference():
 
 
 def _program(name: str, ref: Ref) -> str:
-    return ref.program or (f"{name}(a, b)" if REGISTRY[name].tensors == 2 else f"{name}(a)")
+    return ref.program or f"{name}({', '.join('abc'[: _leaves(name, ref)])})"
+
+
+def _leaves(name: str, ref: Ref) -> int:
+    """How many leaves (a, b, c) the reference's program reads."""
+    return ref.leaves or min(REGISTRY[name].tensors, 3)
 
 
 def _arr(td) -> np.ndarray:
@@ -103,18 +108,18 @@ def _check(name: str, dtype: str, env: dict[str, np.ndarray]) -> None:
 @pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_entry_against_numpy_and_exact_routes(name: str, dtype: str):
     ref = REFERENCES[name]
-    spec = REGISTRY[name]
     a = _inputs(ref, ref.shape, ref.lo, ref.hi)
     b_shape = ref.b_shape or ref.shape
     b = _inputs(ref, b_shape, ref.lo if ref.b_lo is None else ref.b_lo, ref.hi if ref.b_hi is None else ref.b_hi)
-    pairs = st.tuples(a, b) if spec.tensors == 2 else st.tuples(a)
+    c = _inputs(ref, ref.c_shape or ref.shape, ref.lo, ref.hi)
+    pairs = st.tuples(*(a, b, c)[: _leaves(name, ref)])
     if ref.apart:
         pairs = pairs.filter(lambda xs: bool(np.all(np.abs(xs[0] - xs[1]) > 0.01)))
 
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(pairs)
     def run(xs: tuple[np.ndarray, ...]) -> None:
-        _check(name, dtype, dict(zip("ab", xs, strict=False)))
+        _check(name, dtype, dict(zip("abc", xs, strict=False)))
 
     run()
 
@@ -222,9 +227,13 @@ def test_entry_on_the_elementwise_route(name: str):
     lo, hi = ref.lo + 0.01, ref.hi - 0.01
     b_lo = lo if ref.b_lo is None else ref.b_lo + 0.01
     b_hi = hi if ref.b_hi is None else ref.b_hi - 0.01
-    values = {"a": f"linspace({lo!r}, {hi!r}, 2000)", "b": f"linspace({b_hi!r}, {b_lo!r}, 2000)"}
+    values = {
+        "a": f"linspace({lo!r}, {hi!r}, 2000)",
+        "b": f"linspace({b_hi!r}, {b_lo!r}, 2000)",
+        "c": f"linspace({(lo + hi) / 2!r}, {hi!r}, 2000)",
+    }
     program = _program(name, ref)
-    given = {k: v for k, v in values.items() if k in ("a", "b")[: REGISTRY[name].tensors]}
+    given = {k: v for k, v in values.items() if k in "abc"[: _leaves(name, ref)]}
     r = explore(program, given, grad="ones", limits=SMALL)
     statuses = {k: (c.status, c.reason) for k, c in r.checks.items()}
     assert r.checks["symbolic"].status == "agree", statuses

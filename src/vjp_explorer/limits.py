@@ -14,6 +14,7 @@ class Limits:
     nodes: int = 5_000  # syntax nodes in the program
     depth: int = 60  # nesting depth of expressions
     statements: int = 500  # statements in the program text
+    call_operands: int = 16  # tensor operands of one call (einsum, cat, stack)
     iterations: int = 10_000  # loop iterations, all loops together
     steps: int = 50_000  # executed assignments, all together
     literal: float = 1e15  # largest magnitude of a number literal

@@ -284,7 +284,7 @@ class Interpreter:
             v = x / y
         else:
             v = torch.pow(x, y) if isinstance(x, torch.Tensor) else torch.pow(torch.as_tensor(x, dtype=y.dtype), y)
-        deps = _merge(a, b, shape)
+        deps = _merge(a, b, shape=shape)
         return Val(v, deps, _grow(a.size, b.size))
 
     def _matmul(self, span: P.Span, a: Val, b: Val) -> Val:
@@ -323,8 +323,10 @@ class Interpreter:
         try:
             if spec.operator == "**":
                 return self._binop(P.BinOp("**", P.Num(0, e.span), P.Num(0, e.span), e.span), x, args[1])
-            if spec.elementwise and spec.tensors == 2:
-                return self._binary(e, spec, x, args[1])
+            if spec.elementwise and len(args) >= 2:
+                return self._broadcasting(e, spec, args)
+            if spec.structure in ("general", "index"):
+                return self._generic(e, spec, args)
             if spec.elementwise:
                 self._charge(tuple(t.shape), e.span)
                 return Val(spec.call_torch(t, **dict(e.params)), dict(x.deps), _grow(x.size))
@@ -357,24 +359,44 @@ class Interpreter:
                 return Val(t.transpose(d0, d1), dict(x.deps) if d0 == d1 else _dense(x), x.size)
         except RecursionError:
             raise
-        except (RuntimeError, ValueError) as err:  # torch.nn.functional checks some arguments with ValueError
+        except (RuntimeError, ValueError, IndexError, TypeError) as err:  # F checks some arguments with ValueError
             raise self.err(ProgramError, f"{f}() failed: {_first_line(err)}", e.span) from None
         raise AssertionError(f)  # pragma: no cover
 
-    def _binary(self, e: P.Call, spec: OpSpec, a: Val, b: Val) -> Val:
-        """An elementwise function of two operands, broadcast as torch does (maximum, atan2, ...)."""
+    def _broadcasting(self, e: P.Call, spec: OpSpec, args: list[Val]) -> Val:
+        """An elementwise function of several operands, broadcast as torch does (maximum, atan2, lerp, ...)."""
         try:
-            shape = tuple(torch.broadcast_shapes(a.shape, b.shape))
+            shape = tuple(torch.broadcast_shapes(*(a.shape for a in args)))
         except RuntimeError:
+            shapes = " and ".join(str(list(a.shape)) for a in args)
             raise self.err(
                 ShapeError,
-                f"{e.func}(): shapes {list(a.shape)} and {list(b.shape)} do not broadcast.",
+                f"{e.func}(): shapes {shapes} do not broadcast.",
                 e.span,
                 "Broadcasting matches trailing dimensions; each pair must be equal or 1.",
             ) from None
         self._charge(shape, e.span)
-        x, y = (v.v if isinstance(v.v, torch.Tensor) else torch.as_tensor(float(v.v), dtype=self.dtype) for v in (a, b))
-        return Val(spec.call_torch(x, y, **dict(e.params)), _merge(a, b, shape), _grow(a.size, b.size))
+        out = spec.call_torch(*self._tensors(args), **dict(e.params))
+        return Val(out, _merge(*args, shape=shape), _grow(*(a.size for a in args)))
+
+    def _tensors(self, args: list[Val]) -> list[torch.Tensor]:
+        return [a.v if isinstance(a.v, torch.Tensor) else torch.as_tensor(float(a.v), dtype=self.dtype) for a in args]
+
+    def _generic(self, e: P.Call, spec: OpSpec, args: list[Val]) -> Val:
+        """A registry function whose result shape torch itself computes first, on meta tensors (no data,
+        no arithmetic), so the budgets hold before the real call allocates anything."""
+        xs = self._tensors(args)
+        params = dict(e.params)
+        try:
+            meta = spec.call_torch(*(torch.empty(x.shape, dtype=x.dtype, device="meta") for x in xs), **params)
+            shape = tuple(meta.shape)
+        except NotImplementedError:  # a shape that depends on the values (a boolean mask): at most the input's
+            shape = (max(x.numel() for x in xs),)
+        work = spec.work(*(tuple(x.shape) for x in xs), **params) if spec.work else 0
+        self._charge(shape, e.span, work=work)
+        out = spec.call_torch(*xs, **params)
+        n_in = sum(x.numel() for x in xs)
+        return Val(out, _dense(*args), _grow(*(a.size for a in args), times=max(1, n_in // max(1, out.numel()))))
 
     def _dim(self, e: P.Call, t: torch.Tensor, d: Any) -> Any:
         nd = max(t.dim(), 1)
@@ -466,10 +488,10 @@ def _compare(op: str, a: float, b: float) -> bool:
     }[op]
 
 
-def _merge(a: Val, b: Val, shape: tuple[int, ...]) -> dict[str, str]:
+def _merge(*sides: Val, shape: tuple[int, ...]) -> dict[str, str]:
     # an elementwise op keeps a diagonal dependence only if the operand was not broadcast up
     deps: dict[str, str] = {}
-    for side in (a, b):
+    for side in sides:
         widened = side.shape != shape
         for leaf, kind in side.deps.items():
             k = DENSE if widened or kind == DENSE else DIAG

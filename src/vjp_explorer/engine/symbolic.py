@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import sympy as sp
 import torch
 
@@ -121,9 +122,18 @@ class SymbolicProgram:
             return broadcast(x, args[1], _BIN["**"])
         if spec.elementwise:
             fn = exact_rule(spec, e.params)
-            if spec.tensors == 2:
+            if len(args) == 2:
                 return broadcast(x, args[1], fn)
+            if len(args) > 2:
+                return from_array(np.vectorize(fn, otypes=[object])(*(as_array(a) for a in args)))
             return SymTensor(x.shape, [fn(a) for a in x.items])
+        if spec.structure == "general":
+            if spec.rule is None:
+                raise Unsupported(f"{f}: {spec.unsupported}" if spec.unsupported else f"the function {f}")
+            out = spec.rule(RuleContext(self.numeric), *(as_array(a) for a in args), **bound_params(spec, e.params))
+            return from_array(np.asarray(out, dtype=object))
+        if spec.structure == "index":
+            return index_map(spec, args, dict(e.params))
         if spec.structure == "matmul":
             return matmul(x, args[1])
         if spec.structure == "detach":
@@ -153,6 +163,54 @@ class SymbolicProgram:
         if f == "transpose":
             return transpose(x, int(e.param("dim0")), int(e.param("dim1")))  # type: ignore[arg-type]
         raise Unsupported(f"the function {f}")
+
+
+class RuleContext:
+    """What a registry rule may use besides the arrays: sympy, and the value of an expression at the inputs
+    (to pick the branch torch takes: the largest element of a max, the sign of a kink)."""
+
+    sp = sp
+
+    def __init__(self, numeric: Callable[[Any], Any]) -> None:
+        self._numeric = numeric
+
+    def value(self, expr: Any) -> float:
+        return to_float(self._numeric(expr))
+
+
+def as_array(x: SymTensor) -> Any:
+    """The elements as a numpy object array of the tensor's shape."""
+    arr = np.empty(len(x.items), dtype=object)
+    for k, item in enumerate(x.items):
+        arr[k] = item
+    return arr.reshape(x.shape)
+
+
+def from_array(arr: Any) -> SymTensor:
+    return SymTensor(tuple(arr.shape), [_basic(a) for a in np.asarray(arr, dtype=object).reshape(-1)])
+
+
+def _basic(a: Any) -> Any:
+    # a rule's array may hold plain numbers where it summed nothing or multiplied by a constant
+    if isinstance(a, sp.Basic):
+        return a
+    if isinstance(a, bool | int | np.integer):
+        return sp.Integer(int(a))
+    return sp.Float(float(a), DPS)
+
+
+def index_map(spec: OpSpec, args: list[SymTensor], params: dict[str, Any]) -> SymTensor:
+    """An op whose every output element is an input element or 0 (reshape, cat, flip, tril, indexing): run
+    the real torch function on element numbers (1, 2, ...; 0 stays a literal 0) and read the elements back."""
+    flat: list[Any] = []
+    numbers = []
+    for a in args:
+        n = len(a.items)
+        numbers.append(torch.arange(len(flat) + 1, len(flat) + n + 1, dtype=torch.int64).reshape(a.shape))
+        flat += a.items
+    picked = spec.call_torch(*numbers, **params)
+    items = [sp.Integer(0) if k == 0 else flat[k - 1] for k in picked.reshape(-1).tolist()]
+    return SymTensor(tuple(picked.shape), items)
 
 
 def exact_rule(spec: OpSpec, params: tuple[tuple[str, Any], ...] = ()) -> Callable[..., Any]:

@@ -95,6 +95,7 @@ _OUTPUT_NAMES = ("y", "out", "output", "result")
 # beyond float range (so beyond every literal limit): refuse them before ast.parse
 _MAX_DIGITS = 309
 _MAX_DIM = 64  # a dim= value, or the length of a dim=(...) tuple: no tensor here has more dims
+_MAX_STRING = 200  # a string parameter: reduction='mean', an einsum equation
 
 
 def parse_program(source: str, output: str | None = None, limits: Limits = DEFAULT_LIMITS) -> P.Program:
@@ -772,17 +773,33 @@ class _Parser:
         for kw in node.keywords:
             if kw.arg is None:
                 raise self.err("'**' unpacking is not part of the language.", kw.value)
-        positional = ([receiver] if receiver is not None else []) + list(node.args)
+        positional = list(node.args)
+        params: dict[str, P.Static] = {}
+        for p in spec.leading:  # einsum("ij,j->i", W, x): parameters before the tensors
+            if positional and receiver is None:
+                params[p.name] = self._static(p, positional.pop(0), name)
+        positional = ([receiver] if receiver is not None else []) + positional
         if len(positional) < spec.tensors:
             raise self.err(f"{name}() takes {spec.tensors} tensor argument(s).", node)
-        tensors = tuple(self._expr(a) for a in positional[: spec.tensors])
-        extra = positional[spec.tensors :]
-        params: dict[str, P.Static] = {}
-        if len(extra) > len(spec.params):
-            raise self.err(f"{name}() got too many arguments ({self._signature(spec)}).", extra[len(spec.params)])
-        for p, a in zip(spec.params, extra, strict=False):
+        count = len(positional) if spec.variadic else spec.tensors
+        if count > self.limits.call_operands:
+            raise self.err(
+                f"{name}() got {count} tensor operands; the limit is {self.limits.call_operands} "
+                "(--limit call_operands=N).",
+                node,
+                cls=LimitError,
+            )
+        tensors = tuple(self._expr(a) for a in positional[:count])
+        extra = positional[count:]
+        for k, (p, a) in enumerate(zip(spec.params, extra, strict=False)):
+            if p.kind == "shape" and len(extra) > k + 1:  # reshape(2, 3): the rest of the positionals
+                params[p.name] = self._shape(extra[k:], name, p.name, node)
+                break
             params[p.name] = self._static(p, a, name)
-        by_name = {p.name: p for p in spec.params}
+        else:
+            if len(extra) > len(spec.params):
+                raise self.err(f"{name}() got too many arguments ({self._signature(spec)}).", extra[len(spec.params)])
+        by_name = {p.name: p for p in (*spec.leading, *spec.params)}
         for kw in node.keywords:
             if kw.arg is None:
                 raise self.err("'**' unpacking is not part of the language.", kw.value)
@@ -791,18 +808,42 @@ class _Parser:
             if kw.arg in params:
                 raise self.err(f"{name}() got {kw.arg!r} twice.", kw.value)
             params[kw.arg] = self._static(by_name[kw.arg], kw.value, name)
-        for p in spec.params:
+        for p in (*spec.leading, *spec.params):
             if p.required and p.name not in params:
                 raise self.err(f"{name}() needs {p.name}= ({self._signature(spec)}).", node)
-        ordered = tuple((p.name, params[p.name]) for p in spec.params if p.name in params)
+        ordered = tuple((p.name, params[p.name]) for p in (*spec.leading, *spec.params) if p.name in params)
         return P.Call(name, tensors, ordered, sp)
 
     @staticmethod
     def _signature(spec: OpSpec) -> str:
-        parts = ["x", "y"][: spec.tensors] + [p.name if p.required else f"{p.name}=..." for p in spec.params]
+        tensors = ["x", "y", "z"][: spec.tensors] if spec.tensors <= 3 else [f"x{i}" for i in range(spec.tensors)]
+        if spec.variadic:
+            tensors.append("...")
+        lead = [p.name for p in spec.leading]
+        parts = lead + tensors + [p.name if p.required else f"{p.name}=..." for p in spec.params]
         return f"{spec.name}({', '.join(parts)})"
 
     def _static(self, p: Param, node: ast.expr, fname: str) -> P.Static:
+        if p.kind in ("choice", "string"):
+            if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+                want = " or ".join(repr(c) for c in p.choices) if p.choices else "a string literal"
+                raise self.err(f"{fname}(): {p.name} must be {want}.", node)
+            text = node.value
+            if p.choices and text not in p.choices:
+                allowed = ", ".join(repr(c) for c in p.choices)
+                raise self.err(f"{fname}(): {p.name} must be one of {allowed}.", node)
+            if len(text) > _MAX_STRING or not all(" " <= ch <= "~" for ch in text):
+                raise self.err(f"{fname}(): {p.name} must be at most {_MAX_STRING} printable ASCII characters.", node)
+            return text
+        if p.kind == "shape":
+            if isinstance(node, ast.Tuple | ast.List):
+                return self._shape(node.elts, fname, p.name, node)
+            return self._shape([node], fname, p.name, node)
+        if p.kind == "int":
+            v = _literal_number(node)
+            if v is None or not float(v).is_integer() or abs(v) > self.limits.literal:
+                raise self.err(f"{fname}(): {p.name} must be an integer literal.", node)
+            return int(v)
         if p.kind == "bool":
             if isinstance(node, ast.Constant) and isinstance(node.value, bool):
                 return node.value
@@ -820,6 +861,26 @@ class _Parser:
                 raise self.err(f"{fname}(): {p.name}=() is empty.", node)
             return dims
         return self._dim(node, fname, p.name)
+
+    def _shape(self, nodes: list[ast.expr], fname: str, pname: str, at: ast.AST) -> tuple[int, ...]:
+        """A shape written as integer literals: (2, 3), [2, 3] or the arguments 2, 3; -1 once, to infer."""
+        if len(nodes) > _MAX_DIM:
+            raise self.err(f"{fname}(): {pname} has more than {_MAX_DIM} dimensions.", at)
+        sizes = []
+        for n in nodes:
+            v = _literal_number(n)
+            if v is None or not float(v).is_integer() or isinstance(n, ast.Constant) and isinstance(n.value, float):
+                raise self.err(f"{fname}(): {pname} must be integer literals, e.g. (2, 3).", n)
+            if v < -1 or v > self.limits.elements:
+                raise self.err(
+                    f"{fname}(): the size {int(v)} is out of range (-1, to infer it, or 0 to "
+                    f"{self.limits.elements:,}, the elements limit).",
+                    n,
+                )
+            sizes.append(int(v))
+        if sizes.count(-1) > 1:
+            raise self.err(f"{fname}(): only one size can be -1 (inferred).", at)
+        return tuple(sizes)
 
     def _dim(self, node: ast.expr, fname: str, pname: str) -> int:
         v = _literal_number(node)

@@ -48,7 +48,7 @@ class UnaryOp:
     span: Span
 
 
-Static = int | float | bool | tuple[int, ...] | None
+Static = int | float | bool | str | tuple[int, ...] | None
 
 
 @dataclass(frozen=True)

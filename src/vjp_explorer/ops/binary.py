@@ -1,10 +1,10 @@
-"""The elementwise functions of two tensors (they broadcast as torch does)."""
+"""The elementwise functions of two or more tensors (they broadcast as torch does)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .spec import OpSpec, spellings
+from .spec import OpSpec, Param, spellings
 
 
 def _tie(sp: Any, a: Any, b: Any, larger: bool) -> Any:
@@ -71,5 +71,24 @@ ENTRIES = [
         doc="sqrt(a**2 + b**2)",
         example="hypot(a, b)",
         names=spellings("hypot"),
+    ),
+    OpSpec(
+        "lerp",
+        3,
+        torch="torch.lerp",
+        exact=lambda sp, a, b, w: a + w * (b - a),
+        doc="a + w*(b - a): from a towards b by the weight w",
+        example="lerp(a, b, 0.25)",
+        names=spellings("lerp"),
+    ),
+    OpSpec(
+        "addcmul",
+        3,
+        (Param("value", "number", default=1.0),),
+        torch="torch.addcmul",
+        exact=lambda sp, a, b, c, value: a + value * b * c,
+        doc="a + value*b*c",
+        example="addcmul(a, b, c, value=0.5)",
+        names=spellings("addcmul"),
     ),
 ]

@@ -18,14 +18,19 @@ _KINDS = {
     "transpose": "transpose",
     "softmax": "softmax along a dim",
     "detach": "cut from the graph",
+    "general": "structural",
+    "index": "moves elements",
 }
 
 
 def signature(spec: OpSpec) -> str:
     """exp(x), clamp(x, min=None, max=None), softmax(x, dim)."""
-    parts = ["x", "y"][: spec.tensors]
+    parts = [p.name for p in spec.leading]
+    parts += ["x", "y", "z"][: spec.tensors] if spec.tensors <= 3 else [f"x{i}" for i in range(spec.tensors)]
+    if spec.variadic:
+        parts.append("...")
     for p in spec.params:
-        default = "None" if p.default is None else f"{p.default:g}"
+        default = "None" if p.default is None else repr(p.default) if isinstance(p.default, str) else f"{p.default:g}"
         parts.append(p.name if p.required else f"{p.name}={default}")
     return f"{spec.name}({', '.join(parts)})"
 
@@ -37,7 +42,8 @@ def row(spec: OpSpec) -> dict[str, Any]:
         "signature": signature(spec),
         "spellings": [f"x{n}()" if n.startswith(".") else n for n in spec.names],
         "structure": _KINDS.get(spec.structure, spec.structure)
-        + (" (binary)" if spec.elementwise and spec.tensors == 2 else ""),
+        + (" (binary)" if spec.elementwise and spec.tensors == 2 else "")
+        + (" (ternary)" if spec.elementwise and spec.tensors == 3 else ""),
         "torch": spec.torch,
         "exact": spec.exact_route(),
         "kink": spec.kink,

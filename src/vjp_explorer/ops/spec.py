@@ -19,9 +19,13 @@ class Param:
     """A parse-time constant parameter: `dim`, `keepdim`, `p`, `min`, ..."""
 
     name: str
-    kind: str  # "dim" (int), "dims" (int or tuple of ints), "bool", "number"
+    # "dim" (int), "dims" (int or tuple of ints), "bool", "number", "int", "shape" (ints, as a tuple or as the
+    # remaining positional arguments: reshape(2, 3)), "choice" (one of `choices`), "string" (a short
+    # string the entry checks itself: an einsum equation)
+    kind: str
     required: bool = False
-    default: float | None = None  # the value torch uses when it is not given (numbers only)
+    default: float | str | None = None  # the value torch uses when it is not given
+    choices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,9 @@ class OpSpec:
     name: str
     tensors: int  # tensor operands (the receiver of a method call is the first)
     params: tuple[Param, ...] = ()
-    # elementwise (unary or broadcasting binary) | reduction | matmul | transpose | softmax | detach
+    # elementwise (its tensors broadcast) | reduction | matmul | transpose | softmax | detach |
+    # general (the exact routes apply `rule` to whole arrays) | index (every output element is an input
+    # element or 0: the exact routes run the torch function on element numbers)
     structure: str = "elementwise"
     torch: str = ""  # dotted path of the real torch function that runs, e.g. torch.nn.functional.gelu
     # the exact rule: (sympy, *elements, **params) -> a sympy expression; None for the structural ops,
@@ -46,6 +52,13 @@ class OpSpec:
     doc: str = ""
     example: str = ""
     names: tuple[str, ...] = ()  # every spelling: f, torch.f, .f (a method), F.f, torch.nn.functional.f, ...
+    # structure "general": (ctx, *arrays, **params) -> array, on numpy object arrays of sympy expressions;
+    # ctx.sp is sympy and ctx.value(expr) the number an expression has at the inputs (to pick a branch)
+    rule: Callable[..., Any] | None = None
+    # multiply-adds of one call, from its operands' shapes and its parameters (the multiply_adds budget)
+    work: Callable[..., int] | None = None
+    leading: tuple[Param, ...] = ()  # parameters written before the tensors: einsum("ij,j->i", W, x)
+    variadic: bool = False  # `tensors` is the least number of tensor operands; more may follow
 
     @property
     def elementwise(self) -> bool:
@@ -53,16 +66,22 @@ class OpSpec:
 
     def call_torch(self, *tensors: Any, **params: Any) -> Any:
         """The real torch function on these tensors, with the parameters the program gave."""
-        return resolve(self.torch)(*tensors, **{k: v for k, v in params.items() if v is not None})
+        given = {k: v for k, v in params.items() if v is not None}
+        lead = [given.pop(p.name) for p in self.leading if p.name in given]
+        return resolve(self.torch)(*lead, *tensors, **given)
 
     def exact_route(self) -> str:
         """How the exact routes follow it, in words (for listings and docs)."""
         if self.operator:
             return f"as the operator {self.operator}"
+        if self.rule is not None:
+            return f"structural ({self.structure}): {self.doc}, built from sympy expressions of the elements"
+        if self.structure == "index":
+            return "structural (index): each output element is an input element (or 0), as torch picks it"
         if self.exact is not None:
             import sympy
 
-            xs = [sympy.Symbol(n) for n in "xy"[: self.tensors]]
+            xs = [sympy.Symbol(n) for n in "xyz"[: self.tensors]]
             defaults = {p.name: _sym_default(sympy, p) for p in self.params if p.kind == "number"}
             return f"sympy: {self.exact(sympy, *xs, **defaults)}"
         if self.unsupported:

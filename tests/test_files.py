@@ -32,7 +32,9 @@ def test_every_file_runs_and_agrees(vjp, path):
     for name, check in d["checks"].items():
         # finite differences have no reference where the output itself is infinite (log at 0): skipped, saying so
         fd_skipped = name == "finite_difference" and check["status"] == "skipped" and "the output is" in check["reason"]
-        assert check["status"] == "agree" or fd_skipped, (name, check)
+        # nor the adjoint identity, whose sums are not finite there
+        jvp_skipped = name == "jvp" and check["status"] == "skipped" and "not finite" in check["reason"]
+        assert check["status"] == "agree" or fd_skipped or jvp_skipped, (name, check)
     if "[expect]" in path.read_text():
         assert d["checks"]["expected"]["status"] == "agree"
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -201,3 +203,26 @@ def test_infinite_terms_that_cancel_and_an_overflowed_operand(vjp):
     assert code == 3 and d["checks"]["symbolic"]["spurious"] == ["x[0]"]
     (text,) = notes(d, "wrong_nonfinite_grad")
     assert "DivBackward0" in text and "`y/y`" in text and "An operand of it is inf here" in text
+
+
+def test_the_adjoint_identity_is_checked_on_every_run_without_loading_dynamo():
+    """<u, Jᵀv> = <Ju, v> with forward mode on a small run too; forward mode must not pull in torch._dynamo
+    (1.5 s) nor the TorchScript decompositions for jvp (0.6 s)."""
+    code = (
+        "import sys, json\n"
+        "from vjp_explorer import explore\n"
+        "r = explore('3*a+2*b*b+log(c)', {'a': '1,2,3', 'b': '3,4,5', 'c': '6,7,8'}, grad='0.1,1,0.0001')\n"
+        "c = r.checks['jvp']\n"
+        "print(json.dumps([c.status, c.compares, 'torch._dynamo' in sys.modules,\n"
+        "                  'torch._decomp.decompositions_for_jvp' in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    status, compares, dynamo, decompositions = json.loads(out)
+    assert status == "agree" and "forward-mode JVP" in compares
+    assert not dynamo and not decompositions
+
+
+def test_the_adjoint_check_steps_aside_where_the_sums_are_not_finite():
+    r = explore("log(x) * y", {"x": "0,1,2", "y": "1,1,1"}, grad="ones")
+    assert r.checks["jvp"].status == "skipped" and "not finite" in (r.checks["jvp"].reason or "")
+    assert r.checks["jtv"].status == "agree"

@@ -10,6 +10,7 @@ Jacobian engine knows a diagonal block without computing it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +80,8 @@ class Interpreter:
         self.iterations = 0
         self.loop_values: dict[str, int] = {}
         self.memory = 0  # the run's memory estimate so far, in bytes (see _charge)
+        # applied to each operand of + - * / and of the functions of several tensors (see replay)
+        self.lift: Callable[[Any], Any] | None = None
         self.work = 0  # multiply-adds of the matrix products so far, backward included
 
     def err(self, cls: type[Exception], message: str, span: P.Span, hint: str | None = None) -> Exception:
@@ -272,6 +275,8 @@ class Interpreter:
         x, y = a.v, b.v
         if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
             self._charge(shape, e.span)
+            if self.lift is not None:  # a power keeps a number exponent a number
+                x, y = self.lift(x), y if op == "**" and not isinstance(y, torch.Tensor) else self.lift(y)
         if not isinstance(x, torch.Tensor) and not isinstance(y, torch.Tensor):
             v: Any = _python_op(op, float(x), float(y))
         elif op == "+":
@@ -380,7 +385,8 @@ class Interpreter:
         return Val(out, _merge(*args, shape=shape), _grow(*(a.size for a in args)))
 
     def _tensors(self, args: list[Val]) -> list[torch.Tensor]:
-        return [a.v if isinstance(a.v, torch.Tensor) else torch.as_tensor(float(a.v), dtype=self.dtype) for a in args]
+        xs = [a.v if isinstance(a.v, torch.Tensor) else torch.as_tensor(float(a.v), dtype=self.dtype) for a in args]
+        return xs if self.lift is None else [self.lift(x) for x in xs]
 
     def _generic(self, e: P.Call, spec: OpSpec, args: list[Val]) -> Val:
         """A registry function whose result shape torch itself computes first, on meta tensors (no data,
@@ -538,11 +544,18 @@ def _bind(expr: P.Expr, values: dict[str, int]) -> P.Expr:
     return expr
 
 
-def replay(steps: list[Step], output: str, env: dict[str, Any], dtype: torch.dtype) -> Any:
-    """Run the straight-line trace again on new leaf tensors (for torch.func transforms)."""
+def replay(
+    steps: list[Step], output: str, env: dict[str, Any], dtype: torch.dtype, lift: Callable[[Any], Any] | None = None
+) -> Any:
+    """Run the straight-line trace again on new leaf tensors (for torch.func transforms and forward mode).
+
+    `lift` turns each operand of + - * / and of the functions of several tensors into what it needs to be
+    (forward mode: a dual number; a plain number or tensor next to a dual one sends torch through Python
+    code that imports torch._dynamo, 1.5 s)."""
     vals = {k: Val(v) for k, v in env.items()}
     it = _ReplayInterpreter()
     it.dtype = dtype
+    it.lift = lift
     for s in steps:
         vals[s.target] = it.value_of(s.expr, vals)
     return vals[output].v
@@ -553,6 +566,7 @@ class _ReplayInterpreter(Interpreter):
 
     def __init__(self) -> None:  # noqa: D107 - no program: steps are pre-checked
         self.limits = Limits(elements=2**62, memory_bytes=2**62, multiply_adds=2**62)
+        self.lift = None
         self.loop_values = {}
         self.memory = self.work = 0
         self.dtype = torch.float32

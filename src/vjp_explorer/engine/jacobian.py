@@ -15,6 +15,7 @@ Strategy, per leaf (reported as `method`):
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +37,22 @@ def quiet_torch_internals() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         yield
+
+
+@contextmanager
+def _plain_forward_ad() -> Iterator[None]:
+    """Forward AD without the TorchScript decompositions its first make_dual loads (0.6 s or more): they
+    serve forward AD through backward formulas (jacfwd over jacrev), never a plain forward pass like ours.
+    torch reads PYTORCH_JIT at that call, so setting it for the duration of ours is enough."""
+    before = os.environ.get("PYTORCH_JIT")
+    os.environ["PYTORCH_JIT"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTORCH_JIT"]
+        else:
+            os.environ["PYTORCH_JIT"] = before
 
 
 @dataclass
@@ -217,21 +234,33 @@ def random_vjp_check(
     v: torch.Tensor,
     output_name: str,
     seed: int = 1234,
-) -> tuple[float, float, float]:
-    """<u, Jᵀv> from backward and <Ju, v> from a forward-mode JVP, for a random u; and Σ|u·Jᵀv| for the scale."""
+) -> tuple[float, float, float] | None:
+    """<u, Jᵀv> from backward and <Ju, v> from a forward-mode JVP, for a random u; and Σ|u·Jᵀv| for the scale.
+
+    u is 0 on the elements where backward gave nan or ±inf (the other checks name those): the identity
+    holds for any u, and this one keeps both sides finite. None where v itself is not finite."""
     import torch.autograd.forward_ad as fwad
 
+    if not bool(torch.isfinite(v).all()):
+        return None
     g = torch.Generator().manual_seed(seed)
     env: dict[str, Any] = {k: t.detach() for k, t in leaves.items()}
     env.update(consts)
     us = {n: torch.randn(leaves[n].shape, generator=g, dtype=torch.float64).to(leaves[n]) for n in names}
-    with quiet_torch_internals(), fwad.dual_level():
+    us = {n: torch.where(torch.isfinite(grads[n]), u, torch.zeros_like(u)) for n, u in us.items()}
+
+    def lift(x: Any) -> Any:
+        t = torch.as_tensor(x, dtype=v.dtype)
+        return t if fwad.unpack_dual(t).tangent is not None else fwad.make_dual(t, torch.zeros_like(t))
+
+    with quiet_torch_internals(), _plain_forward_ad(), fwad.dual_level():
         for n in names:
             env[n] = fwad.make_dual(env[n], us[n])
-        out = replay(fwd.steps, output_name, env, v.dtype)
+        env = {k: lift(t) for k, t in env.items()}
+        out = replay(fwd.steps, output_name, env, v.dtype, lift)
         tangent = fwad.unpack_dual(out).tangent
     jvp = 0.0 if tangent is None else float((tangent.double() * v.double()).sum())
-    terms = [us[n].double() * grads[n].double() for n in names]
+    terms = [torch.where(u != 0, u.double() * grads[n].double(), 0.0) for n, u in us.items()]
     vjp = math.fsum(float(t.sum()) for t in terms)
     size = math.fsum(float(t.abs().sum()) for t in terms)  # Σ|terms|: the scale for the tolerance
     return vjp, jvp, size

@@ -10,7 +10,7 @@ text, run with exec: this is our own test data, never user input), at the same f
 
 A case that does not paste yet is listed in EXPECTED_TO_FAIL with the constructs that block it; it runs
 as xfail(strict=True), so the list must shrink as the language grows: a case that starts to pass fails the
-run until its entry is removed.
+run until its entry is removed. tests/program_corpus/README.md ranks the blockers.
 """
 
 from __future__ import annotations
@@ -266,3 +266,18 @@ def test_expected_to_fail_names_real_cases_and_blockers() -> None:
     assert set(EXPECTED_TO_FAIL) <= ids, sorted(set(EXPECTED_TO_FAIL) - ids)
     for cid, blockers in EXPECTED_TO_FAIL.items():
         assert blockers and all(b.strip() for b in blockers), f"{cid}: name what blocks it"
+
+
+def test_readme_ranking_is_current() -> None:
+    """tests/program_corpus/README.md's table counts EXPECTED_TO_FAIL; regenerate it when the list changes."""
+    readme = (HERE / "README.md").read_text(encoding="utf-8")
+    for construct, (cases, alone) in blocker_ranking().items():
+        assert f"| `{construct}` | {cases} | {alone} |" in readme, f"README.md: row of {construct!r} out of date"
+    assert f"{len(CASES) - len(EXPECTED_TO_FAIL)} of {len(CASES)}" in readme
+
+
+def blocker_ranking() -> dict[str, tuple[int, int]]:
+    """construct -> (cases it blocks, cases it alone blocks), most cases first."""
+    counts = Counter(b for blockers in EXPECTED_TO_FAIL.values() for b in set(blockers))
+    alone = Counter(blockers[0] for blockers in EXPECTED_TO_FAIL.values() if len(set(blockers)) == 1)
+    return {b: (n, alone[b]) for b, n in sorted(counts.items(), key=lambda kv: (-kv[1], -alone[kv[0]], kv[0]))}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -462,3 +463,61 @@ def test_json_grads_shortcut(vjp):
     ev = json.loads(res.stdout)["snippet"]["events"][0]
     assert ev["grads"]["a"] == pytest.approx([0.3, 3.0, 3e-4])
     assert ev["grads"] == {x["name"]: x["grad"] for x in ev["inputs"]}
+
+
+MODULE_SNIPPETS = [
+    # submodules, a parameter, a helper method, a plain attribute, Sequential and an optimizer step
+    """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Net(nn.Module):
+    def __init__(self, hidden=4):
+        super(Net, self).__init__()
+        self.body = nn.Sequential(nn.Linear(3, hidden), nn.Tanh())
+        self.head = nn.Linear(hidden, 1)
+        self.scale = nn.Parameter(torch.tensor(2.0))
+        self.eps = 0.5
+
+    def squash(self, h):
+        return F.softplus(h) + self.eps
+
+    def forward(self, x):
+        return self.squash(self.head(self.body(x))) * self.scale
+
+torch.manual_seed(0)
+net = Net()
+print(net)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+x = torch.randn(5, 3)
+loss = net(x).pow(2).mean()
+loss.backward()
+print(net.scale.grad, net.head.bias.grad)
+print([n for n, p in net.named_parameters()])
+opt.step()
+print(net.head.bias)
+""",
+    # no __init__ of its own, forward hook-free, called twice: grads accumulate
+    """import torch
+class Square(torch.nn.Module):
+    def forward(self, x):
+        return x * x
+sq = Square()
+a = torch.tensor([1.0, -2.0], requires_grad=True)
+sq(a).sum().backward()
+sq(a).sum().backward()
+print(a.grad)
+""",
+]
+
+
+@pytest.mark.parametrize("code", MODULE_SNIPPETS, ids=["net", "no_init"])
+def test_nn_module_subclasses_run_as_plain_python_does(code):
+    (want,) = plain_python([code], seed=0)
+    got = run_snippet(code, "module.py", seed=0)
+    assert want["error"] is None and got.error is None, (want["error"], got.error)
+    address = re.compile(r" at 0x[0-9a-f]+")
+    assert address.sub("", got.stdout) == address.sub("", want["stdout"])
+    assert got.events and all(e.status == "agree" for e in got.events)
+    fd = [c for e in got.events for c in e.checks if c.name == "finite_difference"]
+    assert fd and all(c.status == "agree" for c in fd), fd  # the replay varies the module's parameters

@@ -59,20 +59,55 @@ def call(it: Interpreter, e: ast.Call, scope: Scope) -> Any:
         return call_method(it, func, args, kwargs, e)
     import torch
 
+    from .modules import ModuleClass, _Bound, is_snippet_module
+
+    if isinstance(func, ModuleClass):
+        return it.real(func.cls, *args, node=e, **kwargs)
+    if isinstance(func, _Bound):
+        it.tick(e)
+        return it.call_user(func.fn, [func.obj, *args], kwargs, e)
+    if is_snippet_module(func):  # its forward runs here, each operation traced as any other
+        it.tick(e)
+        return it.real(func, *args, node=e, **kwargs)
     if isinstance(func, torch.nn.Module):
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        guards.check_call(type(func).__name__, tuple(tensors), {}, it.limits.elements)
-        return it.traced(
-            "call",
-            func,
-            args,
-            kwargs,
-            lambda: it.real(func, *args, node=e, **kwargs),
-            opaque=f"the forward calls the module {type(func).__name__}, whose parameters the replay cannot vary",
-        )
+        return call_module(it, func, args, kwargs, e)
     if isinstance(func, type) and issubclass(func, BaseException) and func.__name__ in W.EXCEPTIONS:
         return it.real(func, *args, node=e, **kwargs)
     raise SnippetRaised(TypeError(f"'{type(func).__name__}' object is not callable"), e)
+
+
+def call_module(it: Interpreter, module: Any, args: list[Any], kwargs: dict[str, Any], e: ast.AST) -> Any:
+    """`model(x)` for torch's own modules, recorded so that the replay can vary their parameters: a Linear as
+    F.linear of its weight and bias, a Sequential as its layers in turn, a module without parameters as
+    itself. Anything else (a hook on it, other parameters) is recorded as opaque, saying why."""
+    import torch
+
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    guards.check_call(type(module).__name__, tuple(tensors), {}, it.limits.elements)
+    run = lambda: it.real(module, *args, node=e, **kwargs)  # noqa: E731
+    hooked = bool(module._forward_hooks or module._forward_pre_hooks)
+    plain = len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor) and not hooked
+    if plain and type(module) is torch.nn.Sequential:
+        x = args[0]
+        for layer in module:
+            x = call_module(it, layer, [x], {}, e)
+        return x
+    if plain and type(module) is torch.nn.Linear:
+        linear = torch.nn.functional.linear
+        return it.traced("call", linear, (args[0], module.weight, module.bias), {}, run)
+    random = isinstance(module, torch.nn.Dropout) and module.training and module.p > 0
+    if not hooked and not random and not any(True for _ in module.parameters()) and not list(module.buffers()):
+        return it.traced("call", module, args, kwargs, run)
+    return it.traced(
+        "call",
+        module,
+        args,
+        kwargs,
+        run,
+        opaque=f"the forward calls the module {type(module).__name__}, whose parameters the replay cannot vary"
+        if not random
+        else "dropout draws a random mask, which a replay would draw again",
+    )
 
 
 def call_fn(it: Interpreter, fn: Fn, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
@@ -212,6 +247,12 @@ def get_attribute(it: Interpreter, obj: Any, name: str, node: ast.AST) -> Any:  
             return Method(obj, name)  # x.f_() is the in-place form of a whitelisted x.f()
         raise refuse(f"The tensor attribute .{name}", hint=_tensor_hint(name))
     if isinstance(obj, torch.nn.Module):
+        from .modules import get_own, is_snippet_module
+
+        if is_snippet_module(obj):
+            found, value = get_own(obj, name)
+            if found:
+                return value
         if name in MODULE_OBJECT_ATTRS:
             return it.real(getattr, obj, name, node=node)
         if name in MODULE_OBJECT_METHODS:

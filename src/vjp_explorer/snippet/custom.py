@@ -58,15 +58,20 @@ class CtxView:
         self.real._vjp_attrs[name] = value
 
 
-def define(it: Interpreter, s: ast.ClassDef, scope: Scope) -> CustomFunction:
+def define(it: Interpreter, s: ast.ClassDef, scope: Scope) -> Any:
     """Build the real Function subclass for a `class` statement, or refuse anything else a class could be."""
     import torch
 
     bases = [it.eval(b, scope) for b in s.bases]
+    if len(bases) == 1 and isinstance(bases[0], Fn) and bases[0].real is torch.nn.Module and not s.keywords:
+        from .modules import define_module
+
+        return define_module(it, s, scope)  # type: ignore[return-value]
     if len(bases) != 1 or not isinstance(bases[0], Fn) or bases[0].real is not torch.autograd.Function:
         raise refuse(
             f"class {s.name}",
-            hint="A snippet may define only a subclass of torch.autograd.Function (with static forward and backward).",
+            hint="A snippet may define subclasses of torch.autograd.Function (static forward and backward) and "
+            "of nn.Module.",
         )
     if s.keywords or s.decorator_list:
         raise refuse(f"Keywords or decorators on class {s.name}")

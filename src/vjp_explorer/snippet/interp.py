@@ -583,6 +583,11 @@ class Interpreter:
         if isinstance(obj, torch.Tensor) and name in W.TENSOR_SETTABLE:
             self.real(setattr, obj, name, value, node=node)
             return
+        from .modules import is_snippet_module, set_own
+
+        if is_snippet_module(obj):
+            set_own(obj, name, value)
+            return
         if isinstance(obj, torch.nn.Module) and name in ("weight", "bias"):
             self.real(setattr, obj, name, value, node=node)
             return

@@ -158,7 +158,23 @@ def _closest(modname: str, name: str) -> str | None:
 # attributes of nn modules and optimizers a snippet may touch
 MODULE_OBJECT_ATTRS = frozenset({"weight", "bias", "in_features", "out_features"})
 MODULE_OBJECT_METHODS = frozenset(
-    {"parameters", "named_parameters", "zero_grad", "forward", "train", "eval", "requires_grad_", "double", "float"}
+    {
+        "parameters",
+        "named_parameters",
+        "zero_grad",
+        "forward",
+        "train",
+        "eval",
+        "requires_grad_",
+        "double",
+        "float",
+        "to",
+        "cpu",
+        "children",
+        "named_children",
+        "modules",
+        "named_modules",
+    }
 )
 OPTIMIZER_METHODS = frozenset({"step", "zero_grad"})
 NODE_METHODS = frozenset({"name"})

@@ -521,3 +521,35 @@ def test_nn_module_subclasses_run_as_plain_python_does(code):
     assert got.events and all(e.status == "agree" for e in got.events)
     fd = [c for e in got.events for c in e.checks if c.name == "finite_difference"]
     assert fd and all(c.status == "agree" for c in fd), fd  # the replay varies the module's parameters
+
+
+def test_torch_func_vjp_and_jvp_are_explained_as_python_runs_them():
+    code = """import torch
+from torch.func import vjp, jvp
+
+def f(x, y):
+    return x.sin() * y
+
+x = torch.tensor([0.5, 1.0, 2.0])
+y = torch.tensor([1.0, 2.0, 3.0])
+out, vjp_fn = vjp(f, x, y)
+gx, gy = vjp_fn(torch.tensor([0.1, 1.0, 0.0001]))
+print(gx, gy)
+o2, t = jvp(f, (x, y), (torch.ones(3), torch.zeros(3)))
+print(t)
+"""
+    (want,) = plain_python([code], seed=0)
+    got = run_snippet(code, "func.py", seed=0)
+    assert got.error is None and got.stdout == want["stdout"]
+    vjp_event, jvp_event = got.events
+    assert vjp_event.call == "torch.func.vjp" and jvp_event.call == "torch.func.jvp"
+    assert all(c.status == "agree" for e in got.events for c in e.checks)
+    # Jᵀv: v[i]·cos(x[i])·y[i] for x, v[i]·sin(x[i]) for y
+    v = [0.1, 1.0, 0.0001]
+    xs, ys = [0.5, 1.0, 2.0], [1.0, 2.0, 3.0]
+    want_x = [vi * math.cos(a) * b for vi, a, b in zip(v, xs, ys, strict=True)]
+    assert vjp_event.results[0].values == pytest.approx(want_x, rel=1e-6)
+    assert jvp_event.results[0].values == pytest.approx(
+        [math.cos(a) * b for a, b in zip(xs, ys, strict=True)], rel=1e-6
+    )
+    assert not any(s.warnings for s in got.steps)  # torch's own deprecation warnings stay hidden, as in a script

@@ -127,6 +127,13 @@ def call_fn(it: Interpreter, fn: Fn, args: list[Any], kwargs: dict[str, Any], no
 
     if fn.qualname in CHECKED and hasattr(it.on_autograd, "functional"):
         it.on_autograd.functional(fn.qualname, fn.real, args, kwargs, node, value)
+    if fn.qualname in ("torch.func.vjp", "torch.func.jvp") and hasattr(it.on_autograd, "transformed"):
+        if fn.qualname == "torch.func.jvp":
+            it.on_autograd.transformed(fn, args, kwargs, node, value)
+        elif isinstance(value, tuple) and len(value) >= 2 and callable(value[1]) and args:
+            # vjp_fn(v) is where Jᵀv is computed: it is explained when the snippet calls it
+            vjp_origin = ("vjp_fn", args[0], {"primals": tuple(args[1:]), **kwargs})
+            return (value[0], Fn("torch.func.vjp(...)[1]", value[1], vjp_origin), *value[2:])
     if fn.made_from is not None and hasattr(it.on_autograd, "transformed"):
         it.on_autograd.transformed(fn, args, kwargs, node, value)
     if fn.qualname.startswith(("torch.func.", "torch.autograd.functional.")) and callable(value):

@@ -187,7 +187,8 @@ class Explainer:
         assert it is not None
         if len(self.events) >= it.limits.snippet_explained_calls:
             return
-        event = explain_transform(it, fn.qualname, fn.made_from, args, kwargs, node, value, len(self.events) + 1)
+        made_from: tuple[str, Any, dict[str, Any]] = fn.made_from or ("jvp", None, {})  # torch.func.jvp(...) itself
+        event = explain_transform(it, fn.qualname, made_from, args, kwargs, node, value, len(self.events) + 1)
         if event is not None:
             self.events.append(event)
 

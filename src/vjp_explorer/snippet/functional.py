@@ -144,6 +144,8 @@ def explain_transform(
     import torch
 
     name, func, options = made_from
+    if name in ("vjp_fn", "jvp"):
+        return _explain_func_vjp_jvp(it, name, func, options, args, kwargs, node, value, index)
     kind = TRANSFORMS.get(name)
     if kind is None or options or kwargs or not args or not isinstance(args[0], torch.Tensor):
         return None  # argnums, has_aux, other inputs: run, not checked
@@ -155,6 +157,46 @@ def explain_transform(
         event.notes = [
             f"torch.func.{name}(f)(x) computes {WHAT_FUNC[name]}, here checked against finite differences of f."
         ]
+    return event
+
+
+def _explain_func_vjp_jvp(
+    it: Interpreter,
+    name: str,
+    func: Any,
+    options: dict[str, Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    node: ast.AST,
+    value: Any,
+    index: int,
+) -> Event | None:
+    """`vjp_fn(v)` from `out, vjp_fn = torch.func.vjp(f, *primals)`, and `torch.func.jvp(f, primals, tangents)`:
+    checked as the functional API's vjp and jvp are, against finite differences of f."""
+    import torch
+
+    if name == "vjp_fn":
+        if kwargs or len(args) != 1 or set(options) != {"primals"}:
+            return None  # has_aux, several cotangents: run, not checked
+        fake = {"func": func, "inputs": options["primals"], "v": args[0]}
+        real, qual, got = torch.autograd.functional.vjp, "torch.autograd.functional.vjp", (None, value)
+        note = (
+            "vjp_fn(v), from out, vjp_fn = torch.func.vjp(f, *primals), returns Jᵀv for each primal: one "
+            "reverse-mode pass with v, J never built (what y.backward(v) leaves in .grad)."
+        )
+    else:
+        if kwargs or len(args) != 3 or not isinstance(args[1], tuple) or not isinstance(args[2], tuple):
+            return None
+        fake = {"func": args[0], "inputs": args[1], "v": args[2]}
+        real, qual, got = torch.autograd.functional.jvp, "torch.autograd.functional.jvp", value
+        note = (
+            "torch.func.jvp(f, primals, tangents) returns (f(primals), Jv): the derivative along the tangents, "
+            "by forward mode (dual numbers), J never built."
+        )
+    event = explain(it, qual, real, [], fake, node, got, index)
+    if event is not None:
+        event.call = "torch.func.vjp" if name == "vjp_fn" else "torch.func.jvp"
+        event.notes = [note]
     return event
 
 

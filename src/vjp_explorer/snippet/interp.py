@@ -117,6 +117,8 @@ class Interpreter:
             except Exception as e:  # noqa: BLE001 - every other exception is the snippet's own, as in Python
                 raise SnippetRaised(e, node) from None
         for w in caught:
+            if issubclass(w.category, DeprecationWarning | PendingDeprecationWarning) and _inside_torch(w.filename):
+                continue  # raised inside torch's own code: Python's default filters hide it from a script
             self.warnings.append((self.where(node), f"{w.category.__name__}: {w.message}"))
         self.count(value)
         return value
@@ -592,3 +594,11 @@ class Interpreter:
             self.real(setattr, obj, name, value, node=node)
             return
         raise refuse(f"Setting .{name} on a {type(obj).__name__}")
+
+
+def _inside_torch(filename: str) -> bool:
+    import os
+
+    import torch
+
+    return os.path.abspath(filename).startswith(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)

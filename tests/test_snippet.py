@@ -511,7 +511,34 @@ print(a.grad)
 ]
 
 
-@pytest.mark.parametrize("code", MODULE_SNIPPETS, ids=["net", "no_init"])
+MODULE_SNIPPETS.append("""import torch
+from torch import nn
+
+class MLP(nn.Module):
+    def __init__(self, d_in, d_hidden, d_out):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(d_in, d_hidden), nn.Linear(d_hidden, d_out)])
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.layers) - 1:
+                x = self.act(x)
+        return x
+
+torch.manual_seed(0)
+model = MLP(4, 8, 3)
+x = torch.randn(2, 4)
+target = torch.tensor([0, 2])
+loss = nn.CrossEntropyLoss()(model(x), target)
+loss.backward()
+for name, p in model.named_parameters():
+    print(name, p.grad.shape, round(p.grad.norm().item(), 4))
+""")
+
+
+@pytest.mark.parametrize("code", MODULE_SNIPPETS, ids=["net", "no_init", "module_list"])
 def test_nn_module_subclasses_run_as_plain_python_does(code):
     (want,) = plain_python([code], seed=0)
     got = run_snippet(code, "module.py", seed=0)

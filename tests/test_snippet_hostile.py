@@ -79,6 +79,8 @@ BOMBS = {
     "x = torch.ones(10**4, 1)\ny = x + x.T\nz = y.reshape(1, -1) + y.reshape(-1, 1)": "elements",
     "a = torch.ones(7000, 7000)\nb = a @ a @ a @ a": "multiply-adds",
     "x = torch.ones(1000)\nx.repeat(10**6)": "elements",
+    "layer = torch.nn.Linear(100000, 100000)": "elements",
+    "from torch import nn\nlayer = nn.Bilinear(in1_features=3000, in2_features=3000, out_features=3000)": "elements",
     "10 ** 10 ** 8": "bits",
     "[0] * 10**10": "repeating",
     "'a' * 10**10": "repeating",

@@ -114,6 +114,8 @@ def check_call(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], element
         src = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if reps is not None and src is not None:
             need = src.numel() * numel(reps)
+    elif name.startswith("nn.") and base in _PARAMETER_SHAPES:
+        need = _parameter_elements(base, args, kwargs)
     elif base in ("expand", "broadcast_to"):
         need = 0  # a view: nothing is allocated until it is used, and then the next op is checked
     elif base in ("matmul", "mm", "bmm", "mv", "einsum", "tensordot", "kron", "outer", "cdist", "inner"):
@@ -125,6 +127,32 @@ def check_call(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], element
             need = max(need, numel(shape))
     if need > elements:
         raise limit_error(f"{name} would make a tensor of {need:,} elements", need, elements, "elements")
+
+
+# nn modules whose parameters are sized by their arguments: the argument names, in torch's order
+_PARAMETER_SHAPES = {
+    "Linear": ("in_features", "out_features"),
+    "Bilinear": ("in1_features", "in2_features", "out_features"),
+    "Embedding": ("num_embeddings", "embedding_dim"),
+    "Conv1d": ("in_channels", "out_channels", "kernel_size"),
+    "Conv2d": ("in_channels", "out_channels", "kernel_size"),
+}
+
+
+def _parameter_elements(base: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """The weight's elements of nn.Linear(4, 3) and the like, from the sizes given, before it is allocated."""
+    sizes = dict(zip(_PARAMETER_SHAPES[base], args, strict=False))
+    sizes.update({k: v for k, v in kwargs.items() if k in _PARAMETER_SHAPES[base]})
+    n = 1
+    for key in _PARAMETER_SHAPES[base]:
+        value = sizes.get(key, 1)
+        dims = value if isinstance(value, tuple) else (value,)
+        if base == "Conv2d" and key == "kernel_size" and not isinstance(value, tuple):
+            dims = (value, value)
+        for d in dims:
+            if isinstance(d, int) and not isinstance(d, bool):
+                n *= max(d, 0)
+    return n
 
 
 def _check_product(base: str, args: tuple[Any, ...]) -> None:

@@ -78,7 +78,8 @@ FUNC = frozenset({"grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "h
 NN_MODULES = frozenset(
     """Linear Bilinear ReLU Sigmoid Tanh Softmax LogSoftmax GELU SiLU ELU LeakyReLU Softplus Identity Flatten
     Sequential MSELoss L1Loss BCELoss BCEWithLogitsLoss CrossEntropyLoss NLLLoss SmoothL1Loss HuberLoss Parameter
-    Module Dropout""".split()
+    Module Dropout ModuleList ModuleDict LayerNorm BatchNorm1d MaxPool1d MaxPool2d AvgPool1d AvgPool2d Hardtanh
+    Mish SELU PReLU ReLU6 Softsign Tanhshrink LogSigmoid KLDivLoss GaussianNLLLoss CosineSimilarity""".split()
 )
 OPTIMIZERS = frozenset({"SGD", "Adam", "AdamW", "RMSprop", "Adagrad"})
 

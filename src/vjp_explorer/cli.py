@@ -531,14 +531,7 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         raise typer.Exit(code)
     o.pop("snippet", None)
     o["grad"] = list(o["grad"]) if o.get("grad") else None  # repeatable: none given reads as None
-    if o.pop("graph", False) or o.pop("dot", None) is not None:
-        raise _fail(
-            UsageError(
-                "--graph and --dot show the graph of a snippet's backward calls (vjp run FILE.py --graph); "
-                "for a program, write it as a snippet for now."
-            ),
-            debug,
-        )
+    graph, dot = o.pop("graph", False), o.pop("dot", None)
     _keep_freed_memory()
     try:
         if o["digits"] is not None and not 1 <= o["digits"] <= 17:
@@ -547,9 +540,15 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         req = _build_request(ctx, expression, file, **o)
         req.explain = explain
         req.latex = latex
+        req.graph = graph or dot is not None
         from .api import explore
 
         result = explore(req)
+        if dot is not None:
+            from .render.graph_view import write_dot
+
+            write_dot(dot, [(1, f"{result.output_name}.backward(v): {result.program}", result.graph or [])])
+            result.graph = result.graph if graph else None  # asked only for the file
         _emit(result, o["json_"], o["full"], o["verbose"], o["digits"], explain, (o["svg"], o["html"]))
     except typer.Exit:
         raise

@@ -321,6 +321,7 @@ class Result:
     explanation: Any = None  # filled by `vjp explain` (see explain.py)
     meta: dict[str, Any] = field(default_factory=dict)
     probe: Probe | None = None  # --grad e3 / basis / random / several, --upstream
+    graph: list[dict[str, Any]] | None = None  # --graph: the nodes of the real backward (engine/backward_graph.py)
 
     @property
     def leaves(self) -> list[str]:

@@ -190,10 +190,13 @@ def jacobian_view(r: Result, leaf: str, view: View) -> RenderableType:
             if view.full
             else "more than a screen (--full shows them)"
         )
-        return Text(
-            f"J has {m} x {n} entries, {more}: "
+        summary = Text(
+            f"J = ∂{out}/∂{leaf} has {m} x {n} entries, {more}: "
             f"min {fmt(d.stats.min, 4)}, max {fmt(d.stats.max, 4)}, norm {fmt(d.stats.norm, 4)}"
         )
+        from .heatmap import heatmap
+
+        return Group(summary, heatmap(jac, out, r.output.shape, r.inputs[leaf].value, view.ascii))
     t = Table(show_edge=False, header_style="bold", pad_edge=False)
     t.add_column(Text(f"J = ∂{out}/∂{leaf}"))
     out_shape = r.output.shape

@@ -335,6 +335,12 @@ class Result:
             return ExitCode.DISAGREE
         return ExitCode.OK
 
+    def _repr_html_(self) -> str | None:
+        """In Jupyter, the result shows itself as the terminal would show it (see display.py)."""
+        from . import display
+
+        return display.html(self)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form (see docs/json.md); non-finite numbers become strings."""
         from .result_json import result_to_dict

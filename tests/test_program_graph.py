@@ -128,3 +128,16 @@ def test_graph_tree_pinned_at_80_columns():
         got = console.file.getvalue()
         assert all(len(line) <= 80 for line in got.splitlines())
         assert got == (SNAPSHOTS / snapshot).read_text()
+
+
+def test_a_long_loop_keeps_the_tree_and_the_sums_short(vjp, tmp_path):
+    """1500 passes make a chain deeper than Python's recursion limit: the view is cut, the DOT file is whole."""
+    program = "h = x\nfor i in range(1500):\n    h = h * 1.0001 + x\nsum(h)"
+    dot = tmp_path / "loop.dot"
+    res = vjp("run", program, "--x", "1,2", "--graph", "--no-symbolic", "--dot", str(dot))
+    assert res.exit_code == 0, res.output
+    graph = res.stdout[res.stdout.index("backward graph") : res.stdout.index("\nchecks")]
+    assert len(graph.splitlines()) < 60
+    assert "deeper: --dot FILE and --json have the whole graph" in graph
+    assert "(1501 paths in all)" in graph  # x: once before the loop, once in each pass
+    assert dot.read_text().count("AccumulateGrad") == 1 and dot.read_text().count("MulBackward0") == 1500

@@ -19,7 +19,10 @@ from ..language.unicode import visible as _visible
 from ..result import element_label
 
 PATH_ELEMENTS = 6  # elements written out as a sum over paths; a bigger tensor shows its first ones
+PATH_TERMS = 4  # paths written out in one sum; more (a value used in each pass of a loop) are counted
 SOURCE_CHARS = 32  # a node's program text is cut here, so each line of the tree stays short
+MAX_DEPTH = 12  # levels of the tree shown: deeper, each line would have little room left at 80 columns
+MAX_LINES = 200  # lines of the tree shown; the DOT file and the JSON have every node
 
 
 def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
@@ -58,19 +61,28 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
             text.append(f"  line {node['line']}", style="dim")
         return text
 
-    def add(parent: Any, node_id: int, edge_value: Any) -> None:
+    # depth first, children in torch's order; a loop's long chain is cut where it would no longer read well
+    stack: list[tuple[Any, int, Any, int]] = [(top, i, None, 0) for i in sorted(set(g) - set(incoming), reverse=True)]
+    lines = 0
+    while stack:
+        parent, node_id, edge_value, depth = stack.pop()
+        lines += 1
+        if lines > MAX_LINES:
+            top.add(
+                Text(f"... {len(g) - len(shown)} more nodes: the whole graph is in --dot FILE and --json", style="dim")
+            )
+            break
         node = g[node_id]
         again = node_id in shown
         branch = parent.add(label(node, edge_value))
         if again:
-            return
+            continue
         shown.add(node_id)
-        for edge in node["edges"]:
-            if edge["to"] is not None:
-                add(branch, edge["to"], edge["value"])
-
-    for node_id in sorted(set(g) - set(incoming)):
-        add(top, node_id, None)
+        children = [(branch, e["to"], e["value"], depth + 1) for e in node["edges"] if e["to"] is not None]
+        if children and depth + 1 >= MAX_DEPTH:
+            branch.add(Text("... deeper: --dot FILE and --json have the whole graph", style="dim"))
+            continue
+        stack.extend(reversed(children))
     out: list[RenderableType] = [top]
     merges = paths(graph)
     if merges:
@@ -89,18 +101,17 @@ def _sum_over_paths(m: dict[str, Any], node: dict[str, Any]) -> list[RenderableT
         if m["value_of"]
         else f"{m['name']} (node {m['node']})"
     )
-    vias = [p["name"] + (f" ({_cut(p['source'])})" if p["source"] and "span" in node else "") for p in m["parts"]]
+    parts = m["parts"][:PATH_TERMS]  # a value used in every pass of a loop: the first paths, and how many
+    rest = f" + ... ({len(m['parts'])} paths in all)" if len(m["parts"]) > PATH_TERMS else ""
+    vias = [p["name"] + (f" ({_cut(p['source'])})" if p["source"] and "span" in node else "") for p in parts]
     total = node["arriving"]
-    got = [_flat(p["value"]) for p in m["parts"]]
+    got = [_flat(p["value"]) for p in parts]
     values = [v for v in got if v is not None]
     if total is None or "values" not in total or len(values) < len(got) or not total["shape"]:
-        terms = " + ".join(f"{short(p['value'])} via {_visible(via)}" for p, via in zip(m["parts"], vias, strict=True))
-        return [Padding(Text(f"{whom} = {terms} = {short(total)}"), (0, 0, 0, 2), expand=False)]
-    lines: list[RenderableType] = [
-        Padding(
-            Text(f"{whom} = " + " + ".join(f"via {_visible(via)}" for via in vias) + ":"), (0, 0, 0, 2), expand=False
-        )
-    ]
+        terms = " + ".join(f"{short(p['value'])} via {_visible(via)}" for p, via in zip(parts, vias, strict=True))
+        return [Padding(Text(f"{whom} = {terms}{rest} = {short(total)}"), (0, 0, 0, 2), expand=False)]
+    head = f"{whom} = " + " + ".join(f"via {_visible(via)}" for via in vias) + rest + ":"
+    lines: list[RenderableType] = [Padding(Text(head), (0, 0, 0, 2), expand=False)]
     shape = tuple(total["shape"])
     sums = _flat(total) or []
     for k in range(min(len(sums), PATH_ELEMENTS)):
@@ -108,6 +119,7 @@ def _sum_over_paths(m: dict[str, Any], node: dict[str, Any]) -> list[RenderableT
         terms = _num(values[0][k]) + "".join(
             f" - {_num(-v[k])}" if v[k] < 0 else f" + {_num(v[k])}" for v in values[1:]
         )
+        terms += " + ..." if rest else ""
         lines.append(Padding(Text(f"{label}: {terms} = {_num(sums[k])}"), (0, 0, 0, 4), expand=False))
     if len(sums) > PATH_ELEMENTS:
         more = f"... {len(sums) - PATH_ELEMENTS} more elements (--json with --graph has them all)"

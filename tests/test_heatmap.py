@@ -41,9 +41,9 @@ def test_signs_sizes_and_the_two_kinds_of_zero():
     # a diagonal entry that is 0 here (relu off) is a numerical zero, a dot
     rows = _map([4.0, 0, 0, 0, 0.0, 0, 0, 0, -1.5], 3, 3, "diagonal")
     assert rows == [POSITIVE[3] + "  ", " · ", "  " + NEGATIVE[1]]
-    # a dense J: its zeros are numerical, never structural
+    # a J that is not elementwise (W @ x): its zeros may be of either kind, and are drawn apart from both
     rows = _map([1.0, 0.0, -2.0, 0.2], 2, 2, "dense")
-    assert rows == [POSITIVE[2] + "·", NEGATIVE[3] + POSITIVE[0]]  # 1 is half of max |J| = 2
+    assert rows == [POSITIVE[2] + "∘", NEGATIVE[3] + POSITIVE[0]]  # 1 is half of max |J| = 2
     assert _map([1.0, -1.0], 1, 2, "dense", ascii=True) == ["#%"]
     assert _map([math.nan, 1.0], 1, 2, "dense") == ["!" + POSITIVE[3]]
 
@@ -56,7 +56,7 @@ def test_blocks_keep_the_largest_entry_and_its_sign():
     values[99 * n + 99] = 5.0
     rows = _map(values, m, n, "dense")
     assert len(rows) == 20 and len(rows[0]) == 20
-    assert rows[0][0] == NEGATIVE[3] and rows[-1][-1] == POSITIVE[3] and rows[5][5] == "·"
+    assert rows[0][0] == NEGATIVE[3] and rows[-1][-1] == POSITIVE[3] and rows[5][5] == "∘"
 
 
 def test_heatmap_pinned_at_80_columns():

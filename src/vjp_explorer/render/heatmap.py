@@ -35,7 +35,8 @@ def heatmap(
     m, n = math.prod(out_shape), leaf_data.numel
     flat = jac.value.flat
     a = np.asarray(flat if isinstance(flat, memoryview) else list(flat), dtype=np.float64).reshape(m, n)
-    bm = bn = max(-(-m // MAX_ROWS), -(-n // MAX_COLS))  # entries per cell: square blocks keep a diagonal one
+    b = max(-(-m // MAX_ROWS), -(-n // MAX_COLS))  # entries per cell: square blocks keep a diagonal one
+    bm, bn = min(b, m), min(b, n)
     rows, cols = -(-m // bm), -(-n // bn)
     pad = np.zeros((rows * bm, cols * bn))
     pad[:m, :n] = a
@@ -48,7 +49,11 @@ def heatmap(
     structural = _structural(jac.structure, m, n, bm, bn, rows, cols)
 
     pos, neg = (POSITIVE_ASCII, NEGATIVE_ASCII) if ascii else (POSITIVE, NEGATIVE)
-    zero_dot = "0" if ascii else "·"
+    # a zero is told apart only where the program's structure is known entry by entry (an elementwise J);
+    # elsewhere (a matmul, a reduction) it may be either kind, and says so
+    elementwise = jac.structure == "diagonal" and m == n
+    zero_dot = ("0" if ascii else "·") if elementwise else ("o" if ascii else "∘")
+    kinds: set[str] = set()
     labels = [element_label(out_name, out_shape, r * bm) for r in range(rows)]
     width = max(len(s) for s in labels)
     first, last = element_label(jac.leaf, leaf_data.shape, 0), element_label(jac.leaf, leaf_data.shape, n - 1)
@@ -64,8 +69,10 @@ def heatmap(
                 line.append("!" * wide, style="bold magenta")
             elif structural[r][c]:
                 line.append(" " * wide)
+                kinds.add("structural")
             elif x == 0.0:
                 line.append(zero_dot * wide, style="dim")
+                kinds.add("zero")
             else:
                 level = min(3, int(4 * abs(x) / scale)) if scale > 0 else 3
                 glyphs, styles = (pos, POSITIVE_STYLE) if x > 0 else (neg, NEGATIVE_STYLE)
@@ -73,18 +80,34 @@ def heatmap(
         line.append("│")
         lines.append(line)
 
-    cell = "one character per entry" if bm == 1 else f"one character per {bm} x {bn} block (its largest entry)"
+    cell = "one character per entry" if bm == bn == 1 else f"one character per {bm} x {bn} block (its largest entry)"
     legend = Text(f"heat-map of J, {cell}:\n")
     legend.append("".join(reversed(pos)) + " positive, " + "".join(reversed(neg)) + " negative: ")
     legend.append(f"|J| >= 3/4, 1/2, 1/4, > 0 of max |J| = {scale:.4g}\n")
-    legend.append(f"{zero_dot} zero at these inputs only, blank: zero by the program's structure")
+    zeros = []
+    if "zero" in kinds:
+        zeros.append(
+            f"{zero_dot} zero at these inputs only"
+            if elementwise
+            else f"{zero_dot} zero: by structure or at these inputs (J is not elementwise)"
+        )
+    if "structural" in kinds:
+        zeros.append("blank: zero by the program's structure")
     if not finite.all():
-        legend.append(", ! nan or inf")
+        zeros.append("! nan or inf")
+    legend.append(", ".join(zeros) or "no zero entries")
     nonzero = int(np.count_nonzero(a))
     n_struct = _structural_count(jac.structure, m, n)
+    zero_kinds = (
+        f"{n_struct:,} zero by structure (elementwise: off the diagonal), {m * n - nonzero - n_struct:,} "
+        "at these inputs only"
+        if elementwise
+        else f"the output does not depend on {jac.leaf}"
+        if jac.structure == "zero"
+        else f"{m * n - nonzero:,} zero, by structure or at these inputs (not told apart: J is not elementwise)"
+    )
     sparsity = Text(
-        f"sparsity: {nonzero:,} of {m * n:,} entries non-zero ({100 * nonzero / (m * n):.3g}%); "
-        f"{n_struct:,} zero by structure ({jac.structure}), {m * n - nonzero - n_struct:,} zero at these inputs",
+        f"sparsity: {nonzero:,} of {m * n:,} entries non-zero ({100 * nonzero / (m * n):.3g}%); {zero_kinds}",
         style="dim",
     )
     return Group(legend, *lines, sparsity)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from vjp_explorer.engine.backward_graph import paths
+from vjp_explorer.render.graph_view import to_dot
 from vjp_explorer.snippet import run_snippet
-from vjp_explorer.snippet.graph import paths, to_dot
 
 ROOT = Path(__file__).resolve().parents[1]
 TWICE = """import torch
@@ -82,8 +83,8 @@ def test_cli_graph_tree_and_dot_file(vjp, tmp_path):
     assert dot.read_text().startswith("digraph backward {")
     res = vjp("run", str(path), "--seed", "0", "--dot", str(dot), "--json")
     assert '"graph": null' in res.stdout  # only the file was asked for
-    res = vjp("run", "3*a", "--a", "1", "--graph")
-    assert res.exit_code == 2 and "snippet" in res.stderr
+    res = vjp("run", "3*a", "--a", "1", "--graph")  # a program has its graph too (tests/test_program_graph.py)
+    assert res.exit_code == 0 and "MulBackward0  y = 3*a" in res.stdout
 
 
 def test_svg_and_html_save_what_the_terminal_shows(vjp, tmp_path):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import display
+
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
@@ -44,3 +46,13 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _html(result: Any) -> str:
+    # Jupyter's view of a result (its _repr_html_): the renderer is imported only when a notebook asks
+    from .render.notebook import html
+
+    return html(result)
+
+
+display.html_view = _html

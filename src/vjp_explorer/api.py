@@ -64,6 +64,7 @@ class Request:
     expected_dropped: bool = False  # the file had [expect], but options overrode what it was for
     more_grads: tuple[ValueLike, ...] = ()  # a second, third ... --grad: linearity (docs/probes.md)
     upstream: str | None = None  # --upstream: v = dL/dy for this loss, written in y
+    graph: bool = False  # --graph, --dot: the backward graph of the real call (engine/program_graph.py)
 
 
 def explore(program: str | Request, values: Mapping[str, ValueLike] | None = None, **options: Any) -> Result:
@@ -159,8 +160,13 @@ class _Run:
         self.consts = consts
         t = self.lap("inputs", t)
 
+        recorder = None
+        if req.graph:
+            from .engine.program_graph import RecordingInterpreter
+
+            recorder = RecordingInterpreter(prog, self.limits, dtype)
         try:
-            fwd = Interpreter(prog, self.limits, dtype).run(env)
+            fwd = (recorder or Interpreter(prog, self.limits, dtype)).run(env)
         except RecursionError:
             raise LimitError(
                 "The program's expressions are nested too deeply to evaluate; split them into assignments."
@@ -209,6 +215,8 @@ class _Run:
         for tensor in [*leaves.values(), *inter_tensors.values()]:
             tensor.grad = None
         saved = _saved_tensors(out) if calls > 1 and not req.retain_graph else []
+        if recorder is not None:
+            recorder.watch(out, leaves)
         for k in range(calls):
             # every call but the last keeps the graph: backward frees the tensors it saved (exp's result, the
             # operands of *), and the next call needs them
@@ -224,6 +232,8 @@ class _Run:
                     hint="Drop --no-retain-graph (vjp then passes retain_graph=True to calls 1 to N-1, as the "
                     "PyTorch message says), or, in your own code, run the forward again before each backward.",
                 ) from None
+        if recorder is not None:
+            recorder.finish()  # the hooks come off before any later pass through the graph
         grads = {n: (x.grad if x.grad is not None else torch.zeros_like(x)) for n, x in leaves.items()}
         none_grads = [n for n, x in leaves.items() if x.grad is None]
         t = self.lap("backward", t)
@@ -451,6 +461,7 @@ class _Run:
                 "latex": req.latex,
             },
             probe=probe,
+            graph=recorder.graph if recorder is not None else None,
         )
         self.lap("result", t)
         self.timings["total"] = round(time.perf_counter() - self.t0, 6)

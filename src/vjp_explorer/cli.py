@@ -24,7 +24,7 @@ app = typer.Typer(
     name="vjp",
     help="See what y.backward(v) computes: Jᵀv, one weighted sum per input element, checked three ways.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (shell completion of commands and options)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: typer's rich help imports rich.markdown and doubles start-up
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -117,23 +117,36 @@ Expression = Annotated[
 FileOpt = Annotated[
     Path | None,
     typer.Option(
-        "--file", "-f", metavar="FILE", help="Run an expression file (TOML); command-line options override it."
+        "--file",
+        "-f",
+        metavar="FILE",
+        help="Run an expression file (TOML); command-line options override it, "
+        "e.g. --file expressions/seed_3vector.toml.",
     ),
 ]
 VarOpt = Annotated[
     list[str] | None,
-    typer.Option("--var", metavar="NAME=VALUE", help="NAME=VALUE for a leaf (requires grad); repeatable."),
+    typer.Option(
+        "--var",
+        metavar="NAME=VALUE",
+        help="NAME=VALUE for a leaf (requires grad), for a name that clashes with an option; repeatable, "
+        "e.g. --var grad=1,2.",
+    ),
 ]
 ConstOpt = Annotated[
     list[str] | None,
-    typer.Option("--const", metavar="NAME=VALUE", help="NAME=VALUE for a constant (no grad, no Jacobian); repeatable."),
+    typer.Option(
+        "--const",
+        metavar="NAME=VALUE",
+        help="NAME=VALUE for a constant (no grad, no Jacobian); repeatable, e.g. --const 'W=randn(3,3)'.",
+    ),
 ]
 GradOpt = Annotated[
     str | None,
     typer.Option(
         "--grad",
         metavar="V",
-        help="v of y.backward(v): same forms as values, or 'ones'. Default 1 for a scalar output.",
+        help="v of y.backward(v): same forms as values, or 'ones', e.g. --grad 0.5,1,2. Default 1 for a scalar output.",
     ),
 ]
 GradsOpt = Annotated[
@@ -141,7 +154,8 @@ GradsOpt = Annotated[
     typer.Option(
         "--grad",
         metavar="V",
-        help="v of y.backward(v): same forms as values, or 'ones'; or a probe: e3 / e[1,2] (one-hot), basis "
+        help="v of y.backward(v), e.g. --grad 0.1,1,0.0001: same forms as values, or 'ones'; or a probe: e3 / e[1,2] "
+        "(one-hot), basis "
         "(every row of J), random (seeded by --seed). Repeat it to check linearity (--grad 1,0 --grad 0,1). "
         "Default 1 for a scalar output.",
     ),
@@ -155,57 +169,116 @@ UpstreamOpt = Annotated[
     ),
 ]
 OutputOpt = Annotated[
-    str | None, typer.Option("--output", metavar="NAME", help="The variable to differentiate (default: the last one).")
+    str | None,
+    typer.Option(
+        "--output", metavar="NAME", help="The variable to differentiate (default: the last one), e.g. --output h."
+    ),
 ]
 DtypeOpt = Annotated[
-    str | None, typer.Option("--dtype", metavar="float32|float64", help="float32 (torch's default) or float64.")
+    str | None,
+    typer.Option(
+        "--dtype", metavar="float32|float64", help="float32 (torch's default) or float64, e.g. --dtype float64."
+    ),
 ]
-SeedOpt = Annotated[int | None, typer.Option("--seed", metavar="N", help="Seed for rand(...)/randn(...) values.")]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option("--seed", metavar="N", help="Seed for rand(...)/randn(...) values and --grad random, e.g. --seed 0."),
+]
 CallsOpt = Annotated[
     int | None,
-    typer.Option("--backward-calls", metavar="N", help="Call backward N times without zeroing .grad (it accumulates)."),
+    typer.Option(
+        "--backward-calls",
+        metavar="N",
+        help="Call backward N times without zeroing .grad (it accumulates), e.g. --backward-calls 2.",
+    ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout (schema in the README).")]
-FullOpt = Annotated[bool, typer.Option("--full", help="Show every element and every Jacobian entry.")]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also show methods and timings.")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print only JSON on stdout (docs/json.md), e.g. --json | jq .grads.")
+]
+FullOpt = Annotated[
+    bool,
+    typer.Option(
+        "--full",
+        help="Show every element and every Jacobian entry (up to 10,000 a table), e.g. --x 'arange(30)' --full.",
+    ),
+]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Also show how each Jacobian was computed, and the timings, e.g. -v.")
+]
 DigitsOpt = Annotated[
-    int | None, typer.Option("--digits", metavar="N", help="Significant digits shown (default 6; 10 for float64).")
+    int | None,
+    typer.Option(
+        "--digits", metavar="N", help="Significant digits shown (default 6; 10 for float64), e.g. --digits 3."
+    ),
 ]
-SymOpt = Annotated[bool, typer.Option("--symbolic/--no-symbolic", help="Run the sympy cross-check.")]
+SymOpt = Annotated[
+    bool,
+    typer.Option(
+        "--symbolic/--no-symbolic",
+        help="Run the sympy cross-check (default); e.g. --no-symbolic skips it for a big program.",
+    ),
+]
 RetainOpt = Annotated[
     bool,
     typer.Option(
         "--retain-graph/--no-retain-graph",
-        help="With --backward-calls N, pass retain_graph=True to calls 1 to N-1 (without it torch raises on call 2).",
+        help="With --backward-calls N, pass retain_graph=True to calls 1 to N-1 (without it torch raises on call 2), "
+        "e.g. --backward-calls 2 --no-retain-graph shows torch's error.",
     ),
 ]
 MaxJacOpt = Annotated[
-    int | None, typer.Option("--max-jacobian", metavar="N", help="Most entries of one materialised Jacobian.")
+    int | None,
+    typer.Option(
+        "--max-jacobian", metavar="N", help="Most entries of one materialised Jacobian, e.g. --max-jacobian 1000000."
+    ),
 ]
 LimitOpt = Annotated[
-    list[str] | None, typer.Option("--limit", metavar="NAME=VALUE", help="NAME=VALUE to change a limit (see README).")
+    list[str] | None,
+    typer.Option(
+        "--limit",
+        metavar="NAME=VALUE",
+        help="NAME=VALUE to change a limit (docs/limits.md), e.g. --limit steps=100000.",
+    ),
 ]
-DeviceOpt = Annotated[str, typer.Option("--device", metavar="cpu|cuda", help="cpu or cuda.")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show a traceback for internal errors.")]
+DeviceOpt = Annotated[
+    str, typer.Option("--device", metavar="cpu|cuda", help="cpu or cuda, e.g. --device cuda where torch sees a GPU.")
+]
+DebugOpt = Annotated[
+    bool, typer.Option("--debug", help="Show a traceback for internal errors (exit 1), e.g. for a bug report: --debug.")
+]
 GraphOpt = Annotated[
-    bool, typer.Option("--graph", help="Show the backward graph of each call, with the cotangents (snippets).")
+    bool,
+    typer.Option(
+        "--graph",
+        help="Show the backward graph torch ran, each node with the cotangent it received, "
+        "e.g. vjp run 'h = sin(x); h*h + h' --x 1,2 --grad ones --graph.",
+    ),
 ]
 DotOpt = Annotated[
     Path | None,
-    typer.Option("--dot", metavar="FILE", help="Write the backward graphs as Graphviz DOT to FILE (snippets)."),
+    typer.Option(
+        "--dot",
+        metavar="FILE",
+        help="Write the backward graph as Graphviz DOT to FILE, e.g. --dot graph.dot (then dot -Tsvg graph.dot).",
+    ),
 ]
 SvgOpt = Annotated[
-    Path | None, typer.Option("--svg", metavar="FILE", help="Also save what the terminal shows as SVG to FILE.")
+    Path | None,
+    typer.Option("--svg", metavar="FILE", help="Also save what the terminal shows as SVG to FILE, e.g. --svg run.svg."),
 ]
 HtmlOpt = Annotated[
-    Path | None, typer.Option("--html", metavar="FILE", help="Also save what the terminal shows as HTML to FILE.")
+    Path | None,
+    typer.Option(
+        "--html", metavar="FILE", help="Also save what the terminal shows as HTML to FILE, e.g. --html run.html."
+    ),
 ]
 SnippetOpt = Annotated[
     str | None,
     typer.Option(
         "--snippet",
         metavar="TEXT|-",
-        help="Run pasted PyTorch code as a snippet ('-' reads stdin); a PROGRAM ending in .py is one too.",
+        help="Run pasted PyTorch code as a snippet ('-' reads stdin), e.g. pbpaste | vjp run --snippet -; "
+        "a PROGRAM ending in .py is one too.",
     ),
 ]
 
@@ -531,14 +604,7 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         raise typer.Exit(code)
     o.pop("snippet", None)
     o["grad"] = list(o["grad"]) if o.get("grad") else None  # repeatable: none given reads as None
-    if o.pop("graph", False) or o.pop("dot", None) is not None:
-        raise _fail(
-            UsageError(
-                "--graph and --dot show the graph of a snippet's backward calls (vjp run FILE.py --graph); "
-                "for a program, write it as a snippet for now."
-            ),
-            debug,
-        )
+    graph, dot = o.pop("graph", False), o.pop("dot", None)
     _keep_freed_memory()
     try:
         if o["digits"] is not None and not 1 <= o["digits"] <= 17:
@@ -547,9 +613,15 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         req = _build_request(ctx, expression, file, **o)
         req.explain = explain
         req.latex = latex
+        req.graph = graph or dot is not None
         from .api import explore
 
         result = explore(req)
+        if dot is not None:
+            from .render.graph_view import write_dot
+
+            write_dot(dot, [(1, f"{result.output_name}.backward(v): {result.program}", result.graph or [])])
+            result.graph = result.graph if graph else None  # asked only for the file
         _emit(result, o["json_"], o["full"], o["verbose"], o["digits"], explain, (o["svg"], o["html"]))
     except typer.Exit:
         raise
@@ -630,7 +702,9 @@ def explain_cmd(
     expression: Annotated[
         str | None,
         typer.Argument(
-            metavar="FILE|PROGRAM", help="An expression file (.toml), or a program as for 'run'.", show_default=False
+            metavar="FILE|PROGRAM",
+            help="An expression file (.toml) or a bundled example, e.g. seed_3vector; or a program as for 'run'.",
+            show_default=False,
         ),
     ] = None,
     file: FileOpt = None,
@@ -652,7 +726,9 @@ def explain_cmd(
     limit: LimitOpt = None,
     device: DeviceOpt = "cpu",
     debug: DebugOpt = False,
-    latex: Annotated[bool, typer.Option("--latex", help="Print formulas as LaTeX.")] = False,
+    latex: Annotated[
+        bool, typer.Option("--latex", help="Print formulas as LaTeX, e.g. vjp explain seed_3vector --latex.")
+    ] = False,
     snippet: SnippetOpt = None,
     graph: GraphOpt = False,
     dot: DotOpt = None,
@@ -768,7 +844,8 @@ def check_cmd(
         str,
         typer.Argument(
             metavar="MODULE.py:NAME",
-            help="Your file and the function or autograd.Function in it. This imports (runs) your file.",
+            help="Your file and the function or autograd.Function in it, e.g. my_ops.py:Square. "
+            "This imports (runs) your file.",
         ),
     ],
     grad: GradOpt = None,

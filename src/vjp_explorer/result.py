@@ -321,6 +321,7 @@ class Result:
     explanation: Any = None  # filled by `vjp explain` (see explain.py)
     meta: dict[str, Any] = field(default_factory=dict)
     probe: Probe | None = None  # --grad e3 / basis / random / several, --upstream
+    graph: list[dict[str, Any]] | None = None  # --graph: the nodes of the real backward (engine/backward_graph.py)
 
     @property
     def leaves(self) -> list[str]:
@@ -333,6 +334,12 @@ class Result:
         if any(c.status == "disagree" for c in self.checks.values()):
             return ExitCode.DISAGREE
         return ExitCode.OK
+
+    def _repr_html_(self) -> str | None:
+        """In Jupyter, the result shows itself as the terminal would show it (see display.py)."""
+        from . import display
+
+        return display.html(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form (see docs/json.md); non-finite numbers become strings."""

@@ -36,6 +36,15 @@ def _values(t: TensorData, lazy: bool = False) -> Any:
     return v
 
 
+def _clean_all(x: Any) -> Any:
+    """`clean` through dicts and lists too (the backward graph's nodes are nested plain data)."""
+    if isinstance(x, dict):
+        return {k: _clean_all(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_clean_all(v) for v in x]
+    return clean(x)
+
+
 def check(c: Check) -> dict[str, Any]:
     """One check, JSON-safe."""
     return {
@@ -105,6 +114,8 @@ def result_to_dict(r: Result, lazy: bool = False) -> dict[str, Any]:
     }
     if r.probe is not None:
         d["probe"] = probe_to_dict(r.probe, values)
+    if r.graph is not None:
+        d["graph"] = _clean_all(r.graph)
     if r.explanation is not None:
         d["explain"] = r.explanation.to_dict()
     return d

@@ -77,13 +77,9 @@ def snippet_command(
 
 
 def _write_dot(path: Path, result: Any) -> None:
-    from .snippet.graph import to_dot
+    from .render.graph_view import write_dot
 
-    graphs = [(e.index, f"#{e.index} line {e.line}: {e.source}", e.graph) for e in result.events if e.graph]
-    try:
-        path.write_text(to_dot(graphs), encoding="utf-8")
-    except OSError as err:
-        raise UsageError(f"--dot {visible(str(path))}: cannot write the file ({err.strerror}).") from None
+    write_dot(path, [(e.index, f"#{e.index} line {e.line}: {e.source}", e.graph) for e in result.events if e.graph])
 
 
 def _read(expression: str | None, snippet: str | None, max_chars: int) -> tuple[str, str]:

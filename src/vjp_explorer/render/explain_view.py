@@ -69,6 +69,9 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
         parts.append(_ledger_table(r, leaf, entries, view))
     parts.append(Text(""))
 
+    graph = T.graph_section(r)
+    if graph is not None:
+        parts += [graph, Text("")]
     parts.append(_section("4. every route, one answer"))
     parts.append(T.check_rows(r.checks.values()))
     note_items = T.notes(r)

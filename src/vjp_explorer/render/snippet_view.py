@@ -235,65 +235,10 @@ def _cell(x: Any) -> str:
 
 def _graph(e: Event) -> list[RenderableType]:
     """The backward graph as a tree, output first, with the cotangent arriving at each node; then the sums."""
-    from rich.tree import Tree
+    from .graph_view import tree
 
-    from ..snippet.graph import paths
-
-    g = {n["id"]: n for n in e.graph or []}
-    targets = {edge["to"] for n in g.values() for edge in n["edges"] if edge["to"] is not None}
-    tree = Tree(
-        Text(
-            f"backward graph of #{e.index}: the nodes torch ran, output first; each receives the cotangent shown",
-            style="bold",
-        )
-    )
-    shown: set[int] = set()
-
-    def label(node: dict[str, Any]) -> Text:
-        text = Text(node["name"], style="bold")
-        if node["leaf"]:
-            text.append(f" → {visible(node['leaf'])}.grad")
-        elif node["value_of"]:
-            text.append(f" ({visible(node['value_of'])})")
-        text.append(f"  receives {_short(node['arriving'])}" if node["ran"] else "  (did not run)")
-        if node["line"]:
-            text.append(f"  line {node['line']}", style="dim")
-        return text
-
-    def add(parent: Any, node_id: int) -> None:
-        node = g[node_id]
-        if node_id in shown:
-            parent.add(Text(f"{node['name']} (shown above)", style="dim"))
-            return
-        shown.add(node_id)
-        branch = parent.add(label(node))
-        for edge in node["edges"]:
-            if edge["to"] is not None:
-                add(branch, edge["to"])
-
-    for node_id in sorted(set(g) - targets):
-        add(tree, node_id)
-    out: list[RenderableType] = [tree]
-    merges = paths(e.graph or [])
-    if merges:
-        out.append(Text("gradients add where a value is used more than once:", style="bold"))
-        for m in merges:
-            whom = (
-                f"{visible(m['leaf'])}.grad"
-                if m["leaf"]
-                else f"d/d{visible(m['value_of'])}"
-                if m["value_of"]
-                else f"{m['name']} (node {m['node']})"
-            )
-            terms = " + ".join(f"{_short(p['value'])} via {p['name']}" for p in m["parts"])
-            out.append(Text(f"  {whom} = {terms} = {_short(g[m['node']]['arriving'])}"))
-    return out
-
-
-def _short(summary: Any) -> str:
-    from ..snippet.graph import short
-
-    return visible(short(summary))
+    title = f"backward graph of #{e.index}: the nodes torch ran, output first; each receives the cotangent shown"
+    return tree(e.graph or [], title)
 
 
 def _ledger(e: Event, x: LeafGrad) -> list[RenderableType]:

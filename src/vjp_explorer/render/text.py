@@ -190,10 +190,13 @@ def jacobian_view(r: Result, leaf: str, view: View) -> RenderableType:
             if view.full
             else "more than a screen (--full shows them)"
         )
-        return Text(
-            f"J has {m} x {n} entries, {more}: "
+        summary = Text(
+            f"J = ∂{out}/∂{leaf} has {m} x {n} entries, {more}: "
             f"min {fmt(d.stats.min, 4)}, max {fmt(d.stats.max, 4)}, norm {fmt(d.stats.norm, 4)}"
         )
+        from .heatmap import heatmap
+
+        return Group(summary, heatmap(jac, out, r.output.shape, r.inputs[leaf].value, view.ascii))
     t = Table(show_edge=False, header_style="bold", pad_edge=False)
     t.add_column(Text(f"J = ∂{out}/∂{leaf}"))
     out_shape = r.output.shape
@@ -367,6 +370,22 @@ def timings(r: Result) -> RenderableType:
     return Text("timings: " + parts, style="dim")
 
 
+def graph_section(r: Result) -> RenderableType | None:
+    """With --graph: the backward graph torch recorded, output first, each node with its span and cotangent."""
+    if r.graph is None:
+        return None
+    from .graph_view import tree
+
+    out = r.output_name
+    title = f"{out}.backward(v): the nodes torch ran, output first, each with what it received"
+    note = Text(
+        "each node is named as torch names it (grad_fn), with the part of the program that made it; "
+        "AccumulateGrad adds what it receives to the leaf's .grad",
+        style="dim",
+    )
+    return Group(Text("backward graph", style="bold underline"), *tree(r.graph, title), note)
+
+
 def render_run(r: Result, view: View) -> RenderableType:
     """The whole `vjp run` screen."""
     parts: list[RenderableType] = [header(r, view), Text("")]
@@ -378,6 +397,9 @@ def render_run(r: Result, view: View) -> RenderableType:
     probe = probe_section(r, view)
     if probe is not None:
         parts += [probe, Text("")]
+    graph = graph_section(r)
+    if graph is not None:
+        parts += [graph, Text("")]
     parts.append(checks(r))
     note_items = notes(r)
     if note_items:

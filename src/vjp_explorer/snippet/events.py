@@ -84,9 +84,9 @@ class Explainer:
         it.quiet = False
         probe = None
         if self.graph and explain:
-            from .graph import GraphProbe
+            from .graph import graph_probe
 
-            probe = GraphProbe(it, outs, lambda t: name_of(it, t, None))
+            probe = graph_probe(it, outs, lambda t: name_of(it, t, None))
             probe.start()
         try:
             value = it.traced(

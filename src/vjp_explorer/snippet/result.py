@@ -137,6 +137,12 @@ class SnippetResult:
             return int(ExitCode.SNIPPET_RAISED)
         return int(ExitCode.OK)
 
+    def _repr_html_(self) -> str | None:
+        """In Jupyter, the result shows itself as the terminal would show it (see display.py)."""
+        from .. import display
+
+        return display.html(self)
+
     def to_dict(self) -> dict[str, Any]:
         d = {
             "schema": SNIPPET_SCHEMA_VERSION,

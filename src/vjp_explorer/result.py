@@ -166,6 +166,7 @@ class TensorData:
     shape: tuple[int, ...]
     flat: Sequence[float]
     stats: Stats
+    dtype: str = "float64"  # the dtype the numbers came from (float32 numbers are exact in a float64)
 
     @property
     def numel(self) -> int:
@@ -334,8 +335,9 @@ class Result:
             return ExitCode.DISAGREE
         return ExitCode.OK
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready form (see docs/json.md); non-finite numbers become strings."""
+    def to_dict(self, full: bool = False) -> dict[str, Any]:
+        """The JSON-ready form (see docs/json.md); non-finite numbers become strings; arrays of more than
+        result_json.SUMMARY_ABOVE elements are summaries unless full."""
         from .result_json import result_to_dict
 
-        return result_to_dict(self)
+        return result_to_dict(self, full=full)

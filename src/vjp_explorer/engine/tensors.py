@@ -193,15 +193,16 @@ def to_data(t: torch.Tensor | Computed) -> TensorData:
     if isinstance(t, Computed):
         return TensorData(t.shape, OnDemand(t.n, lambda start, end: _data(t.values(start, end))), PendingStats(t.stats))
     t = t.detach().to("cpu")
+    dtype = str(t.dtype).removeprefix("torch.")
     flat = t.reshape(-1)
     n = flat.numel()
     if n == 0:
-        return TensorData(tuple(t.shape), [], Stats(math.nan, math.nan, 0.0, 0, 0))
+        return TensorData(tuple(t.shape), [], Stats(math.nan, math.nan, 0.0, 0, 0), dtype)
     if n > 1 and flat.stride(0) == 0 and math.isfinite(c := float(flat[0])):  # one number n times (expanded)
-        return TensorData(tuple(t.shape), Repeated(c, n), Stats(c, c, abs(c) * math.sqrt(n), 0, 0))
+        return TensorData(tuple(t.shape), Repeated(c, n), Stats(c, c, abs(c) * math.sqrt(n), 0, 0), dtype)
     flat = flat.contiguous()
     stats = _stats(flat)
-    return TensorData(tuple(t.shape), _data(flat), stats)
+    return TensorData(tuple(t.shape), _data(flat), stats, dtype)
 
 
 def _data(flat: torch.Tensor) -> memoryview | list[float]:

@@ -276,19 +276,20 @@ class _Run:
             if sym_grads is None:
                 checks["symbolic"] = skipped("symbolic", _SYM, reason or "")
             else:
-                if calls > 1:
-                    sym_grads = {n: g * calls for n, g in sym_grads.items()}
-                symbolic_grads = {n: to_data(g) for n, g in sym_grads.items()}
-                sym_items = [(n, grads[n], sym_grads[n]) for n in leaves]
                 huge = _huge_columns(sym, v) if sym is not None else {}
                 known = sym_sizes if isinstance(sym_sizes, dict) else {}
                 from .engine.symbolic import SymbolicTimeout, time_budget
+                from .engine.tensors import materialised
 
-                # the elementwise route's Jᵀv is evaluated in this comparison, chunk by chunk: the comparison
-                # keeps to what is left of the sympy budget, as that evaluation did when it was a step of the
-                # route. (A comparison that has finished stands: its second weighing is not cut short here.)
+                # the elementwise route's Jᵀv is evaluated here, from its rule, and compared: both keep to
+                # what is left of the sympy budget, as that evaluation did when it was a step of the route.
+                # (A comparison that has finished stands: its second weighing is not cut short here.)
                 try:
                     with time_budget(self._left(t, 0.05)):
+                        sym_grads = {n: materialised(g) for n, g in sym_grads.items()}
+                        if calls > 1:
+                            sym_grads = {n: g * calls for n, g in sym_grads.items()}
+                        sym_items = [(n, grads[n], sym_grads[n]) for n in leaves]
                         first = compare_tensors(
                             "symbolic",
                             _SYM + (f" ({reason})" if reason else ""),
@@ -307,8 +308,8 @@ class _Run:
                         f"sympy's Jᵀv was not evaluated and compared within {total:g} s in all "
                         "(--limit symbolic_seconds=S)",
                     )
-                    symbolic_grads = None  # not shown: as costly to write as the comparison that ran out of time
                 else:
+                    symbolic_grads = {n: to_data(g) for n, g in sym_grads.items()}
                     checks["symbolic"] = first
                     if first.status == "disagree":
                         # the exact values are no measure of autograd's rounding where a derivative cancels (1 -

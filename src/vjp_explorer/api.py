@@ -11,14 +11,15 @@ import math
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from .errors import FileFormatError, LimitError, ProgramError, ShapeError, UsageError
 from .language import program as P
 from .language.parser import parse_program
 from .language.values import ValueSpec, from_nested, parse_value
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import Limits
+from .request import Request, ValueLike
 from .result import (
     Check,
     Control,
@@ -32,38 +33,7 @@ from .result import (
     TensorData,
     element_label,
 )
-
-ValueLike = str | float | int | list[Any] | ValueSpec
-
-
-@dataclass
-class Request:
-    """Everything one exploration needs; the CLI and expression files both build one."""
-
-    program: str
-    values: dict[str, ValueLike] = field(default_factory=dict)
-    consts: dict[str, ValueLike] = field(default_factory=dict)
-    grad: ValueLike | None = None
-    output: str | None = None
-    dtype: str = "float32"
-    seed: int | None = None
-    backward_calls: int = 1
-    retain_graph: bool = True  # calls 1..N-1 keep the graph; False reproduces torch's error on call 2
-    symbolic: bool = True
-    device: str = "cpu"
-    limits: Limits = DEFAULT_LIMITS
-    explain: bool = False
-    title: str | None = None
-    source: str | None = None  # where the request came from (a file path), for messages
-    description: str | None = None
-    source_note: str | None = None  # an expression file's `source`: where the example comes from
-    grad_label: str = "given"  # where v came from, for the output ("given", "given in the file")
-    latex: bool = False  # formulas of `explain` as LaTeX
-    reserved: frozenset[str] = frozenset()  # names the CLI keeps for its own options (--grad, --help, ...)
-    expected: Any = None  # language.files.Expected: numbers a source printed, checked as "expected"
-    expected_dropped: bool = False  # the file had [expect], but options overrode what it was for
-    more_grads: tuple[ValueLike, ...] = ()  # a second, third ... --grad: linearity (docs/probes.md)
-    upstream: str | None = None  # --upstream: v = dL/dy for this loss, written in y
+from .stages.notes import ROUNDOFF_UNITS, control_text
 
 
 def explore(program: str | Request, values: Mapping[str, ValueLike] | None = None, **options: Any) -> Result:
@@ -382,9 +352,29 @@ class _Run:
 
         # ------------------------------------------------------------------ notes
         self.origin = origin
-        self._notes(prog, fwd, leaves, grads, jacs, v, grad_source, none_grads, calls, torch, checks)
+        from .stages.notes import Facts, notes_for
+
+        facts = Facts(
+            prog,
+            fwd,
+            leaves,
+            grads,
+            jacs,
+            v,
+            grad_source,
+            none_grads,
+            calls,
+            checks,
+            req.dtype,
+            self.v_ones,
+            self.singular,
+            origin,
+            self.reweighed,
+            req.expected_dropped,
+        )
+        self.notes = notes_for(facts)
         control = [
-            Control(c.kind, prog.source.count("\n", 0, c.span[0]) + 1, c.count, _control_text(c.kind, c.count))
+            Control(c.kind, prog.source.count("\n", 0, c.span[0]) + 1, c.count, control_text(c.kind, c.count))
             for c in fwd.control
         ]
         jac_out: dict[str, Jacobian] = {}
@@ -994,199 +984,6 @@ class _Run:
             self.reweighed.append(first.name)
         return again
 
-    def _notes(
-        self,
-        prog: P.Program,
-        fwd: Any,
-        leaves: dict[str, Any],
-        grads: dict[str, Any],
-        jacs: dict[str, Any],
-        v: Any,
-        grad_source: str,
-        none_grads: list[str],
-        calls: int,
-        torch: Any,
-        checks: dict[str, Check],
-    ) -> None:
-        from .engine.tensors import all_equal_to, all_finite
-
-        add = self.notes.append
-        if prog.output_note:  # first: the other notes use the output's name
-            add(Note("output_named", prog.output_note))
-        overflowed = {e for c in checks.values() for e in c.overflow}
-        spurious = {e for c in checks.values() for e in c.spurious}
-        undefined = {e for c in checks.values() for e in c.undefined}
-        out = prog.output
-        if grad_source.startswith("default"):
-            add(
-                Note(
-                    "default_v",
-                    f"{out!r} is a single number, so backward() uses v = 1: the grads are the plain "
-                    f"derivatives d{out}/dx.",
-                )
-            )
-        for n in none_grads:
-            add(
-                Note(
-                    "unused_leaf",
-                    f"{n!r} does not influence {out!r}: its Jacobian block is zero and its grad is "
-                    f"zeros here (torch itself leaves {n}.grad as None).",
-                )
-            )
-        all_ones = self.v_ones or all_equal_to(v, 1.0)
-        dense = [n for n, j in jacs.items() if j.structure == "dense"]
-        if all_ones and dense and v.numel() > 1:
-            add(
-                Note(
-                    "ones_not_derivative",
-                    f"v = ones with a non-diagonal Jacobian ({', '.join(dense)}): each grad "
-                    f"element is a column sum of J, sum_i d{out}[i]/dx[j], not 'the derivative of each output'.",
-                )
-            )
-        elif all_ones and v.numel() > 1 and jacs and all(j.structure in ("diagonal", "zero") for j in jacs.values()):
-            add(
-                Note(
-                    "ones_diagonal",
-                    "v = ones and every Jacobian block is diagonal: here (and only then) each grad "
-                    f"element is the derivative of the matching output element, d{out}[k]/dx[k].",
-                )
-            )
-        if self.req.expected_dropped:
-            add(
-                Note(
-                    "expect_skipped",
-                    "the file's [expect] numbers were not checked: options on the command line "
-                    "changed what they were printed for.",
-                )
-            )
-        if calls > 1:
-            add(
-                Note(
-                    "accumulated",
-                    f"backward ran {calls} times without zeroing: .grad accumulates, so each grad is "
-                    f"{calls} x Jᵀv; every route here reports that same quantity, {calls} x Jᵀv, as .grad holds it. "
-                    "Zero .grad (x.grad = None) between calls to get Jᵀv alone.",
-                )
-            )
-            add(
-                Note(
-                    "retain_graph",
-                    ("call 1" if calls == 2 else f"calls 1 to {calls - 1}")
-                    + " passed retain_graph=True: each backward frees the intermediate values "
-                    "the graph saved for it (exp's result, the operands of *), and the next call needs them. "
-                    "Without it torch raises 'Trying to backward through the graph a second time' on call 2 "
-                    "(--no-retain-graph shows it). The last call frees the graph.",
-                )
-            )
-        if self.singular:
-            add(
-                Note(
-                    "singularity",
-                    "at these values a derivative is infinite or undefined (found from the program and the values, "
-                    "before backward's numbers are read): " + "; ".join(self.singular) + ".",
-                )
-            )
-        for n, g in grads.items():
-            if not all_finite(g):  # (one float pass; the mask only where there is something to find)
-                bad = ~torch.isfinite(g)
-                k = int(bad.reshape(-1).nonzero()[0])
-                val = float(g.reshape(-1)[k])
-                label = element_label(n, tuple(g.shape), k)
-                if label in spurious:
-                    add(
-                        Note(
-                            "wrong_nonfinite_grad",
-                            f"{label}.grad is {val} ({int(bad.sum())} non-finite element(s) in {n}.grad) but the exact "
-                            "derivative there is finite: backward's value is wrong, not undefined"
-                            + (f"; {self.origin.text()}" if self.origin is not None else "."),
-                        )
-                    )
-                    continue
-                if label in overflowed:
-                    why = (
-                        f"{self.req.dtype} overflowed: the exact derivative is finite but larger than the dtype's range"
-                        + (" (run with --dtype float64)" if self.req.dtype != "float64" else ", the largest torch has")
-                    )
-                elif val != val:  # nan
-                    why = (
-                        "nan comes from 0 x inf or 0/0 in the chain rule (e.g. a factor that is 0 times a derivative "
-                        "that is infinite here, such as sqrt or log at 0), or from a point where the derivative "
-                        "is undefined"
-                    )
-                elif label in undefined:
-                    why = "the exact derivative is infinite here too (e.g. log or 1/x at 0, sqrt at 0)"
-                else:
-                    why = "the derivative is infinite at this point (e.g. log or 1/x at 0, sqrt at 0)"
-                add(
-                    Note(
-                        "nonfinite_grad",
-                        f"{label}.grad is {val} ({int(bad.sum())} non-finite element(s) in {n}.grad): {why}.",
-                    )
-                )
-        y = fwd.output.v.detach()
-        # (one float pass, in which nan propagates: a bool mask and .any() cost several on CPU)
-        if y.numel() and math.isnan(float(torch.aminmax(y.reshape(-1))[0])):
-            nan_y = torch.isnan(y)
-            k = int(nan_y.reshape(-1).nonzero()[0])
-            add(
-                Note(
-                    "nan_output",
-                    f"{element_label(out, tuple(y.shape), k)} is nan ({int(nan_y.sum())} nan element(s) in {out}): "
-                    "the forward left the real numbers or met 0/0 there (the log or sqrt of a negative number, a "
-                    "negative number to a fractional power, 0/0, inf - inf). backward does not look: it multiplies "
-                    "the local derivatives it computes from the inputs (log's is 1/x, whatever log(x) gave), so the "
-                    ".grad there may even be finite, the derivative of no real function. Where the exact derivative "
-                    "is undefined too, the exact checks list such elements as undefined.",
-                )
-            )
-        if self.reweighed:
-            c = checks[self.reweighed[0]]
-            which = " and ".join(f"the {n} check" for n in self.reweighed)
-            add(
-                Note(
-                    "rounding_allowance",
-                    f"{which} {'agree' if len(self.reweighed) > 1 else 'agrees'} only when weighed at the size "
-                    f"of the numbers autograd adds up (max |Δ| = {c.max_abs_diff or 0:.3g}, max rel = "
-                    f"{c.max_rel_diff or 0:.3g}; largest difference at {c.worst}): there the exact "
-                    "value is a sum or difference of numbers much larger than itself, such as the product rule's "
-                    "terms in (x + 1e7)*(x - 1e7), 1 - tanh(u)**2 where tanh(u) rounds to 1, or s*(1 - s) for a "
-                    f"saturated sigmoid, and {self.req.dtype} rounding of those numbers is that large. Such "
-                    f"elements are allowed {ROUNDOFF_UNITS} units of roundoff of that size, no more."
-                    + (" --dtype float64 gives more digits there." if self.req.dtype != "float64" else ""),
-                )
-            )
-        failed = [c.name for c in checks.values() if c.status == "disagree" and c.name in ("symbolic", "jacobian")]
-        only_wrong_nonfinite = all(not checks[c].worst or checks[c].worst in spurious for c in failed)
-        if only_wrong_nonfinite and self.origin is not None and not self.origin.overflow:
-            failed = []  # not float32's doing: float64 multiplies 0 by inf too
-        if failed and self.req.dtype == "float32":
-            add(Note("float32_disagrees", _float32_hint(failed, fwd, leaves, torch)))
-        aug = [s for s in _walk_statements(prog.body) if isinstance(s, P.Assign) and s.augmented]
-        if aug:
-            names = sorted({s.target for s in aug})
-            on_leaf = [n for n in names if n in prog.free]
-            text = (
-                f"{', '.join(n + ' += ...' for n in names)} (and -=, *=, /=) runs out of place, as "
-                f"{names[0]} = {names[0]} + ...: a new tensor. In PyTorch an in-place += on a tensor that "
-                "autograd saved for backward raises 'one of the variables needed for gradient computation has "
-                "been modified by an inplace operation'"
-            )
-            if on_leaf:
-                text += (
-                    f"; on the leaf {on_leaf[0]!r} it raises 'a leaf Variable that requires grad is being used in an "
-                    "in-place operation'"
-                )
-            add(Note("augmented_assignment", text + "."))
-        for c in fwd.control:
-            line = prog.source.count("\n", 0, c.span[0]) + 1
-            add(
-                Note(
-                    "control_flow",
-                    f"line {line}: {_control_text(c.kind, c.count)}; the graph (and so J) records only "
-                    "the path taken at these inputs.",
-                )
-            )
-
 
 # the size of Jᵀv's terms per leaf, from a route: known up front (matrix calculus), or a function that gives
 # it when a check fails without it (the elementwise route)
@@ -1197,9 +994,6 @@ _JTV = ".grad from backward(v) vs Jᵀv from the explicit Jacobian"
 _JAC = "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry"
 _FD = ".grad from backward(v) vs Jᵀv from central differences of the program in float64 (no autograd)"
 _FD_DIR = "<u, .grad> from backward(v) vs (f(x + hu) - f(x - hu))/2h · v, central differences in float64"
-# the second weighing after a disagreement: this many units of roundoff (eps of the dtype) of the size of
-# the terms autograd adds up. A bound on rounding, not a new rtol: a gradient off by more still disagrees
-ROUNDOFF_UNITS = 16
 # the singularity lint runs on programs that compute at most this many elements (a second, gradient-free
 # pass over the trace), and on any size where a grad is nan or inf
 LINT_WORK = 100_000
@@ -1288,52 +1082,6 @@ def _output_hint(prog: P.Program, env: dict[str, Any], torch: Any) -> str:
             f"name it: --output {others[-1]}."
         )
     return "Use the leaves in the output, or pass them with --NAME/--var instead of --const."
-
-
-def _walk_statements(body: tuple[P.Stmt, ...]) -> list[P.Stmt]:
-    out: list[P.Stmt] = []
-    stack = list(reversed(body))
-    while stack:
-        s = stack.pop()
-        out.append(s)
-        if isinstance(s, P.If):
-            stack += list(reversed(s.orelse)) + list(reversed(s.body))
-        elif isinstance(s, P.While | P.For):
-            stack += list(reversed(s.body))
-    return out
-
-
-def _float32_hint(failed: list[str], fwd: Any, leaves: dict[str, Any], torch: Any) -> str:
-    """What to try when a float32 run disagrees with the exact routes: float64, and whether the program's
-    values come near the edges of float32's range (where squares and products underflow or overflow)."""
-    tiny, huge = math.inf, 0.0
-    values = [*leaves.values(), *(getattr(val, "v", None) for val in fwd.env.values())]
-    for t in values:
-        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
-            a = t.detach().abs().double().reshape(-1)
-            a = a[torch.isfinite(a)]
-            if a.numel():
-                huge = max(huge, float(a.max()))
-                if bool((a > 0).any()):
-                    tiny = min(tiny, float(a[a > 0].min()))
-    text = (
-        f"the {' and '.join(failed)} check{'s disagree' if len(failed) > 1 else ' disagrees'} in float32, which "
-        "keeps about 7 significant digits "
-        "between 1.2e-38 and 3.4e38"
-    )
-    if tiny < 1e-19 or huge > 1e19:
-        edge = f"{tiny:.3g}" if tiny < 1e-19 else f"{huge:.3g}"
-        text += (
-            f": values of the program here reach {edge}, whose square (in x*x, a norm, a product) is out of "
-            "that range, so torch's float32 result loses its digits there"
-        )
-    return text + ". Run with --dtype float64: if it agrees there, the difference is float32's, not autograd's."
-
-
-def _control_text(kind: str, count: int) -> str:
-    if kind == "if":
-        return "the if took its " + ("first branch" if count else "else branch")
-    return f"the {kind} loop ran {count} time" + ("" if count == 1 else "s")
 
 
 def _step_shape(fwd: Any, s: Any) -> tuple[int, ...]:

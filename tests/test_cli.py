@@ -202,7 +202,7 @@ def test_internal_error_is_short_without_traceback(vjp, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(api._Run, "result", boom)
+    monkeypatch.setattr(api, "run", boom)
     r = vjp(*SEED)
     assert r.exit_code == 1
     assert "internal error" in r.stderr and "please report" in r.stderr

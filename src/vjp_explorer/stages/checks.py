@@ -1,5 +1,6 @@
-"""The checks: each route's Jᵀv (or J) against backward's .grad, within a stated tolerance, and weighed once
-more at the size of the terms autograd adds up where a first comparison fails.
+"""The checks: each route's Jᵀv (or J) against backward's .grad, within a stated tolerance.
+
+Where a first comparison fails, it is weighed once more at the size of the terms autograd adds up.
 
 Inputs: the grads of the backward calls, the Jacobians, the exact routes' results, v. Outputs: Check
 records (result.py), named as in docs/json.md.

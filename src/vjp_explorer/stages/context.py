@@ -1,5 +1,8 @@
-"""What the stages of one run share: the request, its limits, the clock, and a few facts that a later stage
-reads (whether v is ones, which checks were weighed again, where a wrong nan entered)."""
+"""What the stages of one run share: the request, its limits, the clock, and facts found on the way.
+
+The facts are those a later stage reads: whether v is ones, which checks were weighed again, where a wrong
+nan entered.
+"""
 
 from __future__ import annotations
 

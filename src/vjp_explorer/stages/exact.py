@@ -1,5 +1,6 @@
-"""The exact routes to Jᵀv, within the sympy budget: per element (sympy's derivative of every output element
-with respect to every input element), the elementwise formula, or matrix calculus.
+"""The exact routes to Jᵀv within the sympy budget: per element, the elementwise formula, matrix calculus.
+
+Per element is sympy's derivative of every output element with respect to every input element.
 
 Inputs: the Forward, the leaves, the constants, the output and v. Outputs: the per-element SymbolicJacobian
 (or None), Jᵀv per leaf (or None, with the reason), and the size of Jᵀv's terms where the route gives it.

@@ -1,5 +1,6 @@
-"""The notes catalogue: every explanation a run may add, each with its code, the condition it applies
-under, and its text. A reader scans CATALOGUE top to bottom; the result lists the notes in this order.
+"""The notes catalogue: every explanation a run may add, with its code, its condition and its text.
+
+A reader scans CATALOGUE top to bottom; the result lists the notes in this order.
 
 Each entry's `texts(facts)` gives the note's text, once per place it applies (none where it does not).
 The codes are a contract (docs/json.md lists them, a test keeps the list and this catalogue in step).

@@ -1,5 +1,7 @@
-"""v as a probe (docs/probes.md): the v of each --grad (one-hot, random, basis, several) or of --upstream,
-and the extra backward passes and checks that read J off those v, run while the graph is still there.
+"""v as a probe (docs/probes.md): the v of each --grad or of --upstream, and what it reads off J.
+
+The probes are one-hot, random, basis and several v; their extra backward passes and checks run while the
+graph is still there.
 
 Inputs: the probe kinds and specs (bind.probe_specs), the output, the leaves, the Jacobians. Outputs: the
 v's, and the Probe with its checks (basis, linearity, upstream).

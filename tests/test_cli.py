@@ -202,7 +202,7 @@ def test_internal_error_is_short_without_traceback(vjp, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(api._Run, "result", boom)
+    monkeypatch.setattr(api, "run", boom)
     r = vjp(*SEED)
     assert r.exit_code == 1
     assert "internal error" in r.stderr and "please report" in r.stderr
@@ -248,7 +248,7 @@ def test_full_stops_at_the_terminal_cap_and_says_so(vjp):
     from vjp_explorer.render.text import FULL_MAX
 
     r = ok(vjp("run", "2*a", "--a", f"linspace(0, 1, {FULL_MAX + 1})", "--grad", "ones", "--full"))
-    assert f"--full shows at most {FULL_MAX:,} rows; --json has all" in r.stdout
+    assert f"--full shows {FULL_MAX:,} rows; --json --full has all" in r.stdout
     assert r.stdout.count("\n") < 200
     # under the table, not in a cell: the element column stays narrow and the numbers stay whole
     header = next(line for line in r.stdout.splitlines() if line.startswith("element"))
@@ -284,7 +284,7 @@ def test_a_reader_that_stops_early_is_not_an_error():
     # `vjp run ... --json | head -c 100`: the pipe closes while vjp is still writing megabytes
     vjp = _console_script()
     with subprocess.Popen(
-        [vjp, "run", "2*a", "--a", "linspace(0, 1, 200000)", "--grad", "ones", "--json"],
+        [vjp, "run", "2*a", "--a", "linspace(0, 1, 200000)", "--grad", "ones", "--json", "--full"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     ) as p:

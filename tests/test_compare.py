@@ -8,7 +8,6 @@ a statistic or the worst element's label shows up here.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 
@@ -20,7 +19,6 @@ from vjp_explorer.engine import compare as C
 from vjp_explorer.engine import tensors as T
 from vjp_explorer.engine.symbolic import evaluate
 from vjp_explorer.engine.tensors import Computed, to_data
-from vjp_explorer.render import json_out
 from vjp_explorer.result import Tolerance, element_label
 
 
@@ -57,12 +55,6 @@ def oracle(items, tol: Tolerance, magnitudes=None, overflow_at=math.inf):
                     failing, excess = element_label(leaf, shape, k), d - tol.rtol * scale
     worst = mismatch or failing or worst
     return ("disagree" if bad else "agree"), max_abs, max_rel, worst, n_und, over
-
-
-def computed(want: torch.Tensor) -> Computed:
-    """want as a Computed: its elements copied span by span into the buffer it is read into."""
-    flat = want.double().reshape(-1)
-    return Computed(tuple(want.shape), lambda start, end, out: out.copy_(flat[start:end]))
 
 
 def case(rng: random.Random, n: int, dtype: torch.dtype):
@@ -119,9 +111,7 @@ def test_compare_matches_the_elementwise_rule(seed, monkeypatch):
             got, want = got.reshape(-1, 1), want.reshape(-1, 1)  # 2-d labels
         items.append((leaf, got, want))
     overflow_at = 1e38 if dtype == torch.float32 else math.inf
-    # the reference as a tensor, or computed chunk by chunk (as the elementwise route gives it)
-    given = [(leaf, got, computed(want) if rng.random() < 0.5 else want) for leaf, got, want in items]
-    check = C.compare_tensors("t", "t", given, tol, mags or None, overflow_at)
+    check = C.compare_tensors("t", "t", items, tol, mags or None, overflow_at)
     status, max_abs, max_rel, worst, n_und, over = oracle(items, tol, mags or None, overflow_at)
     assert check.status == status
     assert check.max_abs_diff == pytest.approx(max_abs, rel=1e-12, abs=0)
@@ -214,7 +204,6 @@ def test_evaluate_into_out_equals_the_plain_evaluation(expr):
     + [(torch.float64, s) for s in (0.0, 1e-300, 1e-200, 1e-30, 1.0, 1e30, 1e200, 1e300)],
 )
 def test_summary_norm_matches_math_at_any_scale(dtype, scale):
-    from vjp_explorer.engine.tensors import to_data
 
     rng = random.Random(int(scale > 1) + 7)
     vals = [rng.uniform(-1, 1) * scale for _ in range(1000)]
@@ -245,12 +234,11 @@ def test_a_constant_reference_is_judged_as_its_full_copy(change, monkeypatch):
         assert check.worst == worst
 
 
-@pytest.mark.parametrize("as_computed", [False, True])
 @pytest.mark.parametrize("where", [100, 1500, 2900])
-def test_the_worst_element_is_named_when_a_later_chunk_reuses_the_buffer(monkeypatch, where, as_computed):
-    """float32 against float64 is subtracted in a buffer that later chunks would overwrite (and a computed
-    reference is read into one): the element named must still be the one in the chunk with the largest
-    difference, whichever chunk that is, and a disagreement's too."""
+def test_the_worst_element_is_named_when_a_later_chunk_reuses_the_buffer(monkeypatch, where):
+    """float32 against float64 is subtracted in a buffer that later chunks would overwrite: the element
+    named must still be the one in the chunk with the largest difference, whichever chunk that is, and a
+    disagreement's too."""
     monkeypatch.setattr(T, "CHUNK", 700)
     want = torch.linspace(1, 2, 3000, dtype=torch.float64)
     for size, status in ((1e-5, "agree"), (1e-3, "disagree")):
@@ -259,59 +247,15 @@ def test_the_worst_element_is_named_when_a_later_chunk_reuses_the_buffer(monkeyp
         for k in (50, 800, 2500):
             if k != where:
                 got[k] += size / 10
-        ref = computed(want) if as_computed else want
-        check = C.compare_tensors("t", "t", [("x", got, ref)], C.TOLERANCES["float32"])
+        check = C.compare_tensors("t", "t", [("x", got, want)], C.TOLERANCES["float32"])
         assert (check.status, check.worst) == (status, f"x[{where}]")
         assert check.max_abs_diff == abs(float(got[where]) - float(want[where]))
 
 
-@pytest.mark.parametrize(
-    "values",
-    [
-        [1.5, -2.0, 3.25],
-        [0.0] * 5,
-        [],
-        [1e300, -1e300, 1e300],
-        [math.nan, 1.0, -math.inf, 2.0, math.inf],
-        [math.nan, math.nan],
-        [math.inf],
-    ],
-    ids=["plain", "zeros", "empty", "huge", "mixed non-finite", "all nan", "inf"],
-)
-@pytest.mark.parametrize("reps", [1, 700])
-def test_a_computed_tensor_reads_as_its_materialised_copy(values, reps, monkeypatch):
-    """Computed -> TensorData: the same values (read one at a time, in slices, iterated, as a nested list
-    and as JSON would), and the same statistics, worked out only when read."""
-    monkeypatch.setattr(T, "CHUNK", 256)  # the statistics span several chunks
-    full = torch.tensor(values * reps, dtype=torch.float64)
-    shape = (len(values), reps) if values else (0,)
-    c = computed(full.reshape(shape))
-    reads = []
-    real = c.values
-    c.values = lambda *a, **k: reads.append(a) or real(*a, **k)  # type: ignore[method-assign]
-    got, want = to_data(c), to_data(full.reshape(shape))
-    assert reads == []  # nothing computed until something is read
-    n = full.numel()
-    assert got.shape == want.shape and len(got.flat) == n
-    same = lambda a, b: repr(a) == repr(b)  # noqa: E731  (exactly the same floats, nan included)
-    assert same(list(got.flat), list(want.flat)) and same(got.tolist(), want.tolist())
-    if n:
-        assert same([got.flat[k] for k in (0, n - 1, -1)], [want.flat[k] for k in (0, n - 1, -1)])
-        assert same(list(got.flat[1 : n - 1]), list(want.flat[1 : n - 1]))
-        assert same(list(got.flat[::3]), list(want.flat)[::3])
-        with pytest.raises(IndexError):
-            got.flat[n]
-    a, b = got.stats, want.stats
-    assert (a.nan, a.inf) == (b.nan, b.inf)
-    assert same([a.min, a.max], [b.min, b.max])
-    assert a.norm == pytest.approx(b.norm, rel=1e-13, nan_ok=True)
-    assert same((c * 2).values().reshape(shape).tolist(), (full * 2).reshape(shape).tolist())
-
-
-def test_a_computed_tensor_gives_the_comparisons_numbers_however_it_is_read(monkeypatch):
+def test_a_computed_tensor_applies_its_rule_to_the_same_spans_always(monkeypatch):
     """torch may compute the last elements of a span by another routine (pow differs there in the last
-    bit): a Computed applies its rule to the comparison's chunks only, so every reader sees the numbers
-    that were compared. The rule here marks the last element of whatever span it is given."""
+    bit): a Computed applies its rule to the chunks [k·CHUNK, (k+1)·CHUNK) only, so its numbers do not
+    depend on who reads them. The rule here marks the last element of whatever span it is given."""
     monkeypatch.setattr(T, "CHUNK", 256)
     n = 1001
 
@@ -319,48 +263,32 @@ def test_a_computed_tensor_gives_the_comparisons_numbers_however_it_is_read(monk
         out.copy_(torch.arange(start, end, dtype=torch.float64))
         out[-1] += 0.5
 
-    c = Computed((7, 143), fill)
-    compared = torch.cat([c.chunk(s).clone() for s in range(0, n, 256)])
-    assert compared[255] == 255.5 and compared[256] == 256.0
-    td = to_data(c)
-    assert [td.flat[k] for k in range(n)] == compared.tolist()
-    assert list(td.flat) == compared.tolist() and list(td.flat[100:900]) == compared[100:900].tolist()
-    assert td.tolist() == compared.reshape(7, 143).tolist()
-    parts: list[str] = []
-    json_out._stream_tensor(td, parts.append)  # as the JSON of a big result streams it, row by row
-    assert json.loads("".join(parts)) == compared.reshape(7, 143).tolist()
+    t = Computed((7, 143), fill).materialise()
+    want = torch.arange(n, dtype=torch.float64)
+    want[[255, 511, 767, 1000]] += 0.5
+    assert t.dtype == torch.float64 and t.shape == (7, 143)
+    assert torch.equal(t.reshape(-1), want)
+    assert T.materialised(t) is t  # a tensor stays itself
 
 
-def test_reading_computed_values_one_by_one_fetches_a_window_at_a_time():
-    from vjp_explorer.result import OnDemand
+def test_the_result_holds_numbers_not_rules():
+    """Item 3 of issue 16: the result is plain data. Past the per-element budget the symbolic Jᵀv is an
+    array like any other (no lazily computed sequence or statistics), so a view reads numbers only."""
+    from vjp_explorer import explore
+    from vjp_explorer import result as R
 
-    fetched = []
-
-    def fetch(start, end):
-        fetched.append((start, end))
-        return [float(k) for k in range(start, end)]
-
-    seq = OnDemand(10_000, fetch)
-    assert [seq[k] for k in range(5000)] == [float(k) for k in range(5000)]
-    assert fetched == [(0, 4096), (4096, 8192)]
-    assert seq[-1] == 9999.0 and fetched[-1] == (8192, 10_000)
-    # short slices (the rows of a narrow tensor, as the JSON writer reads them) come from the window too
-    fetched.clear()
-    assert list(seq[8200:8210]) == [float(k) for k in range(8200, 8210)] and fetched == []
-    assert list(seq[4090:4100]) == [float(k) for k in range(4090, 4100)] and fetched == [(4090, 4100)]
-    assert list(seq[10_000:]) == [] and list(seq[5:3]) == [] and list(seq[-3:]) == [9997.0, 9998.0, 9999.0]
-    assert list(seq[0:9000]) == [float(k) for k in range(9000)]
-    assert list(OnDemand(0, fetch)[0:5]) == []
-    fetched.clear()
-    assert list(seq[10_000:]) == [] and list(seq[9000:9000]) == [] and fetched == [(10_000, 10_000), (9000, 9000)]
-    assert seq[::-1][:3] == [9999.0, 9998.0, 9997.0] and len(seq[::-1]) == 10_000
-    assert seq[5:1:-1] == [5.0, 4.0, 3.0, 2.0] and seq[-1:-4:-1] == [9999.0, 9998.0, 9997.0]
+    assert not hasattr(R, "OnDemand") and not hasattr(R, "PendingStats")
+    n = 200_001
+    r = explore("2*b*b + torch.log(c)", dict.fromkeys("bc", f"linspace(1, 2, {n})"), grad="ones")
+    assert "elementwise" in r.checks["symbolic"].compares and r.symbolic is not None
+    for td in r.symbolic.values():
+        assert isinstance(td.flat, memoryview | R.Repeated) and type(td.stats) is R.Stats
+        assert td.dtype == "float64"
 
 
 @pytest.mark.parametrize("c", [3.0, -2.5, 0.0, 1e300, math.nan, math.inf])
 @pytest.mark.parametrize("shape", [(2,), (1000,), (4, 250)])
 def test_the_summary_of_a_constant_view_is_that_of_its_copy(c, shape):
-    from vjp_explorer.engine.tensors import to_data
 
     view = torch.tensor(c, dtype=torch.float64).expand(shape)
     got, want = to_data(view), to_data(view.contiguous())

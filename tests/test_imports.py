@@ -21,6 +21,8 @@ FORBIDDEN = [
     (f"{PACKAGE}.render", "torch"),
     (f"{PACKAGE}.render", "sympy"),
     (f"{PACKAGE}.result", f"{PACKAGE}.render"),
+    *[(f"{PACKAGE}.stages", f"{PACKAGE}.{up}") for up in ("api", "cli", "render", "snippet", "explain")],
+    (f"{PACKAGE}.request", f"{PACKAGE}.api"),
 ]
 
 # Cycles allowed for now, each with why; any other cycle fails the test.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from vjp_explorer import explore
 from vjp_explorer.render import json_out
@@ -67,7 +68,7 @@ def test_schema_is_pinned(vjp):
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert set(d) == TOP
-    assert d["schema"] == 2
+    assert d["schema"] == 3
     assert d["inputs"]["W"] == {"shape": [2, 2], "value": [[1.0, 2.0], [3.0, 4.0]], "requires_grad": False}
     assert d["inputs"]["x"]["requires_grad"] is True
     assert d["output"] == {"name": "y", "shape": [2], "value": [5.5, 11.5]}
@@ -134,7 +135,131 @@ def test_streamed_json_equals_the_pretty_one(monkeypatch, program, values):
 
 
 def test_big_json_is_compact(vjp):
-    r = vjp("run", "x * 3", "--x", "linspace(0, 1, 200000)", "--grad", "ones", "--json", "--no-symbolic")
+    r = vjp("run", "x * 3", "--x", "linspace(0, 1, 200000)", "--grad", "ones", "--json", "--full", "--no-symbolic")
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert len(d["grads"]["x"]) == 200_000 and d["grads"]["x"][-1] == 3.0
+
+
+# --- JSON that scales: summaries past SUMMARY_ABOVE elements, --full, --save (docs/json.md) ---
+
+SUMMARY = {"summary", "shape", "dtype", "numel", "min", "max", "norm", "nan", "inf", "first", "last"}
+
+
+def test_the_summary_threshold_is_the_documented_one():
+    from pathlib import Path
+
+    from vjp_explorer.result_json import SUMMARY_ABOVE, SUMMARY_EDGE
+
+    assert SUMMARY_ABOVE == 100_000 and SUMMARY_EDGE == 5
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "json.md").read_text()
+    assert "100,000 elements" in doc and "`--save FILE.npz`" in doc
+
+
+def test_an_array_past_the_threshold_is_a_summary_and_one_at_it_is_whole(vjp):
+    from vjp_explorer.result_json import SUMMARY_ABOVE
+
+    n = SUMMARY_ABOVE + 1
+    argv = ["run", "x * 3 + c", "--x", f"linspace(1, 2, {n})", "--c", "0.5", "--grad", "ones", "--json"]
+    d = json.loads(ok_stdout(vjp(*argv)))
+    assert set(d) == TOP and d["schema"] == 3
+    x = torch.linspace(1, 2, n)
+    s = d["inputs"]["x"]["value"]
+    assert set(s) == SUMMARY and s["summary"] is True
+    assert (s["shape"], s["dtype"], s["numel"], s["nan"], s["inf"]) == ([n], "float32", n, 0, 0)
+    assert (s["min"], s["max"]) == (1.0, 2.0)
+    assert s["norm"] == pytest.approx(float(x.double().norm()), rel=1e-6)  # a float32 dot product
+    assert s["first"] == x[:5].tolist() and s["last"] == x[-5:].tolist()
+    y = d["output"]["value"]
+    assert y["first"] == (x[:5] * 3 + 0.5).tolist() and y["last"] == (x[-5:] * 3 + 0.5).tolist()
+    assert d["grads"]["x"]["min"] == d["grads"]["x"]["max"] == 3.0
+    assert d["grads"]["c"] == float(n)  # a 0-d grad stays a number
+    assert d["symbolic"]["x"]["summary"] is True and d["symbolic"]["x"]["dtype"] == "float64"
+    assert d["jacobian"]["x"]["diagonal"]["summary"] is True
+    # at the threshold: every number, as before
+    whole = json.loads(ok_stdout(vjp(*argv[:3], f"linspace(1, 2, {SUMMARY_ABOVE})", *argv[4:])))
+    assert whole["grads"]["x"] == [3.0] * SUMMARY_ABOVE
+
+
+def test_a_summary_counts_non_finite_elements_and_leaves_them_out_of_min_max_norm(vjp):
+    n = 100_003
+    d = json.loads(ok_stdout(vjp("run", "torch.log(x)", "--x", f"linspace(0, 1, {n})", "--grad", "ones", "--json")))
+    s = d["output"]["value"]
+    assert (s["inf"], s["nan"], s["first"][0], s["max"]) == (1, 0, "-inf", 0.0)
+    assert s["min"] == float(torch.log(torch.linspace(0, 1, n)[1]))
+
+
+def test_full_writes_every_number(vjp):
+    n = 100_001
+    argv = ["run", "x * 3", "--x", f"linspace(1, 2, {n})", "--grad", "ones", "--json", "--full", "--no-symbolic"]
+    d = json.loads(ok_stdout(vjp(*argv)))
+    assert d["inputs"]["x"]["value"] == torch.linspace(1, 2, n).tolist()
+    assert d["grads"]["x"] == [3.0] * n
+
+
+def ok_stdout(r) -> str:
+    assert r.exit_code == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".pt"])
+@pytest.mark.parametrize(
+    ("program", "argv"),
+    [
+        ("3*a+2*b*b+log(c)", ["--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "0.1,1,0.0001"]),
+        ("h = W @ x; y = torch.tanh(h)", ["--x", "1,2", "--const", "W=[[1,2],[3,4]]", "--grad", "1,-1"]),
+        ("x * 2 + s", ["--x", "linspace(0, 1, 100001)", "--s", "2", "--grad", "ones", "--no-symbolic"]),
+    ],
+)
+def test_save_round_trips_the_numbers_of_the_full_json(vjp, tmp_path, suffix, program, argv):
+    path = tmp_path / f"arrays{suffix}"
+    d = json.loads(ok_stdout(vjp("run", program, *argv, "--json", "--full", "--save", str(path))))
+    if suffix == ".npz":
+        import numpy as np
+
+        with np.load(path) as f:
+            saved = {k: f[k].tolist() for k in f.files}
+    else:
+        saved = {k: v.tolist() for k, v in torch.load(path, weights_only=True).items()}
+    want = {f"inputs/{n}": i["value"] for n, i in d["inputs"].items()}
+    want |= {"output": d["output"]["value"], "grad": d["grad"]["value"]}
+    want |= {f"grads/{n}": g for n, g in d["grads"].items()}
+    want |= {f"jtv/{n}": t for n, t in d["jtv"].items() if t is not None}
+    want |= {f"symbolic/{n}": t for n, t in (d["symbolic"] or {}).items()}
+    for n, j in d["jacobian"].items():
+        want |= {f"jacobian/{n}": j["value"]} if j["value"] is not None else {}
+        want |= {f"jacobian_diagonal/{n}": j["diagonal"]} if j["diagonal"] is not None else {}
+    for n, m in d["intermediates"].items():
+        want[f"intermediates/{n}"] = m["value"]
+        want |= {f"intermediate_grads/{n}": m["grad"]} if m["grad"] is not None else {}
+    assert saved.keys() == want.keys()
+    for k, v in want.items():
+        assert saved[k] == v, k
+
+
+def test_save_without_json_still_shows_the_tables(vjp, tmp_path):
+    path = tmp_path / "a.npz"
+    r = vjp("run", "x * x", "--x", "1,2", "--grad", "ones", "--save", str(path))
+    assert r.exit_code == 0, r.stderr
+    assert "checks" in r.stdout and path.stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("a.csv", ".npz (numpy) or .pt (torch)"),
+        ("a", ".npz (numpy) or .pt (torch)"),
+        ("no/such/a.npz", "does not exist"),
+    ],
+)
+def test_save_to_a_file_it_cannot_write_is_bad_input(vjp, tmp_path, name, words):
+    r = vjp("run", "x * x", "--x", "1,2", "--grad", "ones", "--save", str(tmp_path / name))
+    assert r.exit_code == 2 and r.stdout == ""
+    assert words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_save_is_refused_for_a_snippet(vjp, tmp_path):
+    r = vjp(
+        "run", "--snippet", "import torch\nx = torch.ones(2, requires_grad=True)\n", "--save", str(tmp_path / "a.npz")
+    )
+    assert r.exit_code == 2 and "--save" in r.stderr

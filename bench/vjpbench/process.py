@@ -25,6 +25,8 @@ HELPER = str(HERE / "child.py")
 BARE = str(HERE / "bare_torch.py")
 SEED_PROGRAM = "3*a+2*b*b+log(c)"
 BIG_N = 10_000_000  # the n of the "10^7-element elementwise" target
+BIG_TIME_LIMIT = 1.30  # issue 16: `vjp run --json` at 10^7 within 1.3x of the bare script (the summary JSON)
+BIG_RSS_LIMIT = 1.25  # issue 16: peak memory at 10^7 within 1.25x; smaller cases keep 1.15x
 SHORT_NAMES = {PYTHON: "python", VJP: "vjp", BARE: "bench/vjpbench/bare_torch.py"}
 
 Log = Callable[[str], None]
@@ -204,7 +206,7 @@ def elementwise_case(e: Elementwise) -> Case:
         _vjp_variants(
             args, (PYTHON, BARE, "linspace", str(e.n)), e.vjp_repeats, e.timeout_s, json_repeats=e.json_repeats
         ),
-        time_limit=1.25 if e.n == BIG_N else None,
+        time_limit=BIG_TIME_LIMIT if e.n == BIG_N else None,
         n=e.n,
     )
 
@@ -279,10 +281,11 @@ def _targets(cases: list[Case], measured: dict[str, list[Measured]]) -> list[Tar
                         "wall",
                     )
                 )
-            memory.append(_ratio_target(f"{label} peak RSS vs bare torch", 1.15, m, base, "rss_mb"))
+            rss_limit = BIG_RSS_LIMIT if case.n == BIG_N else 1.15
+            memory.append(_ratio_target(f"{label} peak RSS vs bare torch", rss_limit, m, base, "rss_mb"))
     if not any(c.n == BIG_N for c in cases):
         timed += [
-            _ratio_target(f"elementwise n={BIG_N:,}: `{v}` wall time vs bare torch", 1.25, None, None, "wall")
+            _ratio_target(f"elementwise n={BIG_N:,}: `{v}` wall time vs bare torch", BIG_TIME_LIMIT, None, None, "wall")
             for v in ("vjp run", "vjp run --json")
         ]
     return timed + memory

@@ -199,7 +199,8 @@ FullOpt = Annotated[
     bool,
     typer.Option(
         "--full",
-        help="Show every element and every Jacobian entry (up to 10,000 a table), e.g. --x 'arange(30)' --full.",
+        help="Show every element and every Jacobian entry (up to 10,000 a table; with --json every number of "
+        "every array), e.g. --x 'arange(30)' --full.",
     ),
 ]
 VerboseOpt = Annotated[
@@ -270,6 +271,15 @@ HtmlOpt = Annotated[
     Path | None,
     typer.Option(
         "--html", metavar="FILE", help="Also save what the terminal shows as HTML to FILE, e.g. --html run.html."
+    ),
+]
+SaveOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--save",
+        metavar="FILE.npz|FILE.pt",
+        help="Also write every array (inputs, output, v, grads, Jᵀv, J, sympy's) in binary (docs/json.md), "
+        "e.g. --save run.npz (numpy.load) or --save run.pt (torch.load).",
     ),
 ]
 SnippetOpt = Annotated[
@@ -542,7 +552,7 @@ def _emit(
         from .render.json_out import write_json
 
         parts: list[str] = []  # all of it before the first byte: no truncated JSON if anything fails
-        write_json(result, parts.append)
+        write_json(result, parts.append, full)
         parts.append("\n")
         _write(parts)
         return
@@ -597,12 +607,15 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
     if o.get("snippet") is not None or (file is None and _is_snippet_path(expression)):
         from .snippet_cli import snippet_command
 
+        if o.pop("save", None) is not None:
+            raise _fail(UsageError("--save writes the arrays of a program's run; a snippet has none yet."), debug)
         try:
             code = snippet_command(ctx, expression, explain, o, _write, _render)
         except (Exception, KeyboardInterrupt) as e:
             raise _fail(e, debug) from None
         raise typer.Exit(code)
     o.pop("snippet", None)
+    save = o.pop("save", None)
     o["grad"] = list(o["grad"]) if o.get("grad") else None  # repeatable: none given reads as None
     graph, dot = o.pop("graph", False), o.pop("dot", None)
     _keep_freed_memory()
@@ -610,6 +623,10 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         if o["digits"] is not None and not 1 <= o["digits"] <= 17:
             raise UsageError(f"--digits must be between 1 and 17, not {o['digits']}.")
         latex = o.pop("latex", False)
+        if save is not None:
+            from .save import check_path
+
+            check_path(save)
         req = _build_request(ctx, expression, file, **o)
         req.explain = explain
         req.latex = latex
@@ -622,6 +639,10 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
 
             write_dot(dot, [(1, f"{result.output_name}.backward(v): {result.program}", result.graph or [])])
             result.graph = result.graph if graph else None  # asked only for the file
+        if save is not None:
+            from .save import save as save_arrays
+
+            save_arrays(result, save)
         _emit(result, o["json_"], o["full"], o["verbose"], o["digits"], explain, (o["svg"], o["html"]))
     except typer.Exit:
         raise
@@ -684,6 +705,7 @@ def run(
     dot: DotOpt = None,
     svg: SvgOpt = None,
     html: HtmlOpt = None,
+    save: SaveOpt = None,
 ) -> None:
     """Run y.backward(v) for real and show .grad, the Jacobian J, Jᵀv from J, and sympy's check side by side.
 
@@ -734,6 +756,7 @@ def explain_cmd(
     dot: DotOpt = None,
     svg: SvgOpt = None,
     html: HtmlOpt = None,
+    save: SaveOpt = None,
 ) -> None:
     """Explain backward(v) for a program: shapes, the symbolic Jacobian, and each grad term by term.
 

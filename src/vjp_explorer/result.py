@@ -1,15 +1,15 @@
 """The result of one exploration: plain Python data, fed to every renderer.
 
-Nothing here imports torch or sympy. Tensors arrive as TensorData: a shape, a
-flat sequence of Python floats (a memoryview over the tensor's buffer, so big
-tensors cost no copy; for values computed where they are read, an OnDemand
-sequence) and summary statistics (computed when first read, for those).
+Nothing here imports torch or sympy, and nothing here runs either: tensors arrive
+as TensorData, a shape, a flat sequence of Python floats (a memoryview over the
+tensor's buffer, so big tensors cost no copy; a constant as Repeated) and summary
+statistics worked out by the engine.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,67 +59,6 @@ class Repeated(Sequence[float]):
         return f"Repeated({self.value!r}, {self.n})"
 
 
-class OnDemand(Sequence[float]):
-    """Values computed where they are read, never held whole: `fetch(start, end)` gives elements
-    [start, end) as a sequence of floats (a memoryview over a fresh buffer). The elementwise route's Jᵀv
-    at 10^6 elements is compared a chunk at a time and kept only as its formula; a summary reads six of
-    its numbers, and the JSON writer reads it in slices. Reading one element fetches the WINDOW around it
-    and keeps that window for the next read, so a row-by-row table costs one fetch per window."""
-
-    __slots__ = ("_fetch", "_window", "n")
-    WINDOW = 4096
-    SLICE = 65_536  # elements per fetch when iterating
-
-    def __init__(self, n: int, fetch: Any) -> None:
-        self.n = n
-        self._fetch = fetch
-        self._window: tuple[int, Sequence[float]] = (0, ())
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, k: Any) -> Any:
-        if isinstance(k, slice):
-            start, stop, step = k.indices(self.n)
-            if step != 1:
-                return [self[i] for i in range(start, stop, step)]
-            stop = max(start, stop)
-            if stop - start > self.WINDOW or stop == start or (stop - 1) // self.WINDOW != start // self.WINDOW:
-                return self._fetch(start, stop)
-            first, values = self._at(start)  # a short slice (a row of a narrow tensor): from the window
-            return values[start - first : stop - first]
-        if k < 0:
-            k += self.n
-        if not 0 <= k < self.n:
-            raise IndexError(k)
-        first, values = self._at(k)
-        return float(values[k - first])
-
-    def _at(self, k: int) -> tuple[int, Sequence[float]]:
-        """The window that holds element k: the one kept, or fetched now and kept."""
-        first, values = self._window
-        if not first <= k < first + len(values):
-            first = k - k % self.WINDOW
-            values = self._fetch(first, min(self.n, first + self.WINDOW))
-            self._window = (first, values)
-        return first, values
-
-    def __iter__(self) -> Any:
-        for start in range(0, self.n, self.SLICE):
-            yield from self._fetch(start, min(self.n, start + self.SLICE))
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to a sequence (a list, a memoryview, another OnDemand) of the same numbers: reads them all."""
-        if not isinstance(other, Sequence | memoryview) or len(other) != self.n:
-            return False
-        return all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"OnDemand({self.n})"
-
-
 @dataclass(frozen=True)
 class Stats:
     """Summary of a tensor: for big ones, instead of every element."""
@@ -131,34 +70,6 @@ class Stats:
     inf: int
 
 
-_STATS_FIELDS = ("min", "max", "norm", "nan", "inf")
-
-
-class PendingStats(Stats):
-    """Stats worked out when first read: for values computed on demand (OnDemand), whose statistics a view
-    may never ask for (the terminal shows a few of their numbers, not their min, max or norm). Reads like
-    any Stats; the first read of a field computes them all."""
-
-    def __init__(self, compute: Callable[[], Stats]) -> None:
-        object.__setattr__(self, "_compute", compute)
-
-    def __getattr__(self, name: str) -> Any:  # only for what the instance does not hold yet
-        if name not in _STATS_FIELDS:
-            raise AttributeError(name)
-        done = self._compute()
-        for f in _STATS_FIELDS:
-            object.__setattr__(self, f, getattr(done, f))
-        return getattr(done, name)
-
-    def __eq__(self, other: object) -> bool:  # as a Stats: by the numbers, whichever class holds them
-        if not isinstance(other, Stats):
-            return NotImplemented
-        return tuple(getattr(self, f) for f in _STATS_FIELDS) == tuple(getattr(other, f) for f in _STATS_FIELDS)
-
-    def __hash__(self) -> int:
-        return hash(tuple(getattr(self, f) for f in _STATS_FIELDS))
-
-
 @dataclass(frozen=True)
 class TensorData:
     """A tensor's values as plain Python numbers (row-major) with its shape."""
@@ -166,6 +77,7 @@ class TensorData:
     shape: tuple[int, ...]
     flat: Sequence[float]
     stats: Stats
+    dtype: str = "float64"  # the dtype the numbers came from (float32 numbers are exact in a float64)
 
     @property
     def numel(self) -> int:
@@ -341,8 +253,9 @@ class Result:
 
         return display.html(self)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready form (see docs/json.md); non-finite numbers become strings."""
+    def to_dict(self, full: bool = False) -> dict[str, Any]:
+        """The JSON-ready form (see docs/json.md); non-finite numbers become strings; arrays of more than
+        result_json.SUMMARY_ABOVE elements are summaries unless full."""
         from .result_json import result_to_dict
 
-        return result_to_dict(self)
+        return result_to_dict(self, full=full)

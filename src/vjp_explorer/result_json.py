@@ -13,7 +13,12 @@ if TYPE_CHECKING:
 
     from .result import Check, Probe, Result, TensorData
 
-JSON_SCHEMA_VERSION = 2
+JSON_SCHEMA_VERSION = 3
+
+# An array of more elements than this is written as a summary unless the caller asks for every number
+# (`vjp run --json --full`, or `--save FILE.npz` for the numbers in binary); docs/json.md documents it.
+SUMMARY_ABOVE = 100_000
+SUMMARY_EDGE = 5  # the first and the last elements a summary shows, in row-major order
 
 
 def clean(x: Any) -> Any:
@@ -26,8 +31,31 @@ def clean(x: Any) -> Any:
     return x
 
 
-def _values(t: TensorData, lazy: bool = False) -> Any:
-    """The nested list (or number) of a tensor, JSON-safe; with lazy, the TensorData itself (streamed later)."""
+def summary(t: TensorData) -> dict[str, Any]:
+    """A big array as the terminal shows it: shape, dtype, min, max and norm of the finite elements, the
+    nan and inf counts, and its first and last elements (row-major)."""
+    n = t.numel
+    edge = min(SUMMARY_EDGE, n)
+    return {
+        "summary": True,
+        "shape": list(t.shape),
+        "dtype": t.dtype,
+        "numel": n,
+        "min": clean(float(t.stats.min)),
+        "max": clean(float(t.stats.max)),
+        "norm": clean(float(t.stats.norm)),
+        "nan": t.stats.nan,
+        "inf": t.stats.inf,
+        "first": clean([float(x) for x in t.flat[:edge]]),
+        "last": clean([float(x) for x in t.flat[n - edge :]]),
+    }
+
+
+def tensor_json(t: TensorData, lazy: bool = False, full: bool = True) -> Any:
+    """The nested list (or number) of a tensor, JSON-safe, or its summary past SUMMARY_ABOVE elements
+    unless full; with lazy, the TensorData itself (streamed later)."""
+    if not full and t.numel > SUMMARY_ABOVE:
+        return summary(t)
     if lazy:
         return t
     v = t.tolist()
@@ -62,11 +90,12 @@ def check(c: Check) -> dict[str, Any]:
     }
 
 
-def result_to_dict(r: Result, lazy: bool = False) -> dict[str, Any]:
-    """The whole result in the README's schema (lazy: tensors left as TensorData, for streaming)."""
+def result_to_dict(r: Result, lazy: bool = False, full: bool = False) -> dict[str, Any]:
+    """The whole result in the documented schema (docs/json.md): arrays past SUMMARY_ABOVE elements as
+    summaries unless full; lazy leaves the arrays written whole as TensorData, for streaming."""
 
     def values(t: TensorData) -> Any:
-        return _values(t, lazy)
+        return tensor_json(t, lazy, full)
 
     d: dict[str, Any] = {
         "schema": JSON_SCHEMA_VERSION,

@@ -9,7 +9,6 @@ from typing import Any
 from ..result import Check, Tolerance
 from ..result import element_label as _label
 from . import tensors
-from .tensors import Computed
 
 # float32 keeps ~7 significant digits; a few ops in a chain lose a little more.
 TOLERANCES = {
@@ -59,14 +58,6 @@ def _absmax(t: Any) -> float:
 
     lo, hi = (float(x) for x in torch.aminmax(t))
     return max(-lo, hi) if lo == lo else math.nan
-
-
-def _reference(w_all: Any, start: int, work: Any) -> Any:
-    """The chunk of a reference from `start` (of a flat tensor, or of a Computed, read into its buffer), in
-    the working dtype."""
-    if isinstance(w_all, Computed):
-        return w_all.chunk(start).to(work)
-    return w_all[start : start + tensors.CHUNK].to(work)
 
 
 def skipped(name: str, compares: str, reason: str) -> Check:
@@ -120,8 +111,7 @@ def compare_tensors(
     for leaf, got_t, want_t in items:
         shape = tuple(got_t.shape)
         g_all = got_t.detach().reshape(-1).cpu()
-        # a reference computed a chunk at a time (the elementwise route's Jᵀv) is read chunk by chunk
-        w_all: Any = want_t if isinstance(want_t, Computed) else want_t.detach().reshape(-1).cpu()
+        w_all = want_t.detach().reshape(-1).cpu()
         constant = isinstance(w_all, torch.Tensor) and w_all.numel() == g_all.numel() > 0 and w_all.stride(0) == 0
         if constant and g_all.is_floating_point():
             # a constant reference (a leaf whose derivative is a number: the 3 of 3*a), as a stride-0 view:
@@ -140,7 +130,7 @@ def compare_tensors(
             g_all = g_all.to(work)
         for start in range(0, g_all.numel(), tensors.CHUNK):
             g = g_all[start : start + tensors.CHUNK]
-            w = _reference(w_all, start, work)
+            w = w_all[start : start + tensors.CHUNK].to(work)
             # signed. float32 - float64 would be computed in float64 by a mixed-dtype loop, several times
             # slower than converting into the buffer and subtracting in place
             if g.dtype == work or g.shape != w.shape:  # (a reference may broadcast against got)

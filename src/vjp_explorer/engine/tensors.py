@@ -9,7 +9,7 @@ import torch
 
 from ..errors import ValueSyntaxError
 from ..language.values import ValueSpec
-from ..result import OnDemand, PendingStats, Repeated, Stats, TensorData
+from ..result import Repeated, Stats, TensorData
 
 # the comparison's chunk, here so that Computed and compare read one value (compare imports this module)
 CHUNK = 1 << 18  # elements per chunk: 1-2 MB temporaries stay in cache (1 << 20 runs twice as slow here)
@@ -96,79 +96,37 @@ def _norm(flat: torch.Tensor, top: float) -> float:
 
 
 class Computed:
-    """A float64 tensor known by a rule that fills any span of its flat (row-major) elements, computed where
-    it is read and never held whole. The elementwise route gives its Jᵀv this way: the comparison evaluates
-    each chunk while it is in cache, and a view reads the few numbers it shows (to_data: an OnDemand
-    sequence, with statistics worked out only if asked), so that at 10^6 elements no float64 array of the
-    full size is written and read back.
+    """A float64 tensor given by a rule that fills spans of its flat (row-major) elements: how the symbolic
+    route's elementwise formula hands over its Jᵀv. `materialise()` turns it into a plain tensor before
+    anything compares or shows it, so no result holds a rule.
 
-    The rule is always applied to the same spans, the chunks of the comparison ([k·CHUNK, (k+1)·CHUNK) of
-    the flat order), whoever reads: torch may compute the last elements of a span by another routine than
-    the rest (pow differs there in the last bit), so only the same spans give the numbers compared, shown,
-    summarised and written alike. fill(start, end, out) writes elements [start, end) into out (float64).
+    The rule is always applied to the spans [k·CHUNK, (k+1)·CHUNK): torch may compute the last elements of a
+    span by another routine than the rest (pow differs there in the last bit), so fixed spans give the same
+    numbers on every run. fill(start, end, out) writes elements [start, end) into out (float64).
     """
 
     dtype = torch.float64
 
-    def __init__(self, shape: tuple[int, ...], fill: Any, scale: float = 1.0) -> None:
+    def __init__(self, shape: tuple[int, ...], fill: Any) -> None:
         self.shape = tuple(shape)
         self.n = math.prod(self.shape)
         self._fill = fill
-        self._scale = scale
-        self._buffer: torch.Tensor | None = None
-        self._held: int | None = None  # the start of the chunk the buffer holds
 
     def numel(self) -> int:
         return self.n
 
-    def __mul__(self, k: float) -> Computed:
-        """The same rule times a number (backward called k times)."""
-        return Computed(self.shape, self._fill, self._scale * k)
+    def materialise(self) -> torch.Tensor:
+        """All the elements, as a float64 tensor of the shape."""
+        out = torch.empty(self.n, dtype=torch.float64)
+        for start in range(0, self.n, CHUNK):
+            end = min(self.n, start + CHUNK)
+            self._fill(start, end, out[start:end])
+        return out.reshape(self.shape)
 
-    def chunk(self, start: int) -> torch.Tensor:
-        """The chunk that begins at `start` (a multiple of CHUNK), in a buffer that the next call for another
-        chunk overwrites (asked again for the same chunk, the buffer as it is)."""
-        size = min(self.n, start + CHUNK) - start
-        if self._buffer is None or self._buffer.numel() < size:
-            self._buffer, self._held = torch.empty(size, dtype=torch.float64), None
-        out = self._buffer[:size]
-        if self._held != start and size:
-            self._fill(start, start + size, out)
-            if self._scale != 1:
-                out.mul_(self._scale)
-            self._held = start
-        return out
 
-    def values(self, start: int = 0, end: int | None = None) -> torch.Tensor:
-        """Elements [start, end) as a new 1-d tensor, copied out of the chunks that hold them (reading row
-        after row computes each chunk once)."""
-        end = self.n if end is None else min(end, self.n)
-        out = torch.empty(max(0, end - start), dtype=torch.float64)
-        pos = start
-        while pos < end:
-            first = pos - pos % CHUNK
-            held = self.chunk(first)
-            take = min(end, first + held.numel()) - pos
-            out[pos - start : pos - start + take] = held[pos - first : pos - first + take]
-            pos += take
-        return out
-
-    def stats(self) -> Stats:
-        """What to_data gives for a whole tensor (min, max and norm of the finite elements, the nan and inf
-        counts), from one pass over the chunks (the norm combined chunk by chunk: it may differ from one
-        dot product over the whole tensor in the last bits)."""
-        parts = [_stats(self.chunk(s)) for s in range(0, self.n, CHUNK)]
-        finite = [p for p in parts if p.min == p.min]
-        norm = 0.0
-        for p in finite:
-            norm = math.hypot(norm, p.norm)
-        return Stats(
-            min((p.min for p in finite), default=math.nan),
-            max((p.max for p in finite), default=math.nan),
-            norm if finite or not self.n else math.nan,
-            sum(p.nan for p in parts),
-            sum(p.inf for p in parts),
-        )
+def materialised(t: torch.Tensor | Computed) -> torch.Tensor:
+    """A tensor, whichever form it came in."""
+    return t.materialise() if isinstance(t, Computed) else t
 
 
 def _stats(flat: torch.Tensor) -> Stats:
@@ -188,20 +146,19 @@ def _stats(flat: torch.Tensor) -> Stats:
     return Stats(float(vals.min()), float(vals.max()), norm, nan, flat.numel() - nfin - nan)
 
 
-def to_data(t: torch.Tensor | Computed) -> TensorData:
+def to_data(t: torch.Tensor) -> TensorData:
     """Copy-free (where possible) view of a tensor as plain Python numbers, with summary stats."""
-    if isinstance(t, Computed):
-        return TensorData(t.shape, OnDemand(t.n, lambda start, end: _data(t.values(start, end))), PendingStats(t.stats))
     t = t.detach().to("cpu")
+    dtype = str(t.dtype).removeprefix("torch.")
     flat = t.reshape(-1)
     n = flat.numel()
     if n == 0:
-        return TensorData(tuple(t.shape), [], Stats(math.nan, math.nan, 0.0, 0, 0))
+        return TensorData(tuple(t.shape), [], Stats(math.nan, math.nan, 0.0, 0, 0), dtype)
     if n > 1 and flat.stride(0) == 0 and math.isfinite(c := float(flat[0])):  # one number n times (expanded)
-        return TensorData(tuple(t.shape), Repeated(c, n), Stats(c, c, abs(c) * math.sqrt(n), 0, 0))
+        return TensorData(tuple(t.shape), Repeated(c, n), Stats(c, c, abs(c) * math.sqrt(n), 0, 0), dtype)
     flat = flat.contiguous()
     stats = _stats(flat)
-    return TensorData(tuple(t.shape), _data(flat), stats)
+    return TensorData(tuple(t.shape), _data(flat), stats, dtype)
 
 
 def _data(flat: torch.Tensor) -> memoryview | list[float]:

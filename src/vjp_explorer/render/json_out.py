@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..result_json import clean as _clean
-from ..result_json import result_to_dict
+from ..result_json import result_to_dict, tensor_json
 
 if TYPE_CHECKING:
     from ..result import Result, TensorData
@@ -17,26 +17,49 @@ PRETTY_LIMIT = 100_000  # numbers in all: up to here the JSON is indented, beyon
 CHUNK = 65_536
 
 
-def dumps(r: Result) -> str:
-    """The JSON text (strict: allow_nan=False, so a stray nan would fail loudly here)."""
+def dumps(r: Result, full: bool = False) -> str:
+    """The JSON text (strict: allow_nan=False, so a stray nan would fail loudly here); arrays past
+    result_json.SUMMARY_ABOVE elements as summaries unless full."""
     parts: list[str] = []
-    write_json(r, parts.append)
+    write_json(r, parts.append, full)
     return "".join(parts)
 
 
-def write_json(r: Result, write: Callable[[str], Any]) -> None:
-    """Write the JSON: indented when small; compact and streamed tensor by tensor when big, so that
-    10^7-element tensors never exist as Python lists all at once (json's indenting encoder is pure Python)."""
-    total = sum(i.value.numel for i in r.inputs.values()) + sum(i.value.numel for i in r.intermediates.values())
-    total += r.output.numel + r.grad.numel
-    total += sum(g.numel for g in r.grads.values()) * 4
-    total += sum(j.value.numel for j in r.jacobians.values() if j.value is not None)
-    if r.probe is not None and r.probe.rows is not None:
-        total += sum(t.numel for t in r.probe.rows.values())
-    if total <= PRETTY_LIMIT:
-        write(json.dumps(result_to_dict(r), indent=2, allow_nan=False, ensure_ascii=True))
+def write_json(r: Result, write: Callable[[str], Any], full: bool = False) -> None:
+    """Write the JSON: indented when small; compact and streamed tensor by tensor when big (with --full),
+    so that 10^7-element tensors never exist as Python lists all at once (json's indenting encoder is
+    pure Python)."""
+    d = result_to_dict(r, lazy=True, full=full)
+    if _numbers(d) <= PRETTY_LIMIT:
+        write(json.dumps(_resolve(d), indent=2, allow_nan=False, ensure_ascii=True))
         return
-    _stream(result_to_dict(r, lazy=True), write)
+    _stream(d, write)
+
+
+def _numbers(obj: Any) -> int:
+    """How many numbers the arrays written whole hold (TensorData leaves of a lazy dict)."""
+    from ..result import TensorData
+
+    if isinstance(obj, TensorData):
+        return obj.numel
+    if isinstance(obj, dict):
+        return sum(_numbers(v) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return sum(_numbers(v) for v in obj)
+    return 0
+
+
+def _resolve(obj: Any) -> Any:
+    """A lazy dict with its TensorData leaves made nested lists (JSON-safe)."""
+    from ..result import TensorData
+
+    if isinstance(obj, TensorData):
+        return tensor_json(obj)
+    if isinstance(obj, dict):
+        return {k: _resolve(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_resolve(v) for v in obj]
+    return obj
 
 
 def _stream(obj: Any, write: Callable[[str], Any]) -> None:

@@ -19,7 +19,7 @@ from ..result import index_label as label
 from .numbers import DEFAULT_DIGITS, fmt, fmt_shape
 
 # --full in a terminal stops here: Rich lays out about 1,000 rows a second, so a table of 10^6 rows would
-# take many minutes; beyond it the table keeps its head ... tail and says so (--json has every number)
+# take many minutes; beyond it the table keeps its head ... tail and says so (--json --full has every number)
 FULL_MAX = 10_000
 
 
@@ -163,7 +163,7 @@ def leaf_table(r: Result, leaf: str, view: View) -> Table:
         if k is None:
             t.add_row("...", "", "", "", "")
             if view.full:  # under the table: in a cell it would widen the element column past the numbers
-                t.caption = f"{g.numel:,} elements: --full shows at most {FULL_MAX:,} rows; --json has all"
+                t.caption = f"{g.numel:,} elements: --full shows {FULL_MAX:,} rows; --json --full has all"
             continue
         idx = g.index(k)
         jv = "-" if jtv is None else fmt(jtv.flat[k], view.digits)  # already N·Jᵀv, as .grad
@@ -186,7 +186,7 @@ def jacobian_view(r: Result, leaf: str, view: View) -> RenderableType:
     if not (view.full and m * n <= FULL_MAX) and (m > view.max_rows or n > view.max_cols):
         d = jac.value
         more = (
-            f"more than --full shows in a terminal ({FULL_MAX:,}; --json has them all)"
+            f"more than --full shows in a terminal ({FULL_MAX:,}; --json --full has them all)"
             if view.full
             else "more than a screen (--full shows them)"
         )

@@ -1,0 +1,45 @@
+"""What one exploration is asked to do: the program, its values, v and the options, as plain fields.
+
+The CLI and expression files both build a Request; `api.explore` takes one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .language.values import ValueSpec
+from .limits import DEFAULT_LIMITS, Limits
+
+ValueLike = str | float | int | list[Any] | ValueSpec
+
+
+@dataclass
+class Request:
+    """Everything one exploration needs; the CLI and expression files both build one."""
+
+    program: str
+    values: dict[str, ValueLike] = field(default_factory=dict)
+    consts: dict[str, ValueLike] = field(default_factory=dict)
+    grad: ValueLike | None = None
+    output: str | None = None
+    dtype: str = "float32"
+    seed: int | None = None
+    backward_calls: int = 1
+    retain_graph: bool = True  # calls 1..N-1 keep the graph; False reproduces torch's error on call 2
+    symbolic: bool = True
+    device: str = "cpu"
+    limits: Limits = DEFAULT_LIMITS
+    explain: bool = False
+    title: str | None = None
+    source: str | None = None  # where the request came from (a file path), for messages
+    description: str | None = None
+    source_note: str | None = None  # an expression file's `source`: where the example comes from
+    grad_label: str = "given"  # where v came from, for the output ("given", "given in the file")
+    latex: bool = False  # formulas of `explain` as LaTeX
+    reserved: frozenset[str] = frozenset()  # names the CLI keeps for its own options (--grad, --help, ...)
+    expected: Any = None  # language.files.Expected: numbers a source printed, checked as "expected"
+    expected_dropped: bool = False  # the file had [expect], but options overrode what it was for
+    more_grads: tuple[ValueLike, ...] = ()  # a second, third ... --grad: linearity (docs/probes.md)
+    upstream: str | None = None  # --upstream: v = dL/dy for this loss, written in y
+    graph: bool = False  # --graph, --dot: the backward graph of the real call (engine/program_graph.py)

@@ -1,0 +1,474 @@
+"""The checks: each route's Jᵀv (or J) against backward's .grad, within a stated tolerance.
+
+Where a first comparison fails, it is weighed once more at the size of the terms autograd adds up.
+
+Inputs: the grads of the backward calls, the Jacobians, the exact routes' results, v. Outputs: Check
+records (result.py), named as in docs/json.md.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+from ..errors import FileFormatError
+from ..language import program as P
+from ..result import Check, Tolerance, element_label
+from .context import RunContext
+from .exact import later_sizes
+from .forward import work as forward_work
+from .notes import ROUNDOFF_UNITS
+
+SYM = ".grad from backward(v) vs Jᵀv from sympy's exact derivatives"
+JTV = ".grad from backward(v) vs Jᵀv from the explicit Jacobian"
+JVP = "<u, Jᵀv> from backward(v) vs <Ju, v> from a forward-mode JVP, random u"
+JAC = "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry"
+_FD = ".grad from backward(v) vs Jᵀv from central differences of the program in float64 (no autograd)"
+_FD_DIR = "<u, .grad> from backward(v) vs (f(x + hu) - f(x - hu))/2h · v, central differences in float64"
+
+
+def finite_difference_check(
+    ctx: RunContext,
+    fwd: Any,
+    output: str,
+    leaves: dict[str, Any],
+    consts: dict[str, Any],
+    v: Any,
+    grads: dict[str, Any],
+    calls: int,
+    mags: dict[str, Any],
+    how: dict[str, Any],
+    later: tuple[Any, Any, float],
+) -> Check:
+    """The finite-difference check: .grad against Jᵀv (or ⟨u, Jᵀv⟩) from central differences of the
+    program in float64, within its budget, at a tolerance that takes the differences' error estimate."""
+    import torch
+
+    from ..engine import compare
+    from ..engine.finite_diff import DIRECTIONS, FDUnavailable, finite_differences
+
+    lim = ctx.limits
+    # what one evaluation reads and writes: its inputs (a matrix W of a matvec) and every step's result
+    inputs = sum(x.numel() for x in [*leaves.values(), *consts.values()])
+    work = max(1, inputs + forward_work(fwd))
+    n = sum(x.numel() for x in leaves.values())
+    if (4 * DIRECTIONS + 1) * work > lim.finite_difference_work:
+        return compare.skipped(
+            "finite_difference",
+            _FD,
+            f"each evaluation of the program reads and computes {work:,} elements; "
+            f"{4 * DIRECTIONS + 1} evaluations would pass the budget of {lim.finite_difference_work:,} "
+            "(--limit finite_difference_work=N)",
+        )
+    max_evals = min(lim.finite_difference_evals, lim.finite_difference_work // work)
+    try:
+        fd = finite_differences(fwd.steps, output, leaves, consts, v, max_evals)
+    except FDUnavailable as e:
+        return compare.skipped("finite_difference", _FD, str(e))
+    if fd.method == "full":
+        return _fd_every_column(ctx, fd, leaves, v, grads, calls, mags, how, later)
+    rtol = how["tol"].rtol
+    if not fd.directions:
+        return compare.skipped("finite_difference", _FD, f"no usable direction: {fd.kink_reason}")
+    pairs: list[tuple[str, Any, Any]] = []
+    scales: dict[str, Any] = {}
+    for k, ((ref, err, _), u) in enumerate(zip(fd.directions, fd.us, strict=True)):
+        products = [u[name] * grads[name].detach().double().cpu() for name in leaves]
+        got = math.fsum(float(t.sum()) for t in products)
+        # the size of what autograd added up: Σ_j |u_j|·Σᵢ|v[i]·J[i, j]| where J is known, else Σ|u·grad|
+        size = math.fsum(
+            float((u[name].abs() * mags[name].double().cpu()).sum())
+            if name in mags
+            else float(t.abs().nan_to_num(0.0, 0.0, 0.0).sum())
+            for name, t in zip(leaves, products, strict=True)
+        )
+        label = f"<u{k + 1}, Jᵀv>"
+        pairs.append((label, torch.tensor(got, dtype=torch.float64), torch.tensor(ref * calls, dtype=torch.float64)))
+        scales[label] = torch.tensor(max(size, err * calls / rtol), dtype=torch.float64)
+    compares = (
+        f"{_FD_DIR} ({len(fd.directions)} random u, {fd.evals} evaluations; the full Jacobian would take "
+        f"{4 * n + 1}, more than finite_difference_evals = {lim.finite_difference_evals:,})"
+    )
+    check = compare.compare_tensors("finite_difference", compares, pairs, magnitudes=scales, exact=True, **how)
+    if check.status == "disagree":  # weighed again at the size of the terms autograd added, as written
+        sym, sym_sizes, started = later
+        terms, why = later_sizes(ctx, sym, sym_sizes, v, leaves, started)
+        dtype = next(iter(grads.values())).dtype
+        in_dtype = [(label, got.to(dtype), ref) for label, got, ref in pairs]
+        along = (
+            {
+                label: torch.tensor(
+                    math.fsum(float((u[name].abs() * terms[name].double().cpu() * calls).sum()) for name in terms),
+                    dtype=torch.float64,
+                )
+                for (label, _, _), u in zip(pairs, fd.us, strict=True)
+            }
+            if terms
+            else {}
+        )
+        check = reweigh(ctx, check, in_dtype, along, scales, why, {**how, "exact": True})
+    return replace(check, reason=fd.kink_reason or check.reason or None)
+
+
+def _fd_every_column(
+    ctx: RunContext,
+    fd: Any,
+    leaves: dict[str, Any],
+    v: Any,
+    grads: dict[str, Any],
+    calls: int,
+    mags: dict[str, Any],
+    how: dict[str, Any],
+    later: tuple[Any, Any, float],
+) -> Check:
+    """.grad against the finite differences' Jᵀv, element by element, where every column of J was taken;
+    the elements where the differences are no reference (a kink, an infinite derivative) are left out."""
+    import torch
+
+    from ..engine import compare
+
+    rtol = how["tol"].rtol
+    items, sizes = [], {}
+    left: dict[str, list[str]] = {}  # why -> the elements finite differences are no reference at
+    for name in leaves:
+        mask = fd.left_out[name]
+        got = grads[name].detach().cpu().clone()  # in its dtype: a second weighing uses its eps
+        ref = fd.jtv[name] * calls
+        got[mask] = 0.0
+        ref[mask] = 0.0
+        items.append((name, got, ref))
+        size = fd.error[name] * calls / rtol
+        sizes[name] = torch.maximum(size, mags[name].double().cpu()) if name in mags else size
+        for k, cause in fd.causes.get(name, {}).items():
+            left.setdefault(cause, []).append(element_label(name, tuple(mask.shape), k))
+    compares = f"{_FD}, every column of J ({fd.evals} evaluations)"
+    check = compare.compare_tensors("finite_difference", compares, items, magnitudes=sizes, exact=True, **how)
+    if check.status == "disagree":
+        sym, sym_sizes, started = later
+        terms, why = later_sizes(ctx, sym, sym_sizes, v, leaves, started)
+        terms = {k: m * calls for k, m in terms.items()}
+        check = reweigh(ctx, check, items, terms, sizes, why, {**how, "exact": True})
+    if left:
+        parts = [
+            ", ".join(at[:6]) + (f" and {len(at) - 6} more" if len(at) > 6 else "") + f" ({cause})"
+            for cause, at in left.items()
+        ]
+        return replace(check, reason="not a reference at " + "; at ".join(parts))
+    return check
+
+
+def reweigh(
+    ctx: RunContext, first: Check, items: Any, terms: dict[str, Any], mags: dict[str, Any], why: str | None, how: Any
+) -> Check:
+    """A failed check weighed once more: each element's scale also takes ROUNDOFF_UNITS·eps·(size of its
+    terms) / rtol, so the allowance there is that many units of roundoff of the terms, not rtol of them."""
+
+    import torch
+
+    from ..engine import compare
+
+    if not terms:
+        return replace(first, reason=why) if why else first
+    eps = torch.finfo(items[0][1].dtype).eps if items[0][1].is_floating_point() else 2.0**-52
+    factor = ROUNDOFF_UNITS * eps / how["tol"].rtol
+    scaled = {n: m.double() * factor for n, m in terms.items()}
+    again = compare.compare_tensors(first.name, first.compares, items, magnitudes=larger(scaled, mags), **how)
+    if again.status == "agree":
+        ctx.reweighed.append(first.name)
+    return again
+
+
+def _flatten(x: Any) -> list[float]:
+    out: list[float] = []
+    stack = [x]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+        else:
+            out.append(float(item))
+    return out
+
+
+def expected_check(exp: Any, prog: P.Program, out: Any, grads: dict[str, Any], fwd: Any, where: str) -> Check:
+    """The run against the numbers the source document printed (an expression file's [expect])."""
+    import torch
+
+    from ..engine import compare
+
+    wanted: list[tuple[str, Any, Any]] = []
+    if exp.output is not None:
+        wanted.append((prog.output, out, exp.output))
+    for name, numbers in (exp.grads or {}).items():
+        if name not in grads:
+            raise FileFormatError(
+                f"{where}: key 'expect.grads.{name}': {name!r} is not a leaf of the program ({', '.join(grads)})."
+            )
+        wanted.append((f"{name}.grad", grads[name], numbers))
+    items = []
+    for label, tensor, numbers in wanted:
+        want = _flatten(numbers)
+        if tensor.numel() != len(want):
+            raise FileFormatError(
+                f"{where}: [expect]: {label} has {tensor.numel()} element(s) but the file lists {len(want)} number(s)."
+            )
+        items.append((label, tensor.detach().cpu(), torch.tensor(want, dtype=torch.float64).reshape(tensor.shape)))
+    if exp.loops is not None:
+        counts = [c.count for c in fwd.control if c.kind != "if"]
+        if len(counts) != len(exp.loops):
+            raise FileFormatError(
+                f"{where}: [expect]: 'loops' lists {len(exp.loops)} loop(s) but the run went through {len(counts)}."
+            )
+        items.append(("loop iterations", torch.tensor(counts, dtype=torch.float64), torch.tensor(exp.loops).double()))
+    return compare.compare_tensors(
+        "expected",
+        "the run vs the numbers the source printed ([expect] of the file)",
+        items,
+        Tolerance(exp.rtol, exp.atol),
+    )
+
+
+def huge_columns(sym: Any, v: Any) -> dict[str, Any]:
+    """Per leaf of the per-element route with an exact entry beyond float64 (2**(10**10)): the grad elements
+    whose Jᵀv takes such an entry with v != 0, finite exactly though the float64 sum reads inf."""
+    nz = v.detach().reshape(-1).cpu() != 0
+    out = {}
+    for n, entries in sym.huge.items():
+        if entries:
+            J = sym.matrix(n)
+            out[n] = ((~J.isfinite() & sym.finite_mask(n)) & nz[:, None]).any(0)
+    return out
+
+
+def larger(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Per leaf, the elementwise larger of two size estimates (where only one exists, that one)."""
+    import torch
+
+    return {n: torch.maximum(a[n], b[n].to(a[n].dtype)) if n in a and n in b else a.get(n, b.get(n)) for n in {*a, *b}}
+
+
+def magnitudes(v: Any, jacs: dict[str, Any], calls: int) -> dict[str, Any]:
+    """Per leaf element, Σᵢ |v[i]·∂y[i]/∂x[j]|: the size of the terms a grad element sums, for tolerances."""
+    out = {}
+    av = None  # |v|, made only for a leaf that needs it
+    for n, j in jacs.items():
+        # a diagonal block has one term per element: Σ|v·J| is |v[k]·J[k,k]|, the size of the reference
+        # itself, which the comparison already uses; no full-size magnitude array is needed
+        if j.diagonal is None and j.full is not None:
+            if av is None:
+                av = v.detach().abs().reshape(-1).nan_to_num(0.0, 0.0, 0.0)
+            leaf_shape = j.full.shape[v.dim() :]
+            jm = j.full.detach().abs().reshape(av.numel(), -1).nan_to_num(0.0, 0.0, 0.0)
+            m = (av @ jm).reshape(leaf_shape)
+            out[n] = m * calls if calls > 1 else m
+    return out
+
+
+def jtv_checks(
+    fwd: Any,
+    output: str,
+    leaves: dict[str, Any],
+    consts: dict[str, Any],
+    grads: dict[str, Any],
+    jacs: dict[str, Any],
+    v: Any,
+    calls: int,
+    how: dict[str, Any],
+) -> tuple[dict[str, Check], list[tuple[str, Any, Any]]]:
+    """Route 2: .grad against Jᵀv contracted from the explicit Jacobian (check `jtv`), and on every run the
+    adjoint identity ⟨u, Jᵀv⟩ = ⟨Ju, v⟩ with forward mode, whose formulas are not backward's (check `jvp`;
+    the only autodiff check of the leaves whose J is too big). Returns the checks and the items compared (a
+    later weighing reuses them)."""
+    import torch
+
+    from ..engine import compare
+    from ..engine.jacobian import random_vjp_check
+
+    tol, mags = how["tol"], how["mags"]
+    checks: dict[str, Check] = {}
+    have = [(n, grads[n], j.jtv * calls if calls > 1 else j.jtv) for n, j in jacs.items() if j.jtv is not None]
+    if have:
+        checks["jtv"] = compare.compare_tensors("jtv", JTV, have, tol, mags, how["big"], autodiff=True)
+    missing = [n for n, j in jacs.items() if j.jtv is None]
+    names = list(jacs)
+    adjoint = (
+        random_vjp_check(fwd, leaves, consts, names, {n: grads[n] / calls for n in names}, v, output) if names else None
+    )
+    if adjoint is not None and not all(math.isfinite(x) for x in adjoint):
+        checks["jvp"] = compare.skipped(
+            "jvp", JVP, "<Ju, v> is not finite at this point: the adjoint identity compares finite sums"
+        )
+    elif adjoint is not None:
+        a, b, size = adjoint
+        label = "<u, Jᵀv>"
+        which = f" (the only route for {', '.join(missing)}, whose Jacobian is not materialised)" if missing else ""
+        checks["jvp"] = compare.compare_tensors(
+            "jvp",
+            f"{JVP}{which}",
+            [(label, torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64))],
+            tol,
+            {label: torch.tensor(size, dtype=torch.float64)},  # a sum of many terms: their size sets the scale
+            autodiff=True,
+        )
+    return checks, have
+
+
+def forward_mode_apart(checks: dict[str, Check]) -> Check:
+    """The adjoint check disagrees: backward is wrong unless an exact route says it is right, in which case
+    forward mode rounded otherwise (a sum that cancels to about 0) or took another one-sided derivative."""
+    c = checks["jvp"]
+    exact = [k for k in ("symbolic", "finite_difference") if k in checks and checks[k].status == "agree"]
+    if not exact:
+        return c
+    return replace(
+        c,
+        status="skipped",
+        reason=f"forward mode differs (max |Δ| = {c.max_abs_diff:.3g}) while {' and '.join(exact)} "
+        f"{'agree' if len(exact) > 1 else 'agrees'} with backward(v), so backward is right here: forward mode "
+        "rounds otherwise, or takes another one-sided derivative at a kink or a tie",
+    )
+
+
+def symbolic_checks(
+    ctx: RunContext,
+    fwd: Any,
+    output: str,
+    bound: Any,
+    out: Any,
+    v: Any,
+    grads: dict[str, Any],
+    jacs: dict[str, Any],
+    have: list[tuple[str, Any, Any]],
+    checks: dict[str, Check],
+    how: dict[str, Any],
+) -> tuple[Any, Any, dict[str, Any] | None]:
+    """Route 3: .grad against sympy's exact Jᵀv (check `symbolic`), J entry by entry (`jacobian`), and the jtv
+    check weighed again where it failed. Adds to `checks`; returns (the per-element SymbolicJacobian or None,
+    the route's sizes of the terms, the exact Jᵀv as TensorData or None)."""
+    from ..engine import compare
+    from ..engine.symbolic import SymbolicTimeout, time_budget
+    from ..engine.tensors import materialised, to_data
+    from .exact import symbolic_route
+
+    started = time.perf_counter()
+    leaves, calls, tol, mags = bound.leaves, ctx.req.backward_calls, how["tol"], how["mags"]
+    if not ctx.req.symbolic:
+        checks["symbolic"] = compare.skipped("symbolic", SYM, "turned off (--no-symbolic)")
+        return None, {}, None
+    sym, sym_grads, reason, sym_sizes = symbolic_route(ctx, fwd, leaves, bound.consts, out, v, output)
+    symbolic_grads = None
+    if sym_grads is None:
+        checks["symbolic"] = compare.skipped("symbolic", SYM, reason or "")
+        return sym, sym_sizes, None
+    huge = huge_columns(sym, v) if sym is not None else {}
+    known = sym_sizes if isinstance(sym_sizes, dict) else {}
+    strict = {"tol": tol, "overflow_at": how["big"], "finite": huge, "exact": True}
+    # the elementwise route's Jᵀv is evaluated here, from its rule, and compared: both keep to what is left
+    # of the sympy budget, as that evaluation did when it was a step of the route. (A comparison that has
+    # finished stands: its second weighing is not cut short here.)
+    try:
+        with time_budget(ctx.left(started, 0.05)):
+            sym_grads = {n: materialised(g) for n, g in sym_grads.items()}
+            if calls > 1:
+                sym_grads = {n: g * calls for n, g in sym_grads.items()}
+            sym_items = [(n, grads[n], sym_grads[n]) for n in leaves]
+            first = compare.compare_tensors(
+                "symbolic",
+                SYM + (f" ({reason})" if reason else ""),
+                sym_items,
+                tol,
+                larger({n: m * calls for n, m in known.items()}, mags),
+                how["big"],
+                huge,
+                exact=True,
+            )
+    except SymbolicTimeout:
+        total = ctx.limits.symbolic_seconds
+        checks["symbolic"] = compare.skipped(
+            "symbolic",
+            SYM,
+            f"sympy's Jᵀv was not evaluated and compared within {total:g} s in all (--limit symbolic_seconds=S)",
+        )
+    else:
+        symbolic_grads = {n: to_data(g) for n, g in sym_grads.items()}
+        checks["symbolic"] = first
+        if first.status == "disagree":
+            # the exact values are no measure of autograd's rounding where a derivative cancels (1 - tanh(u)**2
+            # at a saturated u, the product rule's terms of (x + c)*(x - c)): weigh those elements again, at a
+            # few units of roundoff of the size of their terms
+            terms, why = later_sizes(ctx, sym, sym_sizes, v, leaves, started)
+            scaled = {n: m * calls for n, m in terms.items()}
+            checks["symbolic"] = reweigh(ctx, first, sym_items, scaled, mags, why, strict)
+    if sym is None and any(j.full is not None for j in jacs.values()):
+        checks["jacobian"] = compare.skipped(
+            "jacobian", JAC, "the structure-aware route checks Jᵀv, not each entry of J"
+        )
+    if sym is not None:
+        _jacobian_check(ctx, sym, output, out, leaves, jacs, checks, how, started)
+    if checks.get("jtv") is not None and checks["jtv"].status == "disagree":
+        # backward(v) adds v·(x - c) + v·(x + c) where the J route multiplies v by their (rounded) sum: both
+        # autograd, both right up to the rounding of those terms. Weigh them as above
+        terms, why = later_sizes(ctx, sym, sym_sizes, v, leaves, started)
+        scaled = {n: m * calls for n, m in terms.items()}
+        checks["jtv"] = reweigh(ctx, checks["jtv"], have, scaled, mags, why, {"tol": tol, "autodiff": True})
+    return sym, sym_sizes, symbolic_grads
+
+
+def _jacobian_check(
+    ctx: RunContext,
+    sym: Any,
+    output: str,
+    out: Any,
+    leaves: dict[str, Any],
+    jacs: dict[str, Any],
+    checks: dict[str, Check],
+    how: dict[str, Any],
+    started: float,
+) -> None:
+    """The explicit Jacobian against the per-element route's, entry by entry (check `jacobian`)."""
+    from ..engine import compare
+
+    jitems = [
+        (f"d{output}/d{n}", full.reshape(out.numel(), -1), sym.matrix(n))
+        for n in leaves
+        if (full := jacs[n].full) is not None
+    ]
+    if not jitems:
+        return
+    jleaf = {f"d{output}/d{n}": n for n in leaves}
+    jhuge = {label: sym.finite_mask(jleaf[label]) for label, *_ in jitems if sym.huge.get(jleaf[label])}
+    strict = {"tol": how["tol"], "overflow_at": how["big"], "finite": jhuge, "exact": True}
+    checks["jacobian"] = compare.compare_tensors("jacobian", JAC, jitems, **strict)
+    if checks["jacobian"].status == "disagree":
+        # as for Jᵀv, entry by entry (size_matrix is cached: the symbolic check may have asked already)
+        sizes, why = later_sizes(ctx, sym, None, None, leaves, started)
+        jsizes = {f"d{output}/d{n}": m for n, m in sizes.items()}
+        checks["jacobian"] = reweigh(ctx, checks["jacobian"], jitems, jsizes, {}, why, strict)
+
+
+# the singularity lint runs on programs that compute at most this many elements (a second, gradient-free
+# pass over the trace), and on any size where a grad is nan or inf
+LINT_WORK = 100_000
+
+
+def singularities(fwd: Any, bound: Any, grads: dict[str, Any], source: str) -> list[str]:
+    """Where, at these values, an operation's derivative is infinite or undefined (engine.lint); run on small
+    programs, and at any size where a grad is not finite."""
+    from ..engine.tensors import all_finite
+
+    if forward_work(fwd) > LINT_WORK and all(all_finite(g) for g in grads.values()):
+        return []
+    from ..engine.lint import singularities as lint
+
+    return lint(fwd.steps, bound.leaves, bound.consts, bound.dtype, source)
+
+
+def nonfinite_origin(checks: dict[str, Check], fwd: Any, output: str, bound: Any, v: Any, source: str) -> Any:
+    """Where a wrong nan or inf entered the backward pass (engine.nonfinite), when a check found one."""
+    if not any(c.spurious for c in checks.values()):
+        return None
+    from ..engine.nonfinite import find_origin
+
+    return find_origin(fwd.steps, output, bound.leaves, bound.consts, v, source)

@@ -1,0 +1,43 @@
+"""What the stages of one run share: the request, its limits, the clock, and facts found on the way.
+
+The facts are those a later stage reads: whether v is ones, which checks were weighed again, where a wrong
+nan entered.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..limits import Limits
+from ..request import Request
+
+
+@dataclass
+class RunContext:
+    """The shared state of one run; every stage that needs more takes it as an argument."""
+
+    req: Request
+    t0: float = field(default_factory=time.perf_counter)
+    timings: dict[str, float] = field(default_factory=dict)
+    v_ones: bool = False  # v is torch.ones_like(out) (--grad ones, or a scalar output's default)
+    reweighed: list[str] = field(default_factory=list)  # checks that agree only when weighed at their terms' size
+    origin: Any = None  # engine.nonfinite.Origin: where a wrong nan or inf entered the backward pass
+    singular: list[str] = field(default_factory=list)  # operations whose derivative is infinite or undefined here
+    upstream_loss: float | None = None  # --upstream: L at the output's value
+    recorder: Any = None  # engine.program_graph.RecordingInterpreter, with --graph: the backward graph it saw
+
+    @property
+    def limits(self) -> Limits:
+        return self.req.limits
+
+    def lap(self, name: str, since: float) -> float:
+        """Record the time since `since` under name; returns now, the start of the next lap."""
+        now = time.perf_counter()
+        self.timings[name] = round(now - since, 6)
+        return now
+
+    def left(self, since: float, floor: float) -> float:
+        """What is left of the sympy budget (symbolic_seconds) after the time since `since`, at least `floor`."""
+        return max(floor, self.limits.symbolic_seconds - (time.perf_counter() - since))

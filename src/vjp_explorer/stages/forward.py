@@ -1,0 +1,126 @@
+"""Forward: run the program on the bound tensors, with a trace of what ran, and choose v.
+
+Inputs: the program, the bound values, the request's v (a value, ones, or a probe). Outputs: the Forward
+(engine.interpreter: the steps, the environment, the control flow taken), the output tensor, v and where it
+came from, and the intermediates whose grads are kept.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..errors import LimitError, ProgramError, ShapeError
+from ..language import program as P
+from ..language.values import ValueSpec
+from .bind import Bound
+from .context import RunContext
+
+
+def run_forward(prog: P.Program, bound: Bound, ctx: RunContext) -> tuple[Any, Any]:
+    """(the Forward, the output tensor in the run's dtype)."""
+    import torch
+
+    from ..engine.interpreter import Interpreter
+
+    if ctx.req.graph:
+        from ..engine.program_graph import RecordingInterpreter
+
+        ctx.recorder = RecordingInterpreter(prog, ctx.limits, bound.dtype)
+    try:
+        fwd = (ctx.recorder or Interpreter(prog, ctx.limits, bound.dtype)).run(bound.env)
+    except RecursionError:
+        raise LimitError(
+            "The program's expressions are nested too deeply to evaluate; split them into assignments."
+        ) from None
+    out = fwd.output.v
+    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+        raise ProgramError(
+            f"The output {prog.output!r} does not depend on any leaf"
+            + (" (it is a constant)" if not isinstance(out, torch.Tensor) else "")
+            + ", so there is nothing to differentiate. torch would say: 'element 0 of tensors "
+            "does not require grad and does not have a grad_fn'.",
+            hint=_output_hint(prog, bound.env),
+        )
+    if out.dtype != bound.dtype:
+        out = out.to(bound.dtype)
+    return fwd, out
+
+
+def _output_hint(prog: P.Program, env: dict[str, Any]) -> str:
+    import torch
+
+    others = [
+        n
+        for n in prog.assigned
+        if n != prog.output and n in env and isinstance(env[n].v, torch.Tensor) and env[n].v.requires_grad
+    ]
+    if others:
+        return (
+            f"The output is the last variable assigned ({prog.output!r}); to differentiate another one, "
+            f"name it: --output {others[-1]}."
+        )
+    return "Use the leaves in the output, or pass them with --NAME/--var instead of --const."
+
+
+def kept_intermediates(prog: P.Program, env: dict[str, Any], leaves: dict[str, Any]) -> dict[str, Any]:
+    """The assigned tensors that need grad, set to keep theirs: the v that arrives at each intermediate."""
+    import torch
+
+    inter = {
+        n: env[n].v
+        for n in prog.assigned
+        if n in env and isinstance(env[n].v, torch.Tensor) and env[n].v.requires_grad and n not in leaves
+    }
+    for tensor in inter.values():
+        if not tensor.is_leaf:
+            tensor.retain_grad()
+    return inter
+
+
+def step_shape(fwd: Any, s: Any) -> tuple[int, ...]:
+    """The shape of what one traced step computed."""
+    val = fwd.env.get(s.target)
+    return tuple(getattr(val.v, "shape", ())) if val is not None else ()
+
+
+def work(fwd: Any) -> int:
+    """How many elements the traced steps computed."""
+    return sum(math.prod(step_shape(fwd, s)) for s in fwd.steps)
+
+
+def grad_v(ctx: RunContext, spec: ValueSpec | None, out: Any, prog: P.Program, gen: Any) -> tuple[Any, str]:
+    """(v, where it came from) for one --grad value (None: the default for a single-number output)."""
+    import torch
+
+    shape = list(out.shape)
+    if spec is None:
+        if out.numel() != 1:
+            raise ShapeError(
+                f"The output {prog.output!r} has shape {shape} ({out.numel()} values), so backward() needs v: "
+                "torch says 'grad can be implicitly created only for scalar outputs'. The default v = 1 "
+                "exists only for single-number outputs.",
+                hint=f"Add --grad with shape {shape} (v holds dL/d{prog.output}: how much a downstream loss "
+                f"cares about each output), or --grad ones, which equals backward of {prog.output}.sum().",
+            )
+        ctx.v_ones = True
+        return torch.ones_like(out), "default (scalar output)"
+    if spec.generator == "ones_like":
+        ctx.v_ones = True
+        return torch.ones_like(out), "ones"
+    from ..engine.tensors import make_tensor
+
+    if spec.shape != tuple(out.shape):
+        raise ShapeError(
+            f"--grad has shape {list(spec.shape)} but the output {prog.output!r} has shape {shape}. "
+            f"v lives in output space: it needs one weight per output element ({out.numel()}), while the "
+            f"grads live in input space. torch says: 'Mismatch in shape: grad_output[0] has a shape of "
+            f"torch.Size({list(spec.shape)}) and output[0] has a shape of torch.Size({shape})'.",
+            spec.text,
+            0,
+            len(spec.text),
+            hint="Give --grad with the output's shape, or --grad ones.",
+            label="--grad",
+        )
+    # the same generator as the inputs, after them: the seed shown reproduces v too
+    return make_tensor(spec, "--grad", out.dtype, gen, ctx.req.device), ctx.req.grad_label

@@ -324,7 +324,13 @@ SYNTAX = [
     case("backslash-continuation", ["x \\", *X1], "not valid Python syntax"),
 ]
 
-BAD_INPUT = ESCAPES + UNICODE + BOMBS + VALUES + OPTIONS + GRAD + MARKUP + SYNTAX
+XS = ["--x", "1,2,3", "--grad", "ones"]
+# strings, equations and parameters of the arithmetic, linear-algebra and loss entries (issue 18)
+MATH = [
+    case("string-as-number", ["torch.add(x, x, alpha='2')", *XS], "alpha must be a number literal"),
+    case("rounding-bogus", ["torch.div(x, x, rounding_mode='round')", *XS], "rounding_mode must be one of"),
+]
+BAD_INPUT = ESCAPES + UNICODE + BOMBS + VALUES + OPTIONS + GRAD + MARKUP + SYNTAX + MATH
 
 # hostile-looking but legal: must run (exit 0) and show the user's text literally
 OK_CASES = [

@@ -32,6 +32,7 @@ class Ref:
     apart: bool = False  # binary: a kink where a == b (maximum, minimum), so a and b are drawn apart
     leaves: int = 0  # how many of a, b, c the program reads (default: the function's tensor count, at most 3)
     c_shape: tuple[int, ...] | None = None  # the third input, its own shape
+    keep: Callable[..., bool] | None = None  # which draws of the inputs (a, b, ...) are away from the kinks
 
 
 _erf = np.vectorize(math.erf, otypes=[float])
@@ -134,3 +135,8 @@ REFERENCES: dict[str, Ref] = {
 }
 # constants some programs read (given with --const, not differentiated)
 CONSTS = {"y6": np.arange(1.0, 7.0).reshape(3, 2)}
+
+from op_references_math import MATH_CONSTS, MATH_REFERENCES  # noqa: E402  (it imports Ref from here)
+
+REFERENCES.update(MATH_REFERENCES)
+CONSTS.update(MATH_CONSTS)

@@ -219,7 +219,7 @@ def exact_rule(spec: OpSpec, params: tuple[tuple[str, Any], ...] = ()) -> Callab
     if spec.exact is None:
         raise Unsupported(f"{spec.name}: {spec.unsupported}" if spec.unsupported else f"the function {spec.name}")
     rule = spec.exact
-    bound = {k: None if v is None else _num(float(v)) for k, v in bound_params(spec, params).items()}
+    bound = {k: v if v is None or isinstance(v, str) else _num(float(v)) for k, v in bound_params(spec, params).items()}
     return lambda *xs: rule(sp, *xs, **bound)
 
 

@@ -44,7 +44,6 @@ _RESERVED = {"torch", "range", "True", "False", "None"}
 _WHY_NOT = {
     ast.BitXor: "'^' is bitwise xor in Python; write powers as '**' (x**2)",
     ast.FloorDiv: "'//' (floor division) has no derivative; use '/'",
-    ast.Mod: "'%' (modulo) is not supported",
     ast.BitAnd: "'&' is not supported; use 'and' in conditions",
     ast.BitOr: "'|' is not supported; use 'or' in conditions",
     ast.LShift: "Shifts are not supported",
@@ -495,11 +494,13 @@ class _Parser:
             if not isinstance(s.target, ast.Name):
                 raise self.err("Augmented assignment needs a plain name (y += ...).", s.target)
             op = _BINOPS.get(type(s.op))
-            if op is None:
+            if op is None and not isinstance(s.op, ast.Mod):
                 raise self.err(_WHY_NOT.get(type(s.op), "This operator is not supported."), s)
             target = self._target(s.target)
             tspan = self.span(s.target)
-            return P.Assign(target, P.BinOp(op, P.Name(target, tspan), self._expr(s.value), sp), sp, augmented=True)
+            left, right = P.Name(target, tspan), self._expr(s.value)
+            value = P.Call("remainder", (left, right), (), sp) if op is None else P.BinOp(op, left, right, sp)
+            return P.Assign(target, value, sp, augmented=True)
         if isinstance(s, ast.Expr):
             return P.ExprStmt(self._expr(s.value), sp)
         if isinstance(s, ast.If):
@@ -619,6 +620,8 @@ class _Parser:
             if is_function(node.id):
                 raise self.err(f"{node.id!r} is a function; call it: {node.id}(x).", node)
             return P.Name(node.id, sp)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):  # a % b on tensors is torch.remainder
+            return P.Call("remainder", (self._expr(node.left), self._expr(node.right)), (), sp)
         if isinstance(node, ast.BinOp):
             op = _BINOPS.get(type(node.op))
             if op is None:

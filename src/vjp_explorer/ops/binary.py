@@ -13,6 +13,22 @@ def _tie(sp: Any, a: Any, b: Any, larger: bool) -> Any:
     return sp.Piecewise((a, first), (b, sp.Ne(a, b)), ((a + b) / 2, True))
 
 
+def _rounded(sp: Any, q: Any, mode: Any) -> Any:
+    from . import steps  # imports sympy: only when an exact rule runs
+
+    # torch's backward of a rounded quotient is 0 everywhere (derivatives.yaml: div with rounding_mode)
+    return q if mode is None else steps.floor(q) if mode == "floor" else steps.trunc(q)
+
+
+def _quotient_kinks(mode: str) -> Any:
+    # the rounded quotient changes exactly where a remainder jumps
+    return lambda torch, a, b, **_: [torch.div(a, b, rounding_mode=mode)]
+
+
+def _div_kinks(torch: Any, a: Any, b: Any, rounding_mode: Any = None, **_: Any) -> list[Any]:
+    return [] if rounding_mode is None else [torch.div(a, b, rounding_mode=rounding_mode)]
+
+
 def _atan2_kinks(torch: Any, a: Any, b: Any) -> list[Any]:
     # atan2 jumps by 2*pi where a crosses 0 with b < 0 (the branch cut)
     return [torch.where(b < 0, torch.sign(a), 0.0)]
@@ -90,5 +106,78 @@ ENTRIES = [
         doc="a + value*b*c",
         example="addcmul(a, b, c, value=0.5)",
         names=spellings("addcmul"),
+    ),
+    OpSpec(
+        "add",
+        2,
+        (Param("alpha", "number", default=1.0),),
+        torch="torch.add",
+        exact=lambda sp, a, b, alpha: a + alpha * b,
+        doc="a + alpha*b (the operator + for alpha=1)",
+        example="torch.add(a, b, alpha=2)",
+        names=spellings("add")[1:],
+    ),
+    OpSpec(
+        "sub",
+        2,
+        (Param("alpha", "number", default=1.0),),
+        torch="torch.sub",
+        exact=lambda sp, a, b, alpha: a - alpha * b,
+        doc="a - alpha*b (the operator - for alpha=1)",
+        example="torch.sub(a, b)",
+        names=(*spellings("sub")[1:], "torch.subtract", ".subtract"),
+    ),
+    OpSpec(
+        "mul",
+        2,
+        torch="torch.mul",
+        exact=lambda sp, a, b: a * b,
+        doc="a*b (the operator *)",
+        example="torch.mul(a, b)",
+        names=(*spellings("mul")[1:], "torch.multiply", ".multiply"),
+    ),
+    OpSpec(
+        "div",
+        2,
+        (Param("rounding_mode", "choice", choices=("trunc", "floor")),),
+        torch="torch.div",
+        exact=lambda sp, a, b, rounding_mode=None: _rounded(sp, a / b, rounding_mode),
+        kink="with rounding_mode the quotient is a step function: torch takes its derivative as 0 everywhere",
+        kinks=_div_kinks,
+        doc="a/b (the operator /); rounded toward zero ('trunc') or down ('floor') with rounding_mode",
+        example="torch.div(a, b, rounding_mode='floor')",
+        names=(*spellings("div")[1:], "torch.divide", ".divide", "torch.true_divide", ".true_divide"),
+    ),
+    OpSpec(
+        "remainder",
+        2,
+        torch="torch.remainder",
+        exact=lambda sp, a, b: a - b * _rounded(sp, a / b, "floor"),
+        kink="a - b*floor(a/b): it jumps where a/b crosses an integer; torch takes floor's derivative as 0",
+        kinks=_quotient_kinks("floor"),
+        doc="the remainder with the sign of b, as Python's % (the operator %)",
+        example="remainder(a, 2.0)",
+        names=spellings("remainder"),
+    ),
+    OpSpec(
+        "fmod",
+        2,
+        torch="torch.fmod",
+        exact=lambda sp, a, b: a - b * _rounded(sp, a / b, "trunc"),
+        kink="a - b*trunc(a/b): it jumps where a/b crosses an integer; torch takes trunc's derivative as 0",
+        kinks=_quotient_kinks("trunc"),
+        doc="the remainder with the sign of a, as C's fmod",
+        example="fmod(a, 2.0)",
+        names=spellings("fmod"),
+    ),
+    OpSpec(
+        "addcdiv",
+        3,
+        (Param("value", "number", default=1.0),),
+        torch="torch.addcdiv",
+        exact=lambda sp, a, b, c, value: a + value * b / c,
+        doc="a + value*b/c",
+        example="addcdiv(a, b, c, value=0.5)",
+        names=spellings("addcdiv"),
     ),
 ]

@@ -325,10 +325,15 @@ SYNTAX = [
 ]
 
 XS = ["--x", "1,2,3", "--grad", "ones"]
+XM = ["--x", "ones(2,2)", "--grad", "ones"]
 # strings, equations and parameters of the arithmetic, linear-algebra and loss entries (issue 18)
 MATH = [
     case("string-as-number", ["torch.add(x, x, alpha='2')", *XS], "alpha must be a number literal"),
     case("rounding-bogus", ["torch.div(x, x, rounding_mode='round')", *XS], "rounding_mode must be one of"),
+    case("norm-ord-string", ["torch.norm(x, p='nuc')", *XS], "p must be a number literal, 'fro' or float('inf')"),
+    case("norm-inf-string", ["torch.linalg.vector_norm(x, ord='inf')", *XS], "ord must be a number literal or"),
+    case("norm-spectral", ["torch.linalg.norm(x, ord=2)", *XM], "singular values"),
+    case("max-dim-literal", ["torch.max(x, 1)", *XS], "reduces along a dimension"),
 ]
 BAD_INPUT = ESCAPES + UNICODE + BOMBS + VALUES + OPTIONS + GRAD + MARKUP + SYNTAX + MATH
 

@@ -33,6 +33,7 @@ class Ref:
     leaves: int = 0  # how many of a, b, c the program reads (default: the function's tensor count, at most 3)
     c_shape: tuple[int, ...] | None = None  # the third input, its own shape
     keep: Callable[..., bool] | None = None  # which draws of the inputs (a, b, ...) are away from the kinks
+    distinct: bool = False  # ties between elements are kinks (max, amax, argmax): each input's elements drawn apart
 
 
 _erf = np.vectorize(math.erf, otypes=[float])

@@ -393,16 +393,20 @@ class Interpreter:
         no arithmetic), so the budgets hold before the real call allocates anything."""
         xs = self._tensors(args)
         params = dict(e.params)
+        # first the entry's own check of its arguments (an einsum equation) and its work, before torch sees them
+        work = spec.work(*(tuple(x.shape) for x in xs), **params) if spec.work else 0
         try:
             meta = spec.call_torch(*(torch.empty(x.shape, dtype=x.dtype, device="meta") for x in xs), **params)
             shape = tuple(meta.shape)
         except NotImplementedError:  # a shape that depends on the values (a boolean mask): at most the input's
             shape = (max(x.numel() for x in xs),)
-        work = spec.work(*(tuple(x.shape) for x in xs), **params) if spec.work else 0
+        except AssertionError as err:  # some of torch's meta functions check their arguments with assert
+            raise RuntimeError(_first_line(err)) from None
         self._charge(shape, e.span, work=work)
         out = spec.call_torch(*xs, **params)
         n_in = sum(x.numel() for x in xs)
-        return Val(out, _dense(*args), _grow(*(a.size for a in args), times=max(1, n_in // max(1, out.numel()))))
+        deps = _dense(*args) if out.is_floating_point() else {}  # an index (argmax) carries no gradient
+        return Val(out, deps, _grow(*(a.size for a in args), times=max(1, n_in // max(1, out.numel()))))
 
     def _dim(self, e: P.Call, t: torch.Tensor, d: Any) -> Any:
         nd = max(t.dim(), 1)
@@ -425,10 +429,6 @@ class Interpreter:
         if dim is not None:
             dim = self._dim(e, t, dim)
         f = e.func
-        if f == "norm":
-            p = e.param("p")
-            ord_ = 2.0 if p is None else float(p)  # type: ignore[arg-type]
-            return torch.linalg.vector_norm(t, ord=ord_, dim=dim, keepdim=keep)
         if f == "prod":
             if dim is None:
                 r = torch.prod(t)

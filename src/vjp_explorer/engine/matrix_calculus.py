@@ -164,7 +164,7 @@ class MatrixProgram:
             return reduce_sum(x, e.param("dim"), bool(e.param("keepdim")), mean=f == "mean")
         if f == "norm":
             p = e.param("p")
-            pv = sp.Integer(2) if p is None else sp.nsimplify(float(p))  # type: ignore[arg-type]
+            pv = sp.Integer(2) if p is None or p == "fro" else sp.nsimplify(float(p))  # type: ignore[arg-type]
             if not (pv.is_finite and pv > 0):
                 raise Unsupported(f"norm with p={p}")
             powered = apply((lambda t: t**2) if pv == 2 else (lambda t: sp.Abs(t) ** pv), self.cut_product(x))

@@ -141,19 +141,6 @@ class SymbolicProgram:
         if f in ("sum", "mean", "prod"):
             combine = {"sum": sp.Add, "prod": sp.Mul, "mean": lambda *xs: sp.Add(*xs) / len(xs)}[f]
             return reduce(x, e.param("dim"), bool(e.param("keepdim")), combine)
-        if f == "norm":
-            p = e.param("p")
-            pv = 2.0 if p is None else float(p)  # type: ignore[arg-type]
-            if not math.isfinite(pv) or pv <= 0:
-                raise Unsupported(f"norm with p={pv:g}")
-            if pv == 2:
-                comb: Callable[..., Any] = lambda *xs: sp.sqrt(sp.Add(*[a**2 for a in xs]))  # noqa: E731
-            elif pv == 1:
-                comb = lambda *xs: sp.Add(*[sp.Abs(a) for a in xs])  # noqa: E731
-            else:
-                pe = _num(pv)
-                comb = lambda *xs: sp.Add(*[sp.Abs(a) ** pe for a in xs]) ** (1 / pe)  # noqa: E731
-            return reduce(x, e.param("dim"), bool(e.param("keepdim")), comb)
         if spec.structure == "softmax":
             return softmax(x, int(e.param("dim")), log=f == "log_softmax")  # type: ignore[arg-type]
         if f == "t":

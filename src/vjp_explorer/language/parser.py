@@ -792,6 +792,13 @@ class _Parser:
                 node,
                 cls=LimitError,
             )
+        if name in ("max", "min") and len(positional) == 2 and _literal_number(positional[1]) is not None:
+            raise self.err(
+                f"torch.{name}(x, {ast.unparse(positional[1])}) reduces along a dimension (values and indices), "
+                "which is not supported here.",
+                positional[1],
+                f"For the {name}imum with a number write clamp_{name}(x, n); for the whole tensor, {name}(x).",
+            )
         tensors = tuple(self._expr(a) for a in positional[:count])
         extra = positional[count:]
         for k, (p, a) in enumerate(zip(spec.params, extra, strict=False)):
@@ -851,6 +858,21 @@ class _Parser:
             if isinstance(node, ast.Constant) and isinstance(node.value, bool):
                 return node.value
             raise self.err(f"{fname}(): {p.name} must be True or False.", node)
+        if p.kind == "number" and p.choices:  # norm's p: a number, or one of its strings ('fro'), or inf
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value in p.choices
+                and node.value != "inf"
+            ):
+                return node.value
+            if "inf" in p.choices and (inf := _infinity(node)) is not None:
+                return inf
+            v = _literal_number(node)
+            if v is None or not math.isfinite(v) or abs(v) > self.limits.literal:
+                words = ["a number literal", *(repr(c) for c in p.choices if c != "inf")]
+                words += ["float('inf')"] if "inf" in p.choices else []
+                raise self.err(f"{fname}(): {p.name} must be {', '.join(words[:-1])} or {words[-1]}.", node)
         if p.kind == "number":
             v = _literal_number(node)
             if v is None or not math.isfinite(v) or abs(v) > self.limits.literal:
@@ -920,6 +942,25 @@ def _looks_like_module_call(name: str, node: ast.Call) -> bool:
     if spec is None or spec.tensors != 1 or not node.args:
         return False
     return _literal_number(node.args[0]) is None and not isinstance(node.args[0], ast.Tuple)
+
+
+def _infinity(node: ast.expr) -> float | None:
+    """float('inf'), math.inf, torch.inf, with a sign: the only infinities a parameter may be written as."""
+    sign = 1.0
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        sign, node = (-1.0 if isinstance(node.op, ast.USub) else 1.0), node.operand
+    if _dotted(node) in ("math.inf", "torch.inf"):
+        return sign * math.inf
+    if (
+        isinstance(node, ast.Call)
+        and _dotted(node.func) == "float"
+        and len(node.args) == 1
+        and not node.keywords
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value in ("inf", "-inf")
+    ):
+        return sign * (math.inf if node.args[0].value == "inf" else -math.inf)
+    return None
 
 
 def _literal_number(node: ast.expr) -> float | None:

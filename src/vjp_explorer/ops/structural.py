@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .reductions import axes_of, each, extreme, total, vector_norm
 from .spec import OpSpec, Param, spellings
 
 _DIMS = (Param("dim", "dims"), Param("keepdim", "bool"))
@@ -12,6 +13,39 @@ _DIMS = (Param("dim", "dims"), Param("keepdim", "bool"))
 
 def _norm_kinks(torch: Any, x: Any, **_: Any) -> list[Any]:
     return [(x != 0).any().reshape(1).double()]  # a norm is not smooth where all its elements are 0
+
+
+def _matrix_dims(x: int, dim: Any, ord: Any) -> tuple[int, int] | None:
+    """The two dims of a matrix norm (torch.linalg.norm), or None for a vector norm."""
+    if isinstance(dim, tuple) and len(dim) == 2:
+        return dim[0], dim[1]
+    if dim is None and ord is not None and x == 2:
+        return 0, 1
+    return None
+
+
+def _linalg_norm_check(x: tuple[int, ...], ord: Any = None, dim: Any = None, keepdim: Any = None) -> int:
+    mat = _matrix_dims(len(x), dim, ord)
+    if mat is not None and ord in (2, -2, "nuc"):
+        raise ValueError(
+            f"the matrix norm ord={ord!r} is a function of the singular values, which vjp does not support; "
+            "use ord='fro', 1, -1, float('inf') or torch.linalg.vector_norm"
+        )
+    if mat is None and ord in ("fro", "nuc") and dim is not None:
+        raise ValueError(f"ord={ord!r} is a matrix norm: give two dims (dim=(0, 1))")
+    return 0
+
+
+def _linalg_norm(ctx: Any, x: Any, ord: Any = None, dim: Any = None, keepdim: bool = False) -> Any:
+    mat = _matrix_dims(x.ndim, dim, ord)
+    if mat is None or ord in (None, "fro"):
+        return vector_norm(ctx, x, 2.0 if ord is None else ord, dim, keepdim)
+    r, c = (d % x.ndim for d in mat)
+    # 1: the largest column sum of |x|, inf: the largest row sum (torch: amax of the sums, ties even)
+    summed, other = (r, c) if abs(float(ord)) == 1 else (c, r)
+    sums = total(each(ctx.sp.Abs, x), summed, keepdim=True)
+    out = extreme(ctx, sums, other, keepdim=True, largest=float(ord) > 0)
+    return out if keepdim else out.reshape([n for d, n in enumerate(out.shape) if d not in axes_of(x, (r, c))])
 
 
 ENTRIES = [
@@ -48,14 +82,43 @@ ENTRIES = [
     OpSpec(
         "norm",
         1,
-        (Param("p", "number"), Param("dim", "dims"), Param("keepdim", "bool")),
-        "reduction",
-        "torch.linalg.vector_norm",
-        kink="a norm is not smooth where all its elements are 0",
+        (Param("p", "number", default=2.0, choices=("fro", "inf")), Param("dim", "dims"), Param("keepdim", "bool")),
+        "general",
+        "torch.norm",
+        rule=lambda ctx, x, p=2.0, dim=None, keepdim=False: vector_norm(ctx, x, p, dim, keepdim),
+        kink="a norm is not smooth where all its elements are 0; p=inf splits the gradient evenly among ties",
         kinks=_norm_kinks,
-        doc="p-norm (default 2)",
+        doc="p-norm of the elements (default 2; 'fro' is 2; float('inf') the largest |x|), over dim",
         example="x.norm(p=1)",
         names=spellings("norm"),
+    ),
+    OpSpec(
+        "vector_norm",
+        1,
+        (Param("ord", "number", default=2.0, choices=("inf",)), Param("dim", "dims"), Param("keepdim", "bool")),
+        "general",
+        "torch.linalg.vector_norm",
+        rule=lambda ctx, x, ord=2.0, dim=None, keepdim=False: vector_norm(ctx, x, ord, dim, keepdim),
+        kink="a norm is not smooth where all its elements are 0; ord=inf splits the gradient evenly among ties",
+        kinks=_norm_kinks,
+        doc="the vector ord-norm of the elements over dim (all of them by default)",
+        example="torch.linalg.vector_norm(x, ord=1)",
+        names=("torch.linalg.vector_norm",),
+    ),
+    OpSpec(
+        "linalg_norm",
+        1,
+        (Param("ord", "number", choices=("fro", "nuc", "inf")), Param("dim", "dims"), Param("keepdim", "bool")),
+        "general",
+        "torch.linalg.norm",
+        rule=_linalg_norm,
+        work=_linalg_norm_check,
+        kink="a norm is not smooth where all its elements are 0; ord=inf, 1 split the gradient evenly among ties",
+        kinks=_norm_kinks,
+        doc="vector norm (1-D, or an int dim), or matrix norm (2-D, or two dims): 'fro', 1, -1, inf, -inf "
+        "(2, -2 and 'nuc' need singular values and are refused)",
+        example="torch.linalg.norm(W)",
+        names=("torch.linalg.norm",),
     ),
     OpSpec(
         "matmul",

@@ -326,14 +326,39 @@ SYNTAX = [
 
 XS = ["--x", "1,2,3", "--grad", "ones"]
 XM = ["--x", "ones(2,2)", "--grad", "ones"]
+CHAIN = ",".join("abcdefghijklmnopq"[k : k + 2] for k in range(16))  # ab,bc,...,pq: 17 labels, 16 operands
 # strings, equations and parameters of the arithmetic, linear-algebra and loss entries (issue 18)
 MATH = [
+    case("einsum-many-labels", [f"torch.einsum('{'a' * 150}', x)", *XS], "names 150"),
+    case(
+        "einsum-all-letters",
+        ["torch.einsum('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ', x)", *XS],
+        "names 52",
+    ),
+    case(
+        "einsum-chain-work",
+        [f"torch.einsum('{CHAIN}->aq', {', '.join(['x'] * 16)})", "--x", "ones(40,40)"],
+        "multiply_adds",
+    ),
+    case("einsum-operands", ["torch.einsum('ij,jk->ik', x)", *XM], "names 2 operand(s); 1 are given"),
+    case("einsum-sizes", ["torch.einsum('ij,jk->ik', x, y)", *XM, "--y", "ones(3,2)"], "sizes 2 and 3"),
+    case("einsum-char", ["torch.einsum('ij;jk', x, x)", *XM], "may hold only the letters"),
+    case("einsum-arrows", ["torch.einsum('ij->ji->ij', x)", *XM], "more than one '->'"),
+    case("einsum-output", ["torch.einsum('ij->iz', x)", *XM], "names one no operand has"),
+    case("einsum-dots", ["torch.einsum('i..j', x)", *XM], "'...' once"),
+    case("einsum-not-string", ["torch.einsum(x, x)", *XM], "equation must be a string literal"),
+    case("einsum-escape", ["torch.einsum('__import__', x)", *XM], "may hold only the letters"),
     case("string-as-number", ["torch.add(x, x, alpha='2')", *XS], "alpha must be a number literal"),
     case("rounding-bogus", ["torch.div(x, x, rounding_mode='round')", *XS], "rounding_mode must be one of"),
     case("norm-ord-string", ["torch.norm(x, p='nuc')", *XS], "p must be a number literal, 'fro' or float('inf')"),
     case("norm-inf-string", ["torch.linalg.vector_norm(x, ord='inf')", *XS], "ord must be a number literal or"),
     case("norm-spectral", ["torch.linalg.norm(x, ord=2)", *XM], "singular values"),
+    case("det-huge", ["torch.det(x)", "--x", "ones(7000,7000)"], "multiply_adds = 1e+11"),
+    case("inverse-huge", ["torch.linalg.inv(x)", "--x", "ones(6000,6000)", "--grad", "ones"], "multiply_adds"),
+    case("det-vector", ["torch.det(x)", *XS], "at least 2 dimensions"),
     case("max-dim-literal", ["torch.max(x, 1)", *XS], "reduces along a dimension"),
+    case("outer-huge", ["torch.outer(x, x)", "--x", "ones(100000)", "--grad", "ones"], "--limit"),
+    case("bmm-2d", ["torch.bmm(x, x)", *XM], "bmm() failed"),
 ]
 BAD_INPUT = ESCAPES + UNICODE + BOMBS + VALUES + OPTIONS + GRAD + MARKUP + SYNTAX + MATH
 

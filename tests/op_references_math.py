@@ -7,7 +7,8 @@ import numpy as np
 
 from op_references import Ref, _near
 
-MATH_CONSTS: dict[str, np.ndarray] = {}
+# constants the programs read (given with --const): a well-conditioned shift for inverse
+MATH_CONSTS = {"I5x3": 5 * np.eye(3)}
 
 
 def _off_steps(a: np.ndarray, b: np.ndarray) -> bool:
@@ -56,4 +57,22 @@ MATH_REFERENCES: dict[str, Ref] = {
         kinks=_near(0),
         distinct=True,
     ),
+    # linear algebra
+    "dot": Ref(np.dot, "torch.dot(a, b)"),
+    "inner": Ref(np.inner, "torch.inner(a, b)", shape=(2, 3), b_shape=(4, 3)),
+    "outer": Ref(np.outer, "torch.outer(a, b)", b_shape=(2,)),
+    "mv": Ref(np.dot, "torch.mv(a, b)", shape=(2, 3), b_shape=(3,)),
+    "bmm": Ref(np.matmul, "torch.bmm(a, b)", shape=(2, 2, 3), b_shape=(2, 3, 2)),
+    "einsum": Ref(
+        lambda a, b: np.einsum("...j,kj->...k", a, b),
+        "torch.einsum('...j,kj->...k', a, b)",
+        leaves=2,
+        shape=(2, 3),
+        b_shape=(4, 3),
+    ),
+    # at singular matrices torch's backward gives zeros, not the cofactors (pytorch#104675): the checks say so
+    "det": Ref(np.linalg.det, "torch.det(a)", shape=(3, 3), keep=lambda x: abs(np.linalg.det(x)) > 0.1),
+    "inverse": Ref(lambda x: np.linalg.inv(x + 5 * np.eye(3)), "torch.linalg.inv(a + I5x3)", -1, 1, shape=(3, 3)),
+    "diag": Ref(lambda x: np.diag(x, 1), "torch.diag(a, 1)", shape=(3, 3)),
+    "diagonal": Ref(lambda x: np.diagonal(x, 0, 1, 2), "a.diagonal(0, 1, 2)", shape=(2, 3, 3)),
 }

@@ -129,7 +129,7 @@ ENTRIES = [
         operator="@",
         doc="matrix product, same as @",
         example="matmul(W, x)",
-        names=spellings("matmul"),
+        names=(*spellings("matmul"), "torch.linalg.matmul"),
     ),
     OpSpec(
         "mm",

@@ -5,10 +5,33 @@ from __future__ import annotations
 
 import numpy as np
 
-from op_references import Ref, _near
+from op_references import Ref, _near, _softmax
 
 # constants the programs read (given with --const): a well-conditioned shift for inverse
 MATH_CONSTS = {"I5x3": 5 * np.eye(3)}
+
+
+def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.log(_softmax(x, axis))
+
+
+def _smooth_l1(a: np.ndarray, b: np.ndarray, beta: float) -> np.ndarray:
+    d = np.abs(a - b)
+    return np.where(d < beta, 0.5 * d**2 / beta, d - 0.5 * beta)
+
+
+def _huber(a: np.ndarray, b: np.ndarray, delta: float) -> np.ndarray:
+    d = np.abs(a - b)
+    return np.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
+
+
+def _cosine(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
+    return np.sum(a * b, axis) / (np.linalg.norm(a, axis=axis) * np.linalg.norm(b, axis=axis))
+
+
+def _layer_norm(x: np.ndarray) -> np.ndarray:
+    m = x.mean(axis=-1, keepdims=True)
+    return (x - m) / np.sqrt(x.var(axis=-1, keepdims=True) + 1e-5)
 
 
 def _off_steps(a: np.ndarray, b: np.ndarray) -> bool:
@@ -75,4 +98,37 @@ MATH_REFERENCES: dict[str, Ref] = {
     "inverse": Ref(lambda x: np.linalg.inv(x + 5 * np.eye(3)), "torch.linalg.inv(a + I5x3)", -1, 1, shape=(3, 3)),
     "diag": Ref(lambda x: np.diag(x, 1), "torch.diag(a, 1)", shape=(3, 3)),
     "diagonal": Ref(lambda x: np.diagonal(x, 0, 1, 2), "a.diagonal(0, 1, 2)", shape=(2, 3, 3)),
+    # torch.nn.functional
+    "mse_loss": Ref(lambda a, b: np.mean((a - b) ** 2), "F.mse_loss(a, b)"),
+    "l1_loss": Ref(lambda a, b: np.sum(np.abs(a - b)), "F.l1_loss(a, b, reduction='sum')", apart=True),
+    "smooth_l1_loss": Ref(
+        lambda a, b: _smooth_l1(a, b, 0.5), "F.smooth_l1_loss(a, b, reduction='none', beta=0.5)", apart=True
+    ),
+    "huber_loss": Ref(lambda a, b: np.mean(_huber(a, b, 2.0)), "torch.nn.functional.huber_loss(a, b, delta=2.0)"),
+    "binary_cross_entropy": Ref(
+        lambda a, b: np.mean(-(b * np.log(a) + (1 - b) * np.log(1 - a))), "F.binary_cross_entropy(a, b)", 0.05, 0.95
+    ),
+    "binary_cross_entropy_with_logits": Ref(
+        lambda a, b: np.sum(np.log1p(np.exp(-a)) + (1 - b) * a),
+        "F.binary_cross_entropy_with_logits(a, b, reduction='sum')",
+        b_lo=0.0,
+        b_hi=1.0,
+    ),
+    "cross_entropy": Ref(
+        lambda a, b: -np.sum(b * _log_softmax(a, 1)) / 2, "F.cross_entropy(a, b)", shape=(2, 3), b_lo=0.0, b_hi=1.0
+    ),
+    "kl_div": Ref(
+        lambda a, b: np.sum(b * (np.log(b) - a)) / 2,
+        "F.kl_div(a, b, reduction='batchmean')",
+        shape=(2, 3),
+        b_lo=0.1,
+        b_hi=1.0,
+    ),
+    "cosine_similarity": Ref(lambda a, b: _cosine(a, b, 1), "torch.cosine_similarity(a, b)", 0.2, 3.0, shape=(2, 3)),
+    "normalize": Ref(lambda x: x / np.linalg.norm(x, axis=1, keepdims=True), "F.normalize(a)", 0.2, 3.0, shape=(2, 3)),
+    "linear": Ref(
+        lambda x, w, b: x @ w.T + b, "F.linear(a, b, c)", shape=(2, 3), b_shape=(4, 3), c_shape=(4,), leaves=3
+    ),
+    "layer_norm": Ref(_layer_norm, "F.layer_norm(a, (3,))", shape=(2, 3)),
+    "dropout": Ref(lambda x: x * x, "F.dropout(a, 0.5, training=False) * a"),
 }

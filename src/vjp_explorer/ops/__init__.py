@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import binary, elementwise, linalg, reductions, shapes, structural
+from . import binary, elementwise, linalg, losses, reductions, shapes, structural
 from .spec import OpSpec, Param, resolve, spellings
 
 _ENTRIES = (
@@ -20,6 +20,7 @@ _ENTRIES = (
     *reductions.ENTRIES,
     *shapes.ENTRIES,
     *linalg.ENTRIES,
+    *losses.ENTRIES,
 )
 REGISTRY: dict[str, OpSpec] = {s.name: s for s in _ENTRIES}
 SPELLINGS: dict[str, OpSpec] = {n: s for s in REGISTRY.values() for n in s.names}

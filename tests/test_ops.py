@@ -266,3 +266,19 @@ def test_degenerate_parameters_are_named_never_a_disagreement(vjp, program: str,
     r = vjp("run", program, "--a", "0.5,-1", "--grad", "ones", "--json")
     assert r.exit_code == status, r.output
     assert words in (r.stderr if status else r.stdout)
+
+
+@pytest.mark.parametrize(
+    ("program", "words"),
+    [
+        ("torch.mse_loss(a, a)", "Write mse_loss(x), F.mse_loss(x) or torch.nn.functional.mse_loss(x)"),
+        ("torch.linalg.inverse(a)", "Write torch.inverse(x), x.inverse() or torch.linalg.inv(x)"),
+        ("torch.vector_norm(a)", "Write torch.linalg.vector_norm(x)"),
+        ("torch.ad(a, a)", "Did you mean torch.add?"),
+        ("F.mse_los(a, a)", "Did you mean mse_loss?"),
+    ],
+)
+def test_unknown_names_suggest_spellings_that_exist(vjp, program: str, words: str):
+    r = vjp("run", program, "--a", "1,2")
+    assert r.exit_code == 2
+    assert words in " ".join(r.stderr.split()), r.stderr

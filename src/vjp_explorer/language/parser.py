@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from ..errors import LimitError, ProgramSyntaxError, VjpError
 from ..limits import DEFAULT_LIMITS, Limits
-from ..ops import ATTRIBUTES, OpSpec, Param, function_list, how_to_write, is_function, lookup
+from ..ops import ATTRIBUTES, OpSpec, Param, by_base, function_list, how_to_write, is_function, lookup, near_names
 from . import program as P
 from .unicode import first_bad_char, sentence, visible
 
@@ -693,7 +693,7 @@ class _Parser:
     def _torch_submodule(self, node: ast.Attribute) -> VjpError:
         # torch.nn.functional.relu, torch.linalg.norm, torch.os...: only torch.<function> exists here
         name = _dotted(node)
-        spec = lookup(node.attr)
+        spec = by_base(node.attr)
         hint = how_to_write(spec) if spec else f"The functions are: {function_list()}."
         return self.err(f"{name} is not available: of torch's modules, only the spellings listed are.", node, hint)
 
@@ -709,7 +709,6 @@ class _Parser:
         return self.span(node)
 
     def unknown_function(self, name: str, node: ast.AST) -> VjpError:
-        import difflib
 
         if name.endswith(".backward"):
             return self.err(
@@ -718,11 +717,11 @@ class _Parser:
                 "Give v with --grad (e.g. --grad 0.1,1,0.0001), and the output with --output NAME.",
             )
         base = name.split(".")[-1]
-        spec = lookup(base)
+        spec = by_base(base)
         if spec is not None:  # a real function, under a name torch does not give it (x.gelu())
             what = f".{base}() is not a tensor method in torch" if name.startswith(".") else f"torch has no {name}"
             return self.err(f"{what}; {base} is spelled otherwise.", node, how_to_write(spec))
-        near = difflib.get_close_matches(base, function_list().split(", "), n=3)
+        near = near_names(base)
         hint = f"Did you mean {', '.join(near)}?" if near else None
         return self.err(f"Unknown function {name!r}. The functions are: {function_list()}.", node, hint)
 
@@ -751,11 +750,13 @@ class _Parser:
                 and func.value.id in _OTHER_MODULES
                 and (lookup(f".{func.attr}") is None or _looks_like_module_call(func.attr, node))
             ):
-                known = lookup(func.attr)
+                known = by_base(func.attr)
+                near = near_names(func.attr)
                 raise self.err(
                     f"{func.value.id}.{func.attr} is not available: only torch's names are. "
                     + (how_to_write(known) if known else f"The functions are: {function_list()}."),
                     func,
+                    None if known or not near else f"Did you mean {', '.join(near)}?",
                 )
             else:
                 spec = lookup(f".{func.attr}")

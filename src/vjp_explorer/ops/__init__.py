@@ -39,8 +39,27 @@ def is_function(name: str) -> bool:
 
 
 def function_list() -> str:
-    """The names a user can call, for error messages."""
-    return ", ".join(sorted(n for n in SPELLINGS if "." not in n))
+    """The names a user can call, for error messages: the bare name, or torch.f where there is none."""
+    return ", ".join(sorted(s.names[0] for s in REGISTRY.values() if s.names))
+
+
+# each name a spelling ends in (inv, vector_norm, mse_loss) -> a real spelling of its entry, the bare one first
+_BASES: dict[str, str] = {}
+for _s in REGISTRY.values():
+    for _n in _s.names:
+        _BASES.setdefault(_n.rsplit(".", 1)[-1], _s.names[0])
+
+
+def by_base(name: str) -> OpSpec | None:
+    """The entry one of whose spellings ends in `name` (torch.linalg.inv's for inv), for error hints."""
+    return SPELLINGS.get(_BASES[name]) if name in _BASES else None
+
+
+def near_names(name: str) -> list[str]:
+    """Real spellings close to an unknown name (each one exists), for 'Did you mean ...?'."""
+    import difflib
+
+    return list(dict.fromkeys(_BASES[b] for b in difflib.get_close_matches(name, list(_BASES), n=3)))
 
 
 def how_to_write(spec: OpSpec) -> str:
@@ -63,10 +82,12 @@ __all__ = [
     "OpSpec",
     "Param",
     "bound_params",
+    "by_base",
     "function_list",
     "how_to_write",
     "is_function",
     "lookup",
+    "near_names",
     "resolve",
     "spellings",
 ]

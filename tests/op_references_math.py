@@ -69,7 +69,7 @@ MATH_REFERENCES: dict[str, Ref] = {
     "argmax": Ref(lambda x: x * np.argmax(x), "a * argmax(a)", distinct=True),
     "argmin": Ref(lambda x: x * np.argmin(x, axis=0), "a * a.argmin(dim=0)", shape=(2, 3), distinct=True),
     "var": Ref(lambda x: np.var(x, axis=1, ddof=1), "a.var(dim=1)", shape=(2, 3)),
-    "std": Ref(lambda x: np.std(x), "torch.std(a, correction=0)", shape=(2, 3)),
+    "std": Ref(lambda x: np.std(x), "torch.std(a, correction=0)", shape=(2, 3), distinct=True),  # sqrt's kink at 0
     # torch's cumprod backward divides by the input: a tiny one (5e-324, or products below float32's range)
     # loses the gradient's digits
     "cumprod": Ref(

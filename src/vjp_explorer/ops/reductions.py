@@ -299,7 +299,7 @@ ENTRIES = [
         "general",
         "torch.std",
         rule=lambda ctx, x, **p: _var(ctx, x, **p, root=True),
-        kink="std is not smooth where all the elements are equal (sqrt at 0)",
+        kink="where all the elements are equal (std = 0) torch takes the gradient as 0; sqrt has no derivative there",
         doc="standard deviation over dim: sqrt of var (same correction)",
         example="x.std(correction=0)",
         names=spellings("std")[1:],

@@ -30,9 +30,12 @@ def signature(spec: OpSpec) -> str:
     if spec.variadic:
         parts.append("...")
     for p in spec.params:
-        default = "None" if p.default is None else repr(p.default) if isinstance(p.default, str) else f"{p.default:g}"
+        default = (
+            "None" if p.default is None else repr(p.default) if isinstance(p.default, str | bool) else f"{p.default:g}"
+        )
         parts.append(p.name if p.required else f"{p.name}={default}")
-    return f"{spec.name}({', '.join(parts)})"
+    shown = spec.names[0] if spec.names else spec.name  # torch.add, torch.linalg.norm: a name one can call
+    return f"{shown}({', '.join(parts)})"
 
 
 def row(spec: OpSpec) -> dict[str, Any]:

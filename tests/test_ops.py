@@ -282,3 +282,15 @@ def test_unknown_names_suggest_spellings_that_exist(vjp, program: str, words: st
     r = vjp("run", program, "--a", "1,2")
     assert r.exit_code == 2
     assert words in " ".join(r.stderr.split()), r.stderr
+
+
+def test_torch_user_warnings_do_not_print_raw(vjp):
+    """F.kl_div's reduction='mean' makes torch warn on every call; the entry's doc says it in words instead."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = vjp("run", "F.kl_div(x, tg)", "--x", "[[-1.2,-0.5]]", "--const", "tg=[[0.3,0.7]]")
+    assert r.exit_code == 0, r.output
+    assert not [w for w in caught if "batchmean" in str(w.message)], [str(w.message) for w in caught]
+    assert "Warning" not in r.stderr and "Warning" not in r.stdout

@@ -10,6 +10,7 @@ Jacobian engine knows a diagonal block without computing it.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -395,15 +396,19 @@ class Interpreter:
         params = dict(e.params)
         # first the entry's own check of its arguments (an einsum equation) and its work, before torch sees them
         work = spec.work(*(tuple(x.shape) for x in xs), **params) if spec.work else 0
-        try:
-            meta = spec.call_torch(*(torch.empty(x.shape, dtype=x.dtype, device="meta") for x in xs), **params)
-            shape = tuple(meta.shape)
-        except NotImplementedError:  # a shape that depends on the values (a boolean mask): at most the input's
-            shape = (max(x.numel() for x in xs),)
-        except AssertionError as err:  # some of torch's meta functions check their arguments with assert
-            raise RuntimeError(_first_line(err)) from None
-        self._charge(shape, e.span, work=work)
-        out = spec.call_torch(*xs, **params)
+        # torch's UserWarnings (kl_div's reduction='mean') would print raw, once per evaluation; the entry's
+        # doc says the same in words
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            try:
+                meta = spec.call_torch(*(torch.empty(x.shape, dtype=x.dtype, device="meta") for x in xs), **params)
+                shape = tuple(meta.shape)
+            except NotImplementedError:  # a shape that depends on the values (a boolean mask): at most the input's
+                shape = (max(x.numel() for x in xs),)
+            except AssertionError as err:  # some of torch's meta functions check their arguments with assert
+                raise RuntimeError(_first_line(err)) from None
+            self._charge(shape, e.span, work=work)
+            out = spec.call_torch(*xs, **params)
         n_in = sum(x.numel() for x in xs)
         deps = _dense(*args) if out.is_floating_point() else {}  # an index (argmax) carries no gradient
         return Val(out, deps, _grow(*(a.size for a in args), times=max(1, n_in // max(1, out.numel()))))

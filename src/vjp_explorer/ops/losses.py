@@ -209,7 +209,8 @@ ENTRIES = [
         "general",
         "torch.nn.functional.kl_div",
         rule=_kl_div,
-        doc="t*(log(t) - x) for log-probabilities x and probabilities t (exp(t)*(t - x) with log_target=True)",
+        doc="t*(log(t) - x) for log-probabilities x and probabilities t (exp(t)*(t - x) with log_target=True); "
+        "reduction='mean' divides by every element, 'batchmean' by the batch size (the KL divergence)",
         example="F.kl_div(log_softmax(x, dim=0), p, reduction='sum')",
         names=_f("kl_div"),
     ),

@@ -522,20 +522,13 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | N
 
 def _bind(expr: P.Expr, values: dict[str, int]) -> P.Expr:
     """The expression with loop variables replaced by their current values."""
-    if isinstance(expr, P.Name) and expr.id in values:
-        v = float(values[expr.id])
-        return P.Num(v, expr.span, integral=True)
-    if isinstance(expr, P.BinOp):
-        return P.BinOp(expr.op, _bind(expr.left, values), _bind(expr.right, values), expr.span)
-    if isinstance(expr, P.UnaryOp):
-        return P.UnaryOp(expr.op, _bind(expr.operand, values), expr.span)
-    if isinstance(expr, P.Call):
-        return P.Call(expr.func, tuple(_bind(a, values) for a in expr.args), expr.params, expr.span)
-    if isinstance(expr, P.Compare):
-        return P.Compare(expr.ops, tuple(_bind(a, values) for a in expr.operands), expr.span)
-    if isinstance(expr, P.BoolOp):
-        return P.BoolOp(expr.op, tuple(_bind(a, values) for a in expr.values), expr.span)
-    return expr
+
+    def bind(e: P.Expr) -> P.Expr:
+        if isinstance(e, P.Name) and e.id in values:
+            return P.Num(float(values[e.id]), e.span, integral=True)
+        return e
+
+    return P.transform(expr, bind)
 
 
 def replay(steps: list[Step], output: str, env: dict[str, Any], dtype: torch.dtype) -> Any:

@@ -1,0 +1,282 @@
+"""Calls and attributes of a program: the registry's functions, their tensors and their static parameters.
+
+A mixin of the parser (language/parser.py): it reads `f(x)`, `torch.f(x)`, `x.f()`, `F.f(x)`, checks every
+argument against the entry's signature, and refuses unknown names with the closest real ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import TYPE_CHECKING
+
+from ..errors import LimitError
+from ..ops import ATTRIBUTES, OpSpec, Param, function_list, how_to_write, lookup
+from . import program as P
+
+if TYPE_CHECKING:
+    from ..errors import VjpError
+    from ..limits import Limits
+
+# module names people paste from numpy/functional code: refused with a pointer to the torch name
+_OTHER_MODULES = {"np", "numpy", "F", "nn", "math", "jnp", "sp", "scipy"}
+_MAX_DIM = 64  # a dim= value, or the length of a dim=(...) tuple: no tensor here has more dims
+_MAX_STRING = 200  # a string parameter: reduction='mean', an einsum equation
+
+
+class CallParser:
+    """The call and attribute half of the program parser."""
+
+    limits: Limits
+    src: str
+
+    if TYPE_CHECKING:  # given by the parser
+
+        def err(
+            self, message: str, node: ast.AST | P.Span | None, hint: str | None = None, cls: type[VjpError] = ...
+        ) -> VjpError: ...
+
+        def _expr(self, node: ast.expr) -> P.Expr: ...
+
+    def _attribute(self, node: ast.Attribute, sp: P.Span) -> P.Expr:
+        attr = node.attr
+        if attr.startswith("_"):
+            raise self.err(f"The attribute {attr!r} is not allowed.", node)
+        dotted = _dotted(node)
+        if lookup(dotted) is not None:
+            raise self.err(f"{dotted} is a function; call it: {dotted}(x).", node)
+        if isinstance(node.value, ast.Name) and node.value.id == "torch":
+            raise self.unknown_function(f"torch.{attr}", node)
+        if _dotted(node.value).startswith("torch."):
+            raise self._torch_submodule(node)
+        if attr in ATTRIBUTES:
+            return P.Call(ATTRIBUTES[attr], (self._expr(node.value),), (), sp)
+        if lookup(f".{attr}") is not None:
+            raise self.err(f".{attr} is a method; call it: x.{attr}().", node)
+        raise self.err(
+            f"Unknown attribute {attr!r}. Attributes are .T and .data; methods are: {function_list()}.", node
+        )
+
+    def _torch_submodule(self, node: ast.Attribute) -> VjpError:
+        # torch.nn.functional.relu, torch.linalg.norm, torch.os...: only torch.<function> exists here
+        name = _dotted(node)
+        spec = lookup(node.attr)
+        hint = how_to_write(spec) if spec else f"The functions are: {function_list()}."
+        return self.err(f"{name} is not available: of torch's modules, only the spellings listed are.", node, hint)
+
+    def unknown_function(self, name: str, node: ast.AST) -> VjpError:
+        import difflib
+
+        if name.endswith(".backward"):
+            return self.err(
+                "backward() is not part of the program: vjp calls y.backward(v) for you on the output.",
+                node,
+                "Give v with --grad (e.g. --grad 0.1,1,0.0001), and the output with --output NAME.",
+            )
+        base = name.split(".")[-1]
+        spec = lookup(base)
+        if spec is not None:  # a real function, under a name torch does not give it (x.gelu())
+            what = f".{base}() is not a tensor method in torch" if name.startswith(".") else f"torch has no {name}"
+            return self.err(f"{what}; {base} is spelled otherwise.", node, how_to_write(spec))
+        near = difflib.get_close_matches(base, function_list().split(", "), n=3)
+        hint = f"Did you mean {', '.join(near)}?" if near else None
+        return self.err(f"Unknown function {name!r}. The functions are: {function_list()}.", node, hint)
+
+    def _call(self, node: ast.Call, sp: P.Span) -> P.Expr:
+        func = node.func
+        receiver: ast.expr | None = None
+        spec: OpSpec | None
+        if isinstance(func, ast.Name):
+            spec = lookup(func.id)
+            if spec is None:
+                raise self.unknown_function(func.id, func)
+        elif isinstance(func, ast.Attribute):
+            if func.attr.startswith("_"):
+                raise self.err(f"The attribute {func.attr!r} is not allowed.", func)
+            spec = lookup(_dotted(func))  # torch.exp, F.gelu, torch.special.erf, torch.nn.functional.relu
+            if spec is not None and _dotted(func).startswith("F.") and len(node.args) < spec.tensors:
+                spec = None  # F.softmax(dim=1): a method of a variable named F
+            if spec is not None:
+                pass
+            elif isinstance(func.value, ast.Name) and func.value.id == "torch":
+                raise self.unknown_function(f"torch.{func.attr}", func)
+            elif _dotted(func.value).startswith("torch."):
+                raise self._torch_submodule(func)
+            elif (
+                isinstance(func.value, ast.Name)
+                and func.value.id in _OTHER_MODULES
+                and (lookup(f".{func.attr}") is None or _looks_like_module_call(func.attr, node))
+            ):
+                known = lookup(func.attr)
+                raise self.err(
+                    f"{func.value.id}.{func.attr} is not available: only torch's names are. "
+                    + (how_to_write(known) if known else f"The functions are: {function_list()}."),
+                    func,
+                )
+            else:
+                spec = lookup(f".{func.attr}")
+                if spec is None:
+                    # report the leftmost problem first: in __import__('os').system() that is __import__
+                    self._expr(func.value)
+                    raise self.unknown_function(f".{func.attr}", func)
+                receiver = func.value
+        else:
+            hint = None
+            if isinstance(func, ast.Constant | ast.BinOp | ast.UnaryOp | ast.Call):
+                hint = "Multiplication is written with '*': 2*(x + 1), not 2(x + 1)."
+            raise self.err("Only named functions can be called.", func, hint)
+        name = spec.name
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise self.err("'*' unpacking is not part of the language.", a)
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.err("'**' unpacking is not part of the language.", kw.value)
+        positional = list(node.args)
+        params: dict[str, P.Static] = {}
+        for p in spec.leading:  # einsum("ij,j->i", W, x): parameters before the tensors
+            if positional and receiver is None:
+                params[p.name] = self._static(p, positional.pop(0), name)
+        positional = ([receiver] if receiver is not None else []) + positional
+        if len(positional) < spec.tensors:
+            raise self.err(f"{name}() takes {spec.tensors} tensor argument(s).", node)
+        count = len(positional) if spec.variadic else spec.tensors
+        if count > self.limits.call_operands:
+            raise self.err(
+                f"{name}() got {count} tensor operands; the limit is {self.limits.call_operands} "
+                "(--limit call_operands=N).",
+                node,
+                cls=LimitError,
+            )
+        tensors = tuple(self._expr(a) for a in positional[:count])
+        extra = positional[count:]
+        for k, (p, a) in enumerate(zip(spec.params, extra, strict=False)):
+            if p.kind == "shape" and len(extra) > k + 1:  # reshape(2, 3): the rest of the positionals
+                params[p.name] = self._shape(extra[k:], name, p.name, node)
+                break
+            params[p.name] = self._static(p, a, name)
+        else:
+            if len(extra) > len(spec.params):
+                raise self.err(f"{name}() got too many arguments ({self._signature(spec)}).", extra[len(spec.params)])
+        by_name = {p.name: p for p in (*spec.leading, *spec.params)}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.err("'**' unpacking is not part of the language.", kw.value)
+            if kw.arg not in by_name:
+                raise self.err(f"{name}() has no keyword {kw.arg!r} ({self._signature(spec)}).", kw.value)
+            if kw.arg in params:
+                raise self.err(f"{name}() got {kw.arg!r} twice.", kw.value)
+            params[kw.arg] = self._static(by_name[kw.arg], kw.value, name)
+        for p in (*spec.leading, *spec.params):
+            if p.required and p.name not in params:
+                raise self.err(f"{name}() needs {p.name}= ({self._signature(spec)}).", node)
+        ordered = tuple((p.name, params[p.name]) for p in (*spec.leading, *spec.params) if p.name in params)
+        return P.Call(name, tensors, ordered, sp)
+
+    @staticmethod
+    def _signature(spec: OpSpec) -> str:
+        tensors = ["x", "y", "z"][: spec.tensors] if spec.tensors <= 3 else [f"x{i}" for i in range(spec.tensors)]
+        if spec.variadic:
+            tensors.append("...")
+        lead = [p.name for p in spec.leading]
+        parts = lead + tensors + [p.name if p.required else f"{p.name}=..." for p in spec.params]
+        return f"{spec.name}({', '.join(parts)})"
+
+    def _static(self, p: Param, node: ast.expr, fname: str) -> P.Static:
+        if p.kind in ("choice", "string"):
+            if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+                want = " or ".join(repr(c) for c in p.choices) if p.choices else "a string literal"
+                raise self.err(f"{fname}(): {p.name} must be {want}.", node)
+            text = node.value
+            if p.choices and text not in p.choices:
+                allowed = ", ".join(repr(c) for c in p.choices)
+                raise self.err(f"{fname}(): {p.name} must be one of {allowed}.", node)
+            if len(text) > _MAX_STRING or not all(" " <= ch <= "~" for ch in text):
+                raise self.err(f"{fname}(): {p.name} must be at most {_MAX_STRING} printable ASCII characters.", node)
+            return text
+        if p.kind == "shape":
+            if isinstance(node, ast.Tuple | ast.List):
+                return self._shape(node.elts, fname, p.name, node)
+            return self._shape([node], fname, p.name, node)
+        if p.kind == "int":
+            v = _literal_number(node)
+            if v is None or not float(v).is_integer() or abs(v) > self.limits.literal:
+                raise self.err(f"{fname}(): {p.name} must be an integer literal.", node)
+            return int(v)
+        if p.kind == "bool":
+            if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+                return node.value
+            raise self.err(f"{fname}(): {p.name} must be True or False.", node)
+        if p.kind == "number":
+            v = _literal_number(node)
+            if v is None or not math.isfinite(v) or abs(v) > self.limits.literal:
+                raise self.err(f"{fname}(): {p.name} must be a number literal.", node)
+            return v
+        if p.kind == "dims" and isinstance(node, ast.Tuple | ast.List):
+            if len(node.elts) > _MAX_DIM:
+                raise self.err(f"{fname}(): {p.name}= lists more than {_MAX_DIM} dimensions.", node)
+            dims = tuple(self._dim(e, fname, p.name) for e in node.elts)
+            if not dims:
+                raise self.err(f"{fname}(): {p.name}=() is empty.", node)
+            return dims
+        return self._dim(node, fname, p.name)
+
+    def _shape(self, nodes: list[ast.expr], fname: str, pname: str, at: ast.AST) -> tuple[int, ...]:
+        """A shape written as integer literals: (2, 3), [2, 3] or the arguments 2, 3; -1 once, to infer."""
+        if len(nodes) > _MAX_DIM:
+            raise self.err(f"{fname}(): {pname} has more than {_MAX_DIM} dimensions.", at)
+        sizes = []
+        for n in nodes:
+            v = _literal_number(n)
+            if v is None or not float(v).is_integer() or isinstance(n, ast.Constant) and isinstance(n.value, float):
+                raise self.err(f"{fname}(): {pname} must be integer literals, e.g. (2, 3).", n)
+            if v < -1 or v > self.limits.elements:
+                raise self.err(
+                    f"{fname}(): the size {int(v)} is out of range (-1, to infer it, or 0 to "
+                    f"{self.limits.elements:,}, the elements limit).",
+                    n,
+                )
+            sizes.append(int(v))
+        if sizes.count(-1) > 1:
+            raise self.err(f"{fname}(): only one size can be -1 (inferred).", at)
+        return tuple(sizes)
+
+    def _dim(self, node: ast.expr, fname: str, pname: str) -> int:
+        v = _literal_number(node)
+        if v is None or not float(v).is_integer() or isinstance(node, ast.Constant) and isinstance(node.value, float):
+            raise self.err(f"{fname}(): {pname} must be an integer literal.", node)
+        if abs(v) > _MAX_DIM:
+            raise self.err(f"{fname}(): {pname}={int(v)} is out of range (at most {_MAX_DIM}).", node)
+        return int(v)
+
+
+def _dotted(node: ast.expr) -> str:
+    """`torch.nn.functional` for a chain of plain attribute accesses on a name, else ''."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _looks_like_module_call(name: str, node: ast.Call) -> bool:
+    """np.log(x) or F.softmax(x, dim=0): a module function given the tensor, not a method (F.sum())."""
+    spec = lookup(name)
+    if spec is None or spec.tensors != 1 or not node.args:
+        return False
+    return _literal_number(node.args[0]) is None and not isinstance(node.args[0], ast.Tuple)
+
+
+def _literal_number(node: ast.expr) -> float | None:
+    sign = 1.0
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        sign = -1.0 if isinstance(node.op, ast.USub) else 1.0
+        node = node.operand
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        try:
+            return sign * float(node.value)
+        except OverflowError:
+            return math.inf
+    return None

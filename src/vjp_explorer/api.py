@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import FileFormatError, LimitError, ProgramError, ShapeError, UsageError
 from .language import program as P
+from .language.constructors import made_leaf_given, makes_random
 from .language.parser import parse_program
 from .language.values import ValueSpec, from_nested, parse_value
 from .limits import DEFAULT_LIMITS, Limits
@@ -138,8 +139,10 @@ class _Run:
         dtype = DTYPES[req.dtype]
         t = self.lap("import torch", t)
         drawn = [*specs.values(), *const_specs.values(), *(s for s in grad_specs if s is not None)]
-        uses_random = any(s.generator in ("rand", "randn") for s in drawn) or any(
-            k is not None and k.kind == "random" for k in kinds
+        uses_random = (
+            makes_random(prog)
+            or any(s.generator in ("rand", "randn") for s in drawn)
+            or any(k is not None and k.kind == "random" for k in kinds)
         )
         seed = req.seed if req.seed is not None else (secrets.randbelow(2**31) if uses_random else 0)
         gen = torch.Generator().manual_seed(seed)
@@ -160,7 +163,7 @@ class _Run:
         t = self.lap("inputs", t)
 
         try:
-            fwd = Interpreter(prog, self.limits, dtype).run(env)
+            fwd = Interpreter(prog, self.limits, dtype, gen).run(env)
         except RecursionError:
             raise LimitError(
                 "The program's expressions are nested too deeply to evaluate; split them into assignments."
@@ -560,12 +563,13 @@ class _Run:
 
     def _check_names(self, prog: P.Program) -> tuple[dict[str, ValueSpec], dict[str, ValueSpec]]:
         req = self.req
-        free = list(prog.free)
+        free = [n for n in prog.free if n not in prog.made]  # leaves the program makes take no option
+        made_leaf_given(prog, {**req.values, **req.consts})
         both = sorted(set(req.values) & set(req.consts))
         if both:
             raise UsageError(f"{both[0]!r} is given both as a value and as a --const; give it once.")
         given = {**req.values, **req.consts}
-        if not free:
+        if not free and not prog.made:
             raise ProgramError(
                 "The program has no inputs: every name in it is assigned, or it uses none, so it is a constant "
                 "and there is nothing to differentiate.",
@@ -608,7 +612,7 @@ class _Run:
                 span[0],
                 span[1],
             )
-        specs = {n: _spec(req.values[n], _label(n), self.limits) for n in free if n in req.values}
+        specs = {**prog.made, **{n: _spec(req.values[n], _label(n), self.limits) for n in free if n in req.values}}
         const_specs = {n: _spec(req.consts[n], _label(n), self.limits) for n in free if n in req.consts}
         if not specs:
             raise UsageError(

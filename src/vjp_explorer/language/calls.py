@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from ..errors import LimitError
 from ..ops import ATTRIBUTES, OpSpec, Param, function_list, how_to_write, lookup
 from . import program as P
+from .constructors import dtype_name, maker_name
+from .literals import NAMED_CONSTANTS, dotted, literal_number, named_constant
 
 if TYPE_CHECKING:
     from ..errors import VjpError
@@ -38,16 +40,25 @@ class CallParser:
 
         def _expr(self, node: ast.expr) -> P.Expr: ...
 
+        def _constructor(self, name: str, node: ast.Call, sp: P.Span) -> P.Const: ...
+
+        def _requires_grad_(self, node: ast.Call, receiver: P.Expr) -> P.Const: ...
+
     def _attribute(self, node: ast.Attribute, sp: P.Span) -> P.Expr:
         attr = node.attr
         if attr.startswith("_"):
             raise self.err(f"The attribute {attr!r} is not allowed.", node)
-        dotted = _dotted(node)
-        if lookup(dotted) is not None:
-            raise self.err(f"{dotted} is a function; call it: {dotted}(x).", node)
+        name = dotted(node)
+        if name in NAMED_CONSTANTS:
+            value = NAMED_CONSTANTS[name]
+            if not math.isfinite(value):
+                raise self.err(f"{name} is only allowed as a parameter value (clamp(x, max={name})).", node)
+            return P.Num(value, sp)
+        if lookup(name) is not None:
+            raise self.err(f"{name} is a function; call it: {name}(x).", node)
         if isinstance(node.value, ast.Name) and node.value.id == "torch":
             raise self.unknown_function(f"torch.{attr}", node)
-        if _dotted(node.value).startswith("torch."):
+        if dotted(node.value).startswith("torch."):
             raise self._torch_submodule(node)
         if attr in ATTRIBUTES:
             return P.Call(ATTRIBUTES[attr], (self._expr(node.value),), (), sp)
@@ -59,7 +70,7 @@ class CallParser:
 
     def _torch_submodule(self, node: ast.Attribute) -> VjpError:
         # torch.nn.functional.relu, torch.linalg.norm, torch.os...: only torch.<function> exists here
-        name = _dotted(node)
+        name = dotted(node)
         spec = lookup(node.attr)
         hint = how_to_write(spec) if spec else f"The functions are: {function_list()}."
         return self.err(f"{name} is not available: of torch's modules, only the spellings listed are.", node, hint)
@@ -83,6 +94,9 @@ class CallParser:
         return self.err(f"Unknown function {name!r}. The functions are: {function_list()}.", node, hint)
 
     def _call(self, node: ast.Call, sp: P.Span) -> P.Expr:
+        special = self._special_call(node, sp)
+        if special is not None:
+            return special
         func = node.func
         receiver: ast.expr | None = None
         spec: OpSpec | None
@@ -93,14 +107,14 @@ class CallParser:
         elif isinstance(func, ast.Attribute):
             if func.attr.startswith("_"):
                 raise self.err(f"The attribute {func.attr!r} is not allowed.", func)
-            spec = lookup(_dotted(func))  # torch.exp, F.gelu, torch.special.erf, torch.nn.functional.relu
-            if spec is not None and _dotted(func).startswith("F.") and len(node.args) < spec.tensors:
+            spec = lookup(dotted(func))  # torch.exp, F.gelu, torch.special.erf, torch.nn.functional.relu
+            if spec is not None and dotted(func).startswith("F.") and len(node.args) < spec.tensors:
                 spec = None  # F.softmax(dim=1): a method of a variable named F
             if spec is not None:
                 pass
             elif isinstance(func.value, ast.Name) and func.value.id == "torch":
                 raise self.unknown_function(f"torch.{func.attr}", func)
-            elif _dotted(func.value).startswith("torch."):
+            elif dotted(func.value).startswith("torch."):
                 raise self._torch_submodule(func)
             elif (
                 isinstance(func.value, ast.Name)
@@ -133,6 +147,8 @@ class CallParser:
             if kw.arg is None:
                 raise self.err("'**' unpacking is not part of the language.", kw.value)
         positional = list(node.args)
+        if spec.variadic and not spec.leading and positional and isinstance(positional[0], ast.List | ast.Tuple):
+            positional = list(positional[0].elts) + positional[1:]  # torch.cat([a, b], dim=0)
         params: dict[str, P.Static] = {}
         for p in spec.leading:  # einsum("ij,j->i", W, x): parameters before the tensors
             if positional and receiver is None:
@@ -173,6 +189,31 @@ class CallParser:
         ordered = tuple((p.name, params[p.name]) for p in (*spec.leading, *spec.params) if p.name in params)
         return P.Call(name, tensors, ordered, sp)
 
+    def _special_call(self, node: ast.Call, sp: P.Span) -> P.Expr | None:
+        """Calls that are not registry functions: constructors, requires_grad_(), .to(dtype), float('inf')."""
+        func = node.func
+        maker = maker_name(func)
+        if maker is not None and (isinstance(func, ast.Name) or dotted(func).startswith("torch.")):
+            return self._constructor(maker, node, sp)
+        if named_constant(node) is not None:
+            raise self.err("float('inf') is only allowed as a parameter value (masked_fill(m, float('-inf'))).", node)
+        if not isinstance(func, ast.Attribute) or dotted(func).startswith("torch."):
+            return None
+        if func.attr == "requires_grad_":
+            return self._requires_grad_(node, self._expr(func.value))
+        if func.attr == "to":
+            d = dtype_name(node.args[0]) if len(node.args) == 1 and not node.keywords else None
+            if d is None and len(node.keywords) == 1 and node.keywords[0].arg == "dtype" and not node.args:
+                d = dtype_name(node.keywords[0].value)
+            if d not in ("float32", "float64"):
+                raise self.err(
+                    ".to() takes torch.float32 or torch.float64 here (.float(), .double()); devices are the "
+                    "run's --device.",
+                    node,
+                )
+            return P.Call("float" if d == "float32" else "double", (self._expr(func.value),), (), sp)
+        return None
+
     @staticmethod
     def _signature(spec: OpSpec) -> str:
         tensors = ["x", "y", "z"][: spec.tensors] if spec.tensors <= 3 else [f"x{i}" for i in range(spec.tensors)]
@@ -199,7 +240,7 @@ class CallParser:
                 return self._shape(node.elts, fname, p.name, node)
             return self._shape([node], fname, p.name, node)
         if p.kind == "int":
-            v = _literal_number(node)
+            v = literal_number(node)
             if v is None or not float(v).is_integer() or abs(v) > self.limits.literal:
                 raise self.err(f"{fname}(): {p.name} must be an integer literal.", node)
             return int(v)
@@ -208,8 +249,8 @@ class CallParser:
                 return node.value
             raise self.err(f"{fname}(): {p.name} must be True or False.", node)
         if p.kind == "number":
-            v = _literal_number(node)
-            if v is None or not math.isfinite(v) or abs(v) > self.limits.literal:
+            v = literal_number(node)
+            if v is None or math.isnan(v) or math.isfinite(v) and abs(v) > self.limits.literal:
                 raise self.err(f"{fname}(): {p.name} must be a number literal.", node)
             return v
         if p.kind == "dims" and isinstance(node, ast.Tuple | ast.List):
@@ -227,7 +268,7 @@ class CallParser:
             raise self.err(f"{fname}(): {pname} has more than {_MAX_DIM} dimensions.", at)
         sizes = []
         for n in nodes:
-            v = _literal_number(n)
+            v = literal_number(n)
             if v is None or not float(v).is_integer() or isinstance(n, ast.Constant) and isinstance(n.value, float):
                 raise self.err(f"{fname}(): {pname} must be integer literals, e.g. (2, 3).", n)
             if v < -1 or v > self.limits.elements:
@@ -242,7 +283,7 @@ class CallParser:
         return tuple(sizes)
 
     def _dim(self, node: ast.expr, fname: str, pname: str) -> int:
-        v = _literal_number(node)
+        v = literal_number(node)
         if v is None or not float(v).is_integer() or isinstance(node, ast.Constant) and isinstance(node.value, float):
             raise self.err(f"{fname}(): {pname} must be an integer literal.", node)
         if abs(v) > _MAX_DIM:
@@ -250,33 +291,9 @@ class CallParser:
         return int(v)
 
 
-def _dotted(node: ast.expr) -> str:
-    """`torch.nn.functional` for a chain of plain attribute accesses on a name, else ''."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return ""
-    return ".".join([node.id, *reversed(parts)])
-
-
 def _looks_like_module_call(name: str, node: ast.Call) -> bool:
     """np.log(x) or F.softmax(x, dim=0): a module function given the tensor, not a method (F.sum())."""
     spec = lookup(name)
     if spec is None or spec.tensors != 1 or not node.args:
         return False
-    return _literal_number(node.args[0]) is None and not isinstance(node.args[0], ast.Tuple)
-
-
-def _literal_number(node: ast.expr) -> float | None:
-    sign = 1.0
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        sign = -1.0 if isinstance(node.op, ast.USub) else 1.0
-        node = node.operand
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
-        try:
-            return sign * float(node.value)
-        except OverflowError:
-            return math.inf
-    return None
+    return literal_number(node.args[0]) is None and not isinstance(node.args[0], ast.Tuple)

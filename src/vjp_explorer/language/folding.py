@@ -22,7 +22,7 @@ def fold(node: P.Expr) -> float | None:
     if isinstance(node, P.UnaryOp) and node.op == "-":
         v = fold(node.operand)
         return None if v is None else -v
-    if not isinstance(node, P.BinOp) or node.op == "@":
+    if not isinstance(node, P.BinOp) or node.op not in ("+", "-", "*", "/", "**"):
         return None
     a, b = fold(node.left), fold(node.right)
     if a is None or b is None:

@@ -24,7 +24,9 @@ from ..limits import DEFAULT_LIMITS, Limits
 from ..ops import is_function
 from . import program as P
 from .calls import CallParser
+from .constructors import ConstructorParser, lift_leaves
 from .folding import _Undefined, const_truth, fold
+from .indexing import IndexParser
 from .scan import TextChecks
 from .unicode import first_bad_char, sentence, visible
 
@@ -36,6 +38,8 @@ _BINOPS = {
     ast.Div: "/",
     ast.Pow: "**",
     ast.MatMult: "@",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
 }
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 _RESERVED = {"torch", "range", "True", "False", "None"}
@@ -43,8 +47,6 @@ _WHY_NOT = {
     ast.BitXor: "'^' is bitwise xor in Python; write powers as '**' (x**2)",
     ast.FloorDiv: "'//' (floor division) has no derivative; use '/'",
     ast.Mod: "'%' (modulo) is not supported",
-    ast.BitAnd: "'&' is not supported; use 'and' in conditions",
-    ast.BitOr: "'|' is not supported; use 'or' in conditions",
     ast.LShift: "Shifts are not supported",
     ast.RShift: "Shifts are not supported",
 }
@@ -56,7 +58,6 @@ _NODE_WORDS = {
     ast.GeneratorExp: "Generator expressions are not part of the language",
     ast.NamedExpr: "':=' (walrus) is not part of the language; use a separate assignment",
     ast.JoinedStr: "Strings are not part of the language; programs hold numbers, names and calls",
-    ast.Subscript: "Indexing (x[...]) is not part of the language",
     ast.Starred: "'*' unpacking is not part of the language",
     ast.Import: "Imports are not part of the language",
     ast.ImportFrom: "Imports are not part of the language",
@@ -96,7 +97,7 @@ def parse_program(source: str, output: str | None = None, limits: Limits = DEFAU
     return _Parser(source, limits).parse(output)
 
 
-class _Parser(TextChecks, CallParser):
+class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
     def __init__(self, source: str, limits: Limits) -> None:
         if len(source) > limits.program_chars:  # before any other work on the text
             raise LimitError(
@@ -176,10 +177,24 @@ class _Parser(TextChecks, CallParser):
 
     # ------------------------------------------------------------------ statements
     def _program(self, tree: ast.Module, output: str | None) -> P.Program:
-        body = self._block(tree.body, top=True)
+        # names the program assigns are variables even where a function has that name (t, sign); so is t
+        self.variables = {"t"} | {
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        stores = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+        self.int_names = {
+            s.targets[0].id: int(s.value.value)
+            for s in tree.body
+            if isinstance(s, ast.Assign)
+            and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, ast.Constant)
+            and type(s.value.value) is int
+            and stores.count(s.targets[0].id) == 1
+        }
+        body, made = lift_leaves(self, self._block(tree.body, top=True))
         if not body:
             raise ProgramSyntaxError("The program has no statements.", self.src, 0, len(self.src))
-        nstmts = sum(1 for _ in _iter_stmts(body))
+        nstmts = sum(1 for _ in P.iter_stmts(body))
         if nstmts > self.limits.statements:
             raise LimitError(
                 f"The program has {nstmts} statements; the limit is {self.limits.statements} (--limit statements=N)."
@@ -192,6 +207,7 @@ class _Parser(TextChecks, CallParser):
                     "Assign it to a name (z = ...) or remove it.",
                 )
         free, assigned, first_use, loop_vars = self._names(body)
+        free += tuple(n for n in made if n not in free)  # a leaf made and never read: its grad is 0
         synthetic = None
         note = None
         last = body[-1]
@@ -229,10 +245,11 @@ class _Parser(TextChecks, CallParser):
             assigned=assigned,
             output=out,
             first_use=first_use,
-            has_control_flow=any(isinstance(s, P.If | P.While | P.For) for s in _iter_stmts(body)),
+            has_control_flow=any(isinstance(s, P.If | P.While | P.For) for s in P.iter_stmts(body)),
             synthetic_output=synthetic is not None,
             loop_vars=loop_vars,
             output_note=note,
+            made=made,
         )
 
     def _output_note(self, last: P.ExprStmt, name: str) -> str:
@@ -269,7 +286,7 @@ class _Parser(TextChecks, CallParser):
                         raise self.err(f"The loop variable {s.var!r} is also a tensor variable.", s.span)
                     loop_vars.append(s.var)
                     defined.add(s.var)
-                for e in _stmt_exprs(s):
+                for e in P.stmt_exprs(s):
                     for n in _names_in(e):
                         first_use.setdefault(n.id, n.span)
                         if n.id not in defined and n.id not in free:
@@ -373,9 +390,7 @@ class _Parser(TextChecks, CallParser):
         return P.For(var, start, stop, step, self._block(s.body), sp)
 
     def _target(self, node: ast.Name) -> str:
-        self._check_name(node)
-        if is_function(node.id):
-            raise self.err(f"{node.id!r} is a function; choose another variable name.", node)
+        self._check_name(node)  # a function's name may be a variable too (t = ...): calls stay calls
         return node.id
 
     def _check_name(self, node: ast.Name) -> None:
@@ -400,7 +415,29 @@ class _Parser(TextChecks, CallParser):
                     cls=LimitError,
                 )
             return v
-        raise self.err(f"{where} takes integer literals here, such as range(10) or range(0, 10, 2).", node)
+        # an integer constant expression, which may read names assigned an integer once (n = 5; range(1, n + 1))
+        if isinstance(node, ast.BinOp | ast.Name | ast.UnaryOp):
+            expr = P.transform(
+                self._expr(ast.UnaryOp(ast.USub(), node, **_pos(node)) if neg else node),
+                lambda e: (
+                    P.Num(float(self.int_names[e.id]), e.span, True)
+                    if isinstance(e, P.Name) and e.id in self.int_names
+                    else e
+                ),
+            )
+            try:
+                value = fold(expr)
+            except _Undefined:
+                value = None
+            if value is not None and math.isfinite(value) and value.is_integer():
+                if abs(value) > self.limits.literal:
+                    raise self.err(f"This {where} bound is larger than {self.limits.literal:g}.", node, cls=LimitError)
+                return int(value)
+        raise self.err(
+            f"{where} takes integers known before the program runs: literals, or names assigned one "
+            "(n = 5; range(1, n + 1)).",
+            node,
+        )
 
     # ------------------------------------------------------------------ expressions
     def _expr(self, node: ast.expr) -> P.Expr:
@@ -429,7 +466,7 @@ class _Parser(TextChecks, CallParser):
             raise self.err(_NODE_WORDS[ast.JoinedStr], node)
         if isinstance(node, ast.Name):
             self._check_name(node)
-            if is_function(node.id):
+            if is_function(node.id) and node.id not in self.variables:
                 raise self.err(f"{node.id!r} is a function; call it: {node.id}(x).", node)
             return P.Name(node.id, sp)
         if isinstance(node, ast.BinOp):
@@ -446,7 +483,9 @@ class _Parser(TextChecks, CallParser):
                 return self._expr(node.operand)
             if isinstance(node.op, ast.Not):
                 return P.UnaryOp("not", self._expr(node.operand), sp)
-            raise self.err("'~' is not supported.", node)
+            if isinstance(node.op, ast.Invert):
+                return P.UnaryOp("~", self._expr(node.operand), sp)
+            raise self.err("This unary operator is not supported.", node)
         if isinstance(node, ast.Compare):
             ops = []
             for o in node.ops:
@@ -459,6 +498,8 @@ class _Parser(TextChecks, CallParser):
             return P.BoolOp(op, tuple(self._expr(v) for v in node.values), sp)
         if isinstance(node, ast.Call):
             return self._call(node, sp)
+        if isinstance(node, ast.Subscript):
+            return self._subscript(node, sp)
         if isinstance(node, ast.Attribute):
             return self._attribute(node, sp)
         if isinstance(node, ast.Tuple):
@@ -493,6 +534,10 @@ class _Parser(TextChecks, CallParser):
         return self.span(node)
 
 
+def _pos(node: ast.AST) -> dict[str, int]:
+    return {k: getattr(node, k) for k in ("lineno", "col_offset", "end_lineno", "end_col_offset")}
+
+
 def _output_names() -> Iterator[str]:
     """y, out, output, result, then y1, y2, ...: a program may already use the first four."""
     yield from _OUTPUT_NAMES
@@ -500,17 +545,6 @@ def _output_names() -> Iterator[str]:
     while True:
         yield f"y{k}"
         k += 1
-
-
-def _iter_stmts(body: tuple[P.Stmt, ...]) -> Iterator[P.Stmt]:
-    stack = list(reversed(body))
-    while stack:
-        s = stack.pop()
-        yield s
-        if isinstance(s, P.If):
-            stack += list(reversed(s.orelse)) + list(reversed(s.body))
-        elif isinstance(s, P.While | P.For):
-            stack += list(reversed(s.body))
 
 
 def _last_target(stmt: P.Stmt) -> str | None:
@@ -529,11 +563,3 @@ def _last_target(stmt: P.Stmt) -> str | None:
 
 def _names_in(expr: P.Expr) -> list[P.Name]:
     return [n for n in P.walk_exprs(expr) if isinstance(n, P.Name)]
-
-
-def _stmt_exprs(s: P.Stmt) -> list[P.Expr]:
-    if isinstance(s, P.Assign | P.ExprStmt):
-        return [s.value]
-    if isinstance(s, P.If | P.While):
-        return [s.test]
-    return []

@@ -7,6 +7,7 @@ never run different programs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from types import EllipsisType
 from typing import Any
@@ -149,7 +150,7 @@ class Index:
     span: Span
 
     def children(self) -> tuple[Expr, ...]:
-        return (self.value, *(i for i in self.items if is_expr(i)))  # type: ignore[misc]
+        return (self.value, *(i for i in self.items if is_expr(i)))  # type: ignore[arg-type]
 
     def rebuild(self, kids: tuple[Expr, ...]) -> Index:
         rest = iter(kids[1:])
@@ -168,6 +169,7 @@ class Const:
     dtype: str | None
     span: Span
     like: Expr | None = None
+    requires_grad: bool = False  # a leaf: lifted out of the body by the parser (Program.made)
 
     def children(self) -> tuple[Expr, ...]:
         return () if self.like is None else (self.like,)
@@ -176,20 +178,8 @@ class Const:
         return replace(self, like=kids[0]) if kids else self
 
 
-@dataclass(frozen=True, eq=False)
-class Fixed:
-    """A value fixed when the program ran (a constructor's tensor, a random draw): made by the interpreter
-    in the recorded trace only, so that every route replays the very numbers torch used."""
-
-    value: Any
-    span: Span
-
-    def children(self) -> tuple[Expr, ...]:
-        return ()
-
-
-Expr = Num | Name | BinOp | UnaryOp | Call | Compare | BoolOp | Index | Const | Fixed
-_EXPR_TYPES = (Num, Name, BinOp, UnaryOp, Call, Compare, BoolOp, Index, Const, Fixed)
+Expr = Num | Name | BinOp | UnaryOp | Call | Compare | BoolOp | Index | Const
+_EXPR_TYPES = (Num, Name, BinOp, UnaryOp, Call, Compare, BoolOp, Index, Const)
 
 
 def is_expr(x: Any) -> bool:
@@ -288,3 +278,24 @@ def transform(expr: Expr, fn: Any) -> Expr:
         if any(a is not b for a, b in zip(new, kids, strict=True)):
             expr = expr.rebuild(new)  # type: ignore[union-attr]
     return fn(expr)
+
+
+def iter_stmts(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    """Every statement, nested ones included, in program order."""
+    stack = list(reversed(body))
+    while stack:
+        s = stack.pop()
+        yield s
+        if isinstance(s, If):
+            stack += list(reversed(s.orelse)) + list(reversed(s.body))
+        elif isinstance(s, While | For):
+            stack += list(reversed(s.body))
+
+
+def stmt_exprs(s: Stmt) -> list[Expr]:
+    """The expressions a statement evaluates itself (not those of its body)."""
+    if isinstance(s, Assign | ExprStmt):
+        return [s.value]
+    if isinstance(s, If | While):
+        return [s.test]
+    return []

@@ -100,6 +100,8 @@ def _sym_default(sympy: Any, p: Param) -> Any:
 def resolve(path: str) -> Callable[..., Any]:
     """torch.nn.functional.gelu -> the function (a path from our own registry, never user text)."""
     module, _, attr = path.rpartition(".")
+    if module.endswith(".Tensor"):  # a method only: torch.Tensor.float
+        return getattr(importlib.import_module(module.removesuffix(".Tensor")).Tensor, attr)  # type: ignore[no-any-return]
     return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
 
 

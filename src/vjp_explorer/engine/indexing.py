@@ -1,0 +1,74 @@
+"""`x[...]` with torch's own semantics: ints, slices, `...`, None, lists of ints, masks and index tensors.
+
+The static parts were checked by the parser; the result's shape comes from torch on meta tensors (no data)
+before the real indexing allocates anything (a mask selects at most every element, so it is bounded by the
+indexed tensor's size). The result depends on the leaves densely: an index moves elements.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..errors import ProgramError
+from ..language import program as P
+from .vals import Val, _dense, _first_line, _grow
+
+_INDEX_DTYPES = (torch.bool, torch.uint8, torch.int64, torch.int32, torch.int16, torch.int8)
+
+
+def key(items: tuple[Any, ...], tensors: list[Any]) -> tuple[Any, ...]:
+    """The Python index torch reads: slices as slice objects, lists as lists, tensors in order."""
+    rest = iter(tensors)
+    out: list[Any] = []
+    for item in items:
+        if P.is_expr(item):
+            out.append(next(rest))
+        elif isinstance(item, P.Slice):
+            out.append(item.as_slice())
+        elif isinstance(item, tuple):
+            out.append(list(item))
+        else:
+            out.append(item)
+    return tuple(out)
+
+
+def index(it: Any, e: P.Index, env: dict[str, Val]) -> Val:
+    x = it.value_of(e.value, env)
+    t = x.v if isinstance(x.v, torch.Tensor) else torch.as_tensor(float(x.v), dtype=it.dtype)
+    parts = [it.value_of(i, env) for i in e.items if P.is_expr(i)]
+    tensors = []
+    for p in parts:
+        v = p.v
+        if not isinstance(v, torch.Tensor) or v.dtype not in _INDEX_DTYPES:
+            what = "a number" if not isinstance(v, torch.Tensor) else f"a {str(v.dtype).removeprefix('torch.')} tensor"
+            raise it.err(
+                ProgramError,
+                f"An index must be an int, a slice, a list of ints, a mask (a bool tensor such as x > 0) or an "
+                f"integer tensor; this one is {what} (torch: 'tensors used as indices must be long, int, byte or "
+                "bool tensors').",
+                e.span,
+            )
+        tensors.append(v)
+    k = key(e.items, tensors)
+    try:
+        if any(v.dtype in (torch.bool, torch.uint8) for v in tensors):
+            shape: tuple[int, ...] = (t.numel(),)  # a mask selects at most every element
+        else:
+            meta = [torch.empty(v.shape, dtype=v.dtype, device="meta") for v in tensors]
+            shape = tuple(torch.empty(t.shape, dtype=t.dtype, device="meta")[key(e.items, meta)].shape)
+        it._charge(shape, e.span)
+        out = t[k]
+    except (IndexError, RuntimeError, ValueError, TypeError) as err:
+        raise it.err(ProgramError, f"Indexing failed: {_first_line(err)}", e.span, _hint(err)) from None
+    return Val(out, _dense(x), _grow(x.size))
+
+
+def _hint(err: BaseException) -> str | None:
+    text = str(err)
+    if "out of bounds" in text:
+        return "Indices count from 0 to size - 1, or from -size to -1 from the end."
+    if "mask" in text:
+        return "A mask must have the shape of the dimensions it indexes: x[x > 0] or W[:, m] with m of W's width."
+    return None

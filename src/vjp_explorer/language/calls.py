@@ -60,6 +60,8 @@ class CallParser:
             raise self.unknown_function(f"torch.{attr}", node)
         if dotted(node.value).startswith("torch."):
             raise self._torch_submodule(node)
+        if attr == "mT":  # the matrix transpose of the last two dims
+            return P.Call("transpose", (self._expr(node.value),), (("dim0", -2), ("dim1", -1)), sp)
         if attr in ATTRIBUTES:
             return P.Call(ATTRIBUTES[attr], (self._expr(node.value),), (), sp)
         if lookup(f".{attr}") is not None:
@@ -170,6 +172,12 @@ class CallParser:
             if p.kind == "shape" and len(extra) > k + 1:  # reshape(2, 3): the rest of the positionals
                 params[p.name] = self._shape(extra[k:], name, p.name, node)
                 break
+            last = k == len(spec.params) - 1
+            if p.kind in ("dims", "dimlist") and last and len(extra) > k + 1:  # x.permute(1, 0), x.flip(0, 1)
+                if len(extra) - k > _MAX_DIM:
+                    raise self.err(f"{name}(): {p.name} lists more than {_MAX_DIM} dimensions.", node)
+                params[p.name] = tuple(self._dim(a, name, p.name) for a in extra[k:])
+                break
             params[p.name] = self._static(p, a, name)
         else:
             if len(extra) > len(spec.params):
@@ -253,6 +261,9 @@ class CallParser:
             if v is None or math.isnan(v) or math.isfinite(v) and abs(v) > self.limits.literal:
                 raise self.err(f"{fname}(): {p.name} must be a number literal.", node)
             return v
+        if p.kind == "dimlist":  # dims torch wants as a tuple even when one is given: flip(x, 0)
+            v = self._static(Param(p.name, "dims"), node, fname)
+            return v if isinstance(v, tuple) else (v,)  # type: ignore[return-value]
         if p.kind == "dims" and isinstance(node, ast.Tuple | ast.List):
             if len(node.elts) > _MAX_DIM:
                 raise self.err(f"{fname}(): {p.name}= lists more than {_MAX_DIM} dimensions.", node)

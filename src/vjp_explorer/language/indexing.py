@@ -50,8 +50,8 @@ class IndexParser:
 
     def _index_item(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Slice):
-            bounds = [self._index_int(b, "slice bound") if b is not None else None for b in (node.lower, node.upper)]
-            step = self._index_int(node.step, "slice step") if node.step is not None else None
+            bounds = [self._index_int(b, "a slice bound") if b is not None else None for b in (node.lower, node.upper)]
+            step = self._index_int(node.step, "a slice step") if node.step is not None else None
             if step is not None and step <= 0:
                 raise self.err(
                     "torch refuses a slice step that is not positive ('step must be greater than zero'): "
@@ -72,26 +72,26 @@ class IndexParser:
                     node,
                 )
         if isinstance(node, ast.Constant | ast.UnaryOp) and literal_number(node) is not None:
-            return self._index_int(node, "index")
+            return self._index_int(node, "an index")
         if isinstance(node, ast.List | ast.Tuple):
             if len(node.elts) > self.limits.elements:
                 raise self.err(f"This index list is longer than the elements limit ({self.limits.elements:,}).", node)
             if not node.elts:
                 raise self.err("An empty index list selects nothing; give at least one index.", node)
-            return tuple(self._index_int(e, "index in a list") for e in node.elts)
+            return tuple(self._index_int(e, "an index in a list") for e in node.elts)
         return self._expr(node)
 
     def _index_int(self, node: ast.expr, what: str) -> int:
         v = literal_number(node)
         if v is None or not float(v).is_integer() or isinstance(node, ast.Constant) and isinstance(node.value, float):
             raise self.err(
-                f"A {what} must be an integer literal (a loop variable or a tensor cannot be one here).",
+                f"{what[0].upper()}{what[1:]} must be an integer literal (a loop variable or a tensor cannot be one here).",
                 node,
                 "Index with a mask (x[x > 0]) or an integer tensor for indices computed by the program.",
             )
         if abs(v) > self.limits.elements:
             raise self.err(
-                f"The {what} {int(v):,} is beyond any tensor's size (the elements limit is "
+                f"{what[0].upper()}{what[1:]}, {int(v):,}, is beyond any tensor's size (the elements limit is "
                 f"{self.limits.elements:,}; --limit elements=N).",
                 node,
                 cls=LimitError,

@@ -19,7 +19,7 @@ class Param:
     """A parse-time constant parameter: `dim`, `keepdim`, `p`, `min`, ..."""
 
     name: str
-    # "dim" (int), "dims" (int or tuple of ints), "bool", "number", "int", "shape" (ints, as a tuple or as the
+    # "dim" (int), "dims" (int or tuple of ints), "dimlist" (dims, always given to torch as a tuple), "bool", "number", "int", "shape" (ints, as a tuple or as the
     # remaining positional arguments: reshape(2, 3)), "choice" (one of `choices`), "string" (a short
     # string the entry checks itself: an einsum equation)
     kind: str
@@ -59,6 +59,7 @@ class OpSpec:
     work: Callable[..., int] | None = None
     leading: tuple[Param, ...] = ()  # parameters written before the tensors: einsum("ij,j->i", W, x)
     variadic: bool = False  # `tensors` is the least number of tensor operands; more may follow
+    sequence: bool = False  # the tensors go to torch as one list: torch.cat([a, b], dim=0)
 
     @property
     def elementwise(self) -> bool:
@@ -68,6 +69,8 @@ class OpSpec:
         """The real torch function on these tensors, with the parameters the program gave."""
         given = {k: v for k, v in params.items() if v is not None}
         lead = [given.pop(p.name) for p in self.leading if p.name in given]
+        if self.sequence:
+            return resolve(self.torch)(*lead, list(tensors), **given)
         return resolve(self.torch)(*lead, *tensors, **given)
 
     def exact_route(self) -> str:

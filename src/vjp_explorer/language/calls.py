@@ -207,6 +207,9 @@ class CallParser:
             raise self.err("float('inf') is only allowed as a parameter value (masked_fill(m, float('-inf'))).", node)
         if not isinstance(func, ast.Attribute) or dotted(func).startswith("torch."):
             return None
+        if func.attr == "where" and len(node.args) == 2 and not node.keywords:  # x.where(mask, y)
+            mask, other = (self._expr(a) for a in node.args)
+            return P.Call("where", (mask, self._expr(func.value), other), (), sp)
         if func.attr == "requires_grad_":
             return self._requires_grad_(node, self._expr(func.value))
         if func.attr == "to":
@@ -262,8 +265,8 @@ class CallParser:
                 raise self.err(f"{fname}(): {p.name} must be a number literal.", node)
             return v
         if p.kind == "dimlist":  # dims torch wants as a tuple even when one is given: flip(x, 0)
-            v = self._static(Param(p.name, "dims"), node, fname)
-            return v if isinstance(v, tuple) else (v,)  # type: ignore[return-value]
+            dims = self._static(Param(p.name, "dims"), node, fname)
+            return dims if isinstance(dims, tuple) else (int(dims),)  # type: ignore[arg-type]
         if p.kind == "dims" and isinstance(node, ast.Tuple | ast.List):
             if len(node.elts) > _MAX_DIM:
                 raise self.err(f"{fname}(): {p.name}= lists more than {_MAX_DIM} dimensions.", node)

@@ -85,7 +85,7 @@ class IndexParser:
         v = literal_number(node)
         if v is None or not float(v).is_integer() or isinstance(node, ast.Constant) and isinstance(node.value, float):
             raise self.err(
-                f"{what[0].upper()}{what[1:]} must be an integer literal (a loop variable or a tensor cannot be one here).",
+                f"{what[0].upper()}{what[1:]} must be an integer literal (not a loop variable or a tensor).",
                 node,
                 "Index with a mask (x[x > 0]) or an integer tensor for indices computed by the program.",
             )

@@ -178,10 +178,7 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
     # ------------------------------------------------------------------ statements
     def _program(self, tree: ast.Module, output: str | None) -> P.Program:
         # names the program assigns are variables even where a function has that name (t, sign); so is t
-        self.variables = {"t"} | {
-            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-        }
-        stores = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+        self.variables = {"t", *self.stores}
         self.int_names = {
             s.targets[0].id: int(s.value.value)
             for s in tree.body
@@ -189,7 +186,7 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
             and isinstance(s.targets[0], ast.Name)
             and isinstance(s.value, ast.Constant)
             and type(s.value.value) is int
-            and stores.count(s.targets[0].id) == 1
+            and self.stores.count(s.targets[0].id) == 1
         }
         body, made = lift_leaves(self, self._block(tree.body, top=True))
         if not body:

@@ -198,9 +198,12 @@ class TextChecks:
         # carries the nearest node with a position, for the marker (Load, Add... have none)
         stack: list[tuple[ast.AST, int, ast.AST]] = [(tree, 0, tree)]
         count = 0
+        self.stores: list[str] = []  # every name assigned, as often as it is (the parser's variables)
         while stack:
             node, depth, located = stack.pop()
             count += 1
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                self.stores.append(node.id)
             if count > self.limits.nodes:
                 raise LimitError(
                     f"The program has more than {self.limits.nodes:,} syntax nodes "

@@ -7,12 +7,15 @@ tensors first, so x.repeat(10**6, 10**6) is refused by the budgets before anythi
 
 from __future__ import annotations
 
+from typing import Any
+
 from .spec import OpSpec, Param, spellings
 
 
-def _index(name: str, params: tuple[Param, ...], torch: str, doc: str, example: str, **kw: object) -> OpSpec:
+def _index(name: str, params: tuple[Param, ...], torch: str, doc: str, example: str, **kw: Any) -> OpSpec:
     names = kw.pop("names", None) or spellings(name)
-    return OpSpec(name, int(kw.pop("tensors", 1)), params, "index", torch, doc=doc, example=example, names=names, **kw)  # type: ignore[arg-type]
+    tensors = kw.pop("tensors", 1)
+    return OpSpec(name, tensors, params, "index", torch, doc=doc, example=example, names=names, **kw)
 
 
 _DIM0 = Param("dim", "dim", default=0)

@@ -19,9 +19,9 @@ class Param:
     """A parse-time constant parameter: `dim`, `keepdim`, `p`, `min`, ..."""
 
     name: str
-    # "dim" (int), "dims" (int or tuple of ints), "dimlist" (dims, always given to torch as a tuple), "bool", "number", "int", "shape" (ints, as a tuple or as the
-    # remaining positional arguments: reshape(2, 3)), "choice" (one of `choices`), "string" (a short
-    # string the entry checks itself: an einsum equation)
+    # "dim" (int), "dims" (int or tuple of ints), "dimlist" (dims, given to torch as a tuple), "bool",
+    # "number", "int", "shape" (ints, as a tuple or as the remaining positional arguments: reshape(2, 3)),
+    # "choice" (one of `choices`), "string" (a short string the entry checks itself: an einsum equation)
     kind: str
     required: bool = False
     default: float | str | None = None  # the value torch uses when it is not given

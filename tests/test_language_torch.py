@@ -49,6 +49,9 @@ CASES = [
     ("x.sum() * math.pi + torch.pi", lambda x: x.sum() * math.pi + torch.pi, None),
     ("t = x * 2\ny = t.sum()", lambda x: (x * 2).sum(), None),
     ("n = 3\ny = x\nfor i in range(1, n + 1):\n    y = y * i", lambda x: x * 6, X),
+    ("a, b = x.chunk(2)\ny = a * b", lambda x: x[:3] * x[3:], [1.0, 2.0, 3.0]),
+    ("x.split(2)[1] * 3 + torch.split(x, [2, 4])[1][0]", lambda x: x[2:4] * 3 + x[2], [1.0, 2.0]),
+    ("r, s, t = x.reshape(3, 2).unbind(0)\ny = r * s + t", lambda x: x[0:2] * x[2:4] + x[4:], [1.0, 2.0]),
     ("x.clamp(max=float('inf')) * 2", lambda x: x.clamp(max=float("inf")) * 2, X),
 ]
 

@@ -11,7 +11,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ..errors import LimitError
-from ..ops import ATTRIBUTES, OpSpec, Param, function_list, how_to_write, lookup
+from ..ops import ATTRIBUTES, REGISTRY, OpSpec, Param, function_list, how_to_write, lookup
 from . import program as P
 from .constructors import dtype_name, maker_name
 from .literals import NAMED_CONSTANTS, dotted, literal_number, named_constant
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 _OTHER_MODULES = {"np", "numpy", "F", "nn", "math", "jnp", "sp", "scipy"}
 _MAX_DIM = 64  # a dim= value, or the length of a dim=(...) tuple: no tensor here has more dims
 _MAX_STRING = 200  # a string parameter: reduction='mean', an einsum equation
+# the functions whose tuple torch names (values, indices), for entries marked tuple_result
+NAMED_TUPLES = frozenset({"max", "min", "sort", "topk", "kthvalue", "median", "mode", "cummax", "cummin"})
 
 
 class CallParser:
@@ -60,6 +62,11 @@ class CallParser:
             raise self.unknown_function(f"torch.{attr}", node)
         if dotted(node.value).startswith("torch."):
             raise self._torch_submodule(node)
+        if attr in ("values", "indices"):  # x.max(dim=0).values: torch's named tuples only
+            call = self._take(node.value, 0 if attr == "values" else 1, node, sp)
+            if call.func not in NAMED_TUPLES:
+                raise self.err(f"{call.func}() gives a plain tuple, without .{attr}: index it, [0].", node)
+            return call
         if attr == "mT":  # the matrix transpose of the last two dims
             return P.Call("transpose", (self._expr(node.value),), (("dim0", -2), ("dim1", -1)), sp)
         if attr in ATTRIBUTES:
@@ -197,6 +204,18 @@ class CallParser:
         ordered = tuple((p.name, params[p.name]) for p in (*spec.leading, *spec.params) if p.name in params)
         return P.Call(name, tensors, ordered, sp)
 
+    def _take(self, node: ast.expr, item: int, at: ast.AST, sp: P.Span, unpack: int | None = None) -> P.Call:
+        """One tensor of a tuple-valued call: x.chunk(2)[0], x.max(dim=0).values, a, b = x.chunk(2)."""
+        call = self._expr(node) if isinstance(node, ast.Call) else None
+        if not (isinstance(call, P.Call) and REGISTRY[call.func].tuple_result):
+            raise self.err(
+                "Only a call that gives a tuple of tensors (chunk, split, unbind) can be unpacked or give "
+                ".values and .indices.",
+                at,
+            )
+        extra = (("item", item),) + ((("unpack", unpack),) if unpack is not None else ())
+        return P.Call(call.func, call.args, call.params + extra, sp)
+
     def _special_call(self, node: ast.Call, sp: P.Span) -> P.Expr | None:
         """Calls that are not registry functions: constructors, requires_grad_(), .to(dtype), float('inf')."""
         func = node.func
@@ -264,6 +283,10 @@ class CallParser:
             if v is None or math.isnan(v) or math.isfinite(v) and abs(v) > self.limits.literal:
                 raise self.err(f"{fname}(): {p.name} must be a number literal.", node)
             return v
+        if p.kind == "intlist":  # split(x, 2) or split(x, [1, 2])
+            if isinstance(node, ast.Tuple | ast.List):
+                return self._shape(node.elts, fname, p.name, node)
+            return self._static(Param(p.name, "int"), node, fname)
         if p.kind == "dimlist":  # dims torch wants as a tuple even when one is given: flip(x, 0)
             dims = self._static(Param(p.name, "dims"), node, fname)
             return dims if isinstance(dims, tuple) else (int(dims),)  # type: ignore[arg-type]

@@ -11,8 +11,9 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LimitError
+from ..ops import lookup
 from . import program as P
-from .literals import literal_number
+from .literals import dotted, literal_number
 
 if TYPE_CHECKING:
     from ..errors import VjpError
@@ -36,7 +37,21 @@ class IndexParser:
 
         def span(self, node: ast.AST) -> P.Span: ...
 
+        def _take(self, node: ast.expr, item: int, at: ast.AST, sp: P.Span, unpack: int | None = None) -> P.Call: ...
+
+    def _tuple_call(self, node: ast.Call) -> bool:
+        """Whether this call names a registry function that gives a tuple (chunk, split, unbind)."""
+        func = node.func
+        name = dotted(func) if not isinstance(func, ast.Attribute) or dotted(func).startswith("torch.") else ""
+        spec = lookup(name) if name else lookup(f".{func.attr}") if isinstance(func, ast.Attribute) else None
+        return spec is not None and spec.tuple_result
+
     def _subscript(self, node: ast.Subscript, sp: P.Span) -> P.Expr:
+        if isinstance(node.value, ast.Call) and self._tuple_call(node.value):  # x.chunk(2)[0]
+            k = literal_number(node.slice)
+            if k is None or not float(k).is_integer() or abs(k) > 1000:
+                raise self.err("A tuple of tensors is indexed by an integer literal: x.chunk(2)[0].", node.slice)
+            return self._take(node.value, int(k), node, sp)
         value = self._expr(node.value)
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if len(parts) > _MAX_ITEMS:

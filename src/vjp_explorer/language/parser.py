@@ -306,10 +306,24 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
     def _block(self, stmts: list[ast.stmt], top: bool = False) -> tuple[P.Stmt, ...]:
         out: list[P.Stmt] = []
         for s in stmts:
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Tuple | ast.List):
+                out += self._unpack(s)
+                continue
             st = self._stmt(s)
             if st is not None:
                 out.append(st)
         return tuple(out)
+
+    def _unpack(self, s: ast.Assign) -> list[P.Stmt]:
+        """`a, b = x.chunk(2)`: one assignment per name, each taking its tensor of the tuple."""
+        names = s.targets[0].elts  # type: ignore[attr-defined]
+        if not all(isinstance(n, ast.Name) for n in names) or not 1 <= len(names) <= self.limits.call_operands:
+            raise self.err("Unpack into plain names: a, b = x.chunk(2).", s.targets[0])
+        sp = self.span(s)
+        return [
+            P.Assign(self._target(n), self._take(s.value, k, s.value, sp, unpack=len(names)), sp)
+            for k, n in enumerate(names)
+        ]
 
     def _stmt(self, s: ast.stmt) -> P.Stmt | None:
         sp = self.span(s)

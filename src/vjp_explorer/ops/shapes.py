@@ -197,4 +197,28 @@ ENTRIES = [
         "torch.diag_embed(x)",
         names=("diag_embed", "torch.diag_embed"),
     ),
+    _index(
+        "chunk",
+        (Param("chunks", "int", True), _DIM0),
+        "torch.chunk",
+        "a tuple of about equal pieces along dim: take one ([0]) or unpack them (a, b = x.chunk(2))",
+        "a, b = x.chunk(2)",
+        tuple_result=True,
+    ),
+    _index(
+        "split",
+        (Param("split_size_or_sections", "intlist", True), _DIM0),
+        "torch.split",
+        "a tuple of pieces of a given size (or sizes) along dim: index or unpack it",
+        "x.split(2)[1]",
+        tuple_result=True,
+    ),
+    _index(
+        "unbind",
+        (_DIM0,),
+        "torch.unbind",
+        "a tuple of the slices along dim: index or unpack it",
+        "a, b = W.unbind(0)",
+        tuple_result=True,
+    ),
 ]

@@ -60,6 +60,9 @@ class OpSpec:
     leading: tuple[Param, ...] = ()  # parameters written before the tensors: einsum("ij,j->i", W, x)
     variadic: bool = False  # `tensors` is the least number of tensor operands; more may follow
     sequence: bool = False  # the tensors go to torch as one list: torch.cat([a, b], dim=0)
+    # torch returns a tuple of tensors (chunk, split, unbind, max with dim): the program takes one of them,
+    # by index or unpacking; the parser adds the parameters `item` (which) and `unpack` (how many names)
+    tuple_result: bool = False
 
     @property
     def elementwise(self) -> bool:
@@ -69,9 +72,21 @@ class OpSpec:
         """The real torch function on these tensors, with the parameters the program gave."""
         given = {k: v for k, v in params.items() if v is not None}
         lead = [given.pop(p.name) for p in self.leading if p.name in given]
+        item, unpack = given.pop("item", None), given.pop("unpack", None)
         if self.sequence:
-            return resolve(self.torch)(*lead, list(tensors), **given)
-        return resolve(self.torch)(*lead, *tensors, **given)
+            out = resolve(self.torch)(*lead, list(tensors), **given)
+        else:
+            out = resolve(self.torch)(*lead, *tensors, **given)
+        if not self.tuple_result:
+            return out
+        if item is None:
+            raise ValueError(f"{self.name}() gives a tuple of tensors: take one, x.{self.name}(...)[0], or unpack them")
+        if unpack is not None and unpack != len(out):  # Python's own check of a, b = ...
+            many = "too many" if len(out) > unpack else "not enough"
+            raise ValueError(f"{many} values to unpack (expected {unpack}, got {len(out)})")
+        if not -len(out) <= item < len(out):
+            raise IndexError(f"{self.name}() gave {len(out)} tensors; there is no [{item}]")
+        return out[item]
 
     def exact_route(self) -> str:
         """How the exact routes follow it, in words (for listings and docs)."""

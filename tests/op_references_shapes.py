@@ -46,6 +46,10 @@ SHAPE_REFERENCES = {
     "chunk": Ref(lambda a: a[:3] * a[3:], "x1, x2 = a.chunk(2)\ny = x1 * x2", shape=(6,)),
     "split": Ref(lambda a: a[2:] ** 2, "torch.split(a, [2, 4])[1] ** 2", shape=(6,)),
     "unbind": Ref(lambda a: a[0] * a[1], "r, s = a.unbind(0)\ny = r * s", shape=(2, 3)),
+    "gather": Ref(lambda a: a[[2, 0, 0]] * a, "a.gather(0, torch.tensor([2, 0, 0])) * a", leaves=1),
+    "index_select": Ref(
+        lambda a: a[:, [1, 1]] ** 2, "torch.index_select(a, 1, torch.tensor([1, 1])) ** 2", shape=(2, 3), leaves=1
+    ),
     "where": Ref(lambda a, b, c: np.where(a > 0, b * b, c), "torch.where(a > 0, b * b, c)", kinks=_away),
     "masked_fill": Ref(lambda a, b: np.where(b > 0, 0.5, a * a), "(a * a).masked_fill(b > 0, 0.5)", kinks=_away),
     "float": Ref(lambda a: (a > 0) * a * a, "(a > 0).float() * a * a", kinks=_away),

@@ -52,6 +52,16 @@ CASES = [
     ("a, b = x.chunk(2)\ny = a * b", lambda x: x[:3] * x[3:], [1.0, 2.0, 3.0]),
     ("x.split(2)[1] * 3 + torch.split(x, [2, 4])[1][0]", lambda x: x[2:4] * 3 + x[2], [1.0, 2.0]),
     ("r, s, t = x.reshape(3, 2).unbind(0)\ny = r * s + t", lambda x: x[0:2] * x[2:4] + x[4:], [1.0, 2.0]),
+    (
+        "x.reshape(2, 3).gather(1, torch.tensor([[0, 2], [1, 1]]))",
+        lambda x: x.reshape(2, 3).gather(1, torch.tensor([[0, 2], [1, 1]])),
+        [[1.0, 2.0], [3.0, 4.0]],
+    ),
+    (
+        "x.index_select(0, torch.tensor([2, 0])) * x[1]",
+        lambda x: x.index_select(0, torch.tensor([2, 0])) * x[1],
+        [1.0, 2.0],
+    ),
     ("x.clamp(max=float('inf')) * 2", lambda x: x.clamp(max=float("inf")) * 2, X),
 ]
 

@@ -230,14 +230,20 @@ def _basic(a: Any) -> Any:
 def index_map(spec: OpSpec, args: list[SymTensor], params: dict[str, Any]) -> SymTensor:
     """An op whose every output element is an input element or 0 (reshape, cat, flip, tril, indexing): run
     the real torch function on element numbers (1, 2, ...; 0 stays a literal 0) and read the elements back."""
-    return pick(args, lambda *numbers: spec.call_torch(*numbers, **params))
+    return pick(args, lambda *numbers: spec.call_torch(*numbers, **params), spec.index_args)
 
 
-def pick(args: list[SymTensor], fn: Callable[..., Any]) -> SymTensor:
-    """fn run on the element numbers of args (1, 2, ... across all of them), its result read as elements."""
+def pick(args: list[SymTensor], fn: Callable[..., Any], index_args: tuple[int, ...] = ()) -> SymTensor:
+    """fn run on the element numbers of args (1, 2, ... across all of them), its result read as elements;
+    the args at index_args are indices (gather's index), given to fn as their values."""
     flat: list[Any] = []
     numbers = []
-    for a in args:
+    for k, a in enumerate(args):
+        if k in index_args:
+            if a.kind == "float":
+                raise Unsupported("an index tensor that is not integers")
+            numbers.append(torch.tensor([int(v) for v in a.items], dtype=torch.int64).reshape(a.shape))
+            continue
         n = len(a.items)
         numbers.append(torch.arange(len(flat) + 1, len(flat) + n + 1, dtype=torch.int64).reshape(a.shape))
         flat += a.items
@@ -245,7 +251,7 @@ def pick(args: list[SymTensor], fn: Callable[..., Any]) -> SymTensor:
     if isinstance(picked, tuple | list):  # max(x, dim) and the like: the values
         picked = picked[0]
     items = [sp.Integer(0) if k == 0 else flat[k - 1] for k in picked.reshape(-1).long().tolist()]
-    kinds = {a.kind for a in args}
+    kinds = {a.kind for k, a in enumerate(args) if k not in index_args}
     return SymTensor(tuple(picked.shape), items, kinds.pop() if len(kinds) == 1 else "float")
 
 

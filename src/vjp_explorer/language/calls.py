@@ -216,9 +216,23 @@ class CallParser:
         extra = (("item", item),) + ((("unpack", unpack),) if unpack is not None else ())
         return P.Call(call.func, call.args, call.params + extra, sp)
 
+    def _gather(self, name: str, positional: list[ast.expr], node: ast.Call, sp: P.Span) -> P.Call:
+        """gather(x, dim, index) and index_select(x, dim, index), positional or by keyword."""
+        given = dict(zip(("input", "dim", "index"), positional, strict=False))
+        for kw in node.keywords:
+            if kw.arg not in ("input", "dim", "index") or kw.arg in given:
+                raise self.err(f"{name}() takes x, dim and index.", kw.value if kw.arg else node)
+            given[kw.arg] = kw.value
+        if len(positional) > 3 or set(given) != {"input", "dim", "index"}:
+            raise self.err(f"{name}() takes x, dim and index: x.{name}(0, torch.tensor([1, 0])).", node)
+        dim = self._dim(given["dim"], name, "dim")
+        return P.Call(name, (self._expr(given["input"]), self._expr(given["index"])), (("dim", dim),), sp)
+
     def _special_call(self, node: ast.Call, sp: P.Span) -> P.Expr | None:
         """Calls that are not registry functions: constructors, requires_grad_(), .to(dtype), float('inf')."""
         func = node.func
+        if dotted(func) in ("torch.gather", "torch.index_select"):
+            return self._gather(dotted(func).removeprefix("torch."), list(node.args), node, sp)
         maker = maker_name(func)
         if maker is not None and (isinstance(func, ast.Name) or dotted(func).startswith("torch.")):
             return self._constructor(maker, node, sp)
@@ -226,6 +240,8 @@ class CallParser:
             raise self.err("float('inf') is only allowed as a parameter value (masked_fill(m, float('-inf'))).", node)
         if not isinstance(func, ast.Attribute) or dotted(func).startswith("torch."):
             return None
+        if func.attr in ("gather", "index_select"):  # x.gather(dim, index): the dim between the tensors
+            return self._gather(func.attr, [func.value, *node.args], node, sp)
         if func.attr == "where" and len(node.args) == 2 and not node.keywords:  # x.where(mask, y)
             mask, other = (self._expr(a) for a in node.args)
             return P.Call("where", (mask, self._expr(func.value), other), (), sp)

@@ -63,6 +63,10 @@ class OpSpec:
     # torch returns a tuple of tensors (chunk, split, unbind, max with dim): the program takes one of them,
     # by index or unpacking; the parser adds the parameters `item` (which) and `unpack` (how many names)
     tuple_result: bool = False
+    # tensor operands torch takes by keyword (gather(input, dim, index) has its dim between them), and those
+    # that are indices (integer tensors): the exact routes pass their values, not their element numbers
+    tensor_names: tuple[str, ...] = ()
+    index_args: tuple[int, ...] = ()
 
     @property
     def elementwise(self) -> bool:
@@ -75,6 +79,8 @@ class OpSpec:
         item, unpack = given.pop("item", None), given.pop("unpack", None)
         if self.sequence:
             out = resolve(self.torch)(*lead, list(tensors), **given)
+        elif self.tensor_names:
+            out = resolve(self.torch)(*lead, **dict(zip(self.tensor_names, tensors, strict=True)), **given)
         else:
             out = resolve(self.torch)(*lead, *tensors, **given)
         if not self.tuple_result:

@@ -174,21 +174,7 @@ class CallParser:
                 cls=LimitError,
             )
         tensors = tuple(self._expr(a) for a in positional[:count])
-        extra = positional[count:]
-        for k, (p, a) in enumerate(zip(spec.params, extra, strict=False)):
-            if p.kind == "shape" and len(extra) > k + 1:  # reshape(2, 3): the rest of the positionals
-                params[p.name] = self._shape(extra[k:], name, p.name, node)
-                break
-            last = k == len(spec.params) - 1
-            if p.kind in ("dims", "dimlist") and last and len(extra) > k + 1:  # x.permute(1, 0), x.flip(0, 1)
-                if len(extra) - k > _MAX_DIM:
-                    raise self.err(f"{name}(): {p.name} lists more than {_MAX_DIM} dimensions.", node)
-                params[p.name] = tuple(self._dim(a, name, p.name) for a in extra[k:])
-                break
-            params[p.name] = self._static(p, a, name)
-        else:
-            if len(extra) > len(spec.params):
-                raise self.err(f"{name}() got too many arguments ({self._signature(spec)}).", extra[len(spec.params)])
+        self._positional_params(spec, positional[count:], params, node)
         by_name = {p.name: p for p in (*spec.leading, *spec.params)}
         for kw in node.keywords:
             if kw.arg is None:
@@ -259,6 +245,25 @@ class CallParser:
                 )
             return P.Call("float" if d == "float32" else "double", (self._expr(func.value),), (), sp)
         return None
+
+    def _positional_params(
+        self, spec: OpSpec, extra: list[ast.expr], params: dict[str, P.Static], node: ast.Call
+    ) -> None:
+        """The parameters given by position after the tensors, into params."""
+        name = spec.name
+        for k, (p, a) in enumerate(zip(spec.params, extra, strict=False)):
+            if p.kind == "shape" and len(extra) > k + 1:  # reshape(2, 3): the rest of the positionals
+                params[p.name] = self._shape(extra[k:], name, p.name, node)
+                return
+            last = k == len(spec.params) - 1
+            if p.kind in ("dims", "dimlist") and last and len(extra) > k + 1:  # x.permute(1, 0), x.flip(0, 1)
+                if len(extra) - k > _MAX_DIM:
+                    raise self.err(f"{name}(): {p.name} lists more than {_MAX_DIM} dimensions.", node)
+                params[p.name] = tuple(self._dim(a, name, p.name) for a in extra[k:])
+                return
+            params[p.name] = self._static(p, a, name)
+        if len(extra) > len(spec.params):
+            raise self.err(f"{name}() got too many arguments ({self._signature(spec)}).", extra[len(spec.params)])
 
     @staticmethod
     def _signature(spec: OpSpec) -> str:

@@ -125,3 +125,16 @@ def test_parse_time_of_a_thousand_node_program():
     elapsed = time.perf_counter() - t0
     assert elapsed < 0.5, elapsed  # a hang guard; bench/ records the real number
     assert prog.free == ("x",)
+
+
+def test_made_tensors_follow_the_replay_dtype():
+    """A float32 run replays in float64 for finite differences: its made tensors go along, exactly."""
+    r = explore("x.reshape(2, 3) @ torch.ones(3) + torch.rand(2)", {"x": "1,2,3,4,5,6"}, grad="1,2", seed=1)
+    statuses = {k: (c.status, c.reason) for k, c in r.checks.items()}
+    assert r.checks["finite_difference"].status == "agree", statuses
+    assert r.grads["x"].tolist() == [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]
+
+
+def test_a_condition_may_compare_tensors_of_one_element():
+    r = explore("if x.sum() > 0:\n    y = x * 2\nelse:\n    y = x", {"x": "1,2"}, grad="ones")
+    assert r.grads["x"].tolist() == [2.0, 2.0]

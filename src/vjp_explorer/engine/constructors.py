@@ -26,7 +26,10 @@ DTYPES = {
 
 def make(it: Any, e: P.Const, env: dict[str, Val]) -> Val:
     if it.replaying and id(e) in it.fixed:
-        return Val(it.fixed[id(e)], {})
+        made = it.fixed[id(e)]
+        if e.dtype is None and made.is_floating_point() and made.dtype != it.dtype:
+            made = made.to(it.dtype)  # the replay's own default dtype (float64 for finite differences), exactly
+        return Val(made, {})
     spec = e.spec
     shape = tuple(spec.shape)
     dtype = DTYPES[e.dtype] if e.dtype is not None else it.dtype

@@ -138,3 +138,72 @@ def test_made_tensors_follow_the_replay_dtype():
 def test_a_condition_may_compare_tensors_of_one_element():
     r = explore("if x.sum() > 0:\n    y = x * 2\nelse:\n    y = x", {"x": "1,2"}, grad="ones")
     assert r.grads["x"].tolist() == [2.0, 2.0]
+
+
+_ATOMS = [
+    "x",
+    "x[0]",
+    "x[1:]",
+    "x[::2]",
+    "x[..., None]",
+    "x[[0, 1]]",
+    "x[x > 0]",
+    "(x > 0)",
+    "torch.tensor([1, 2])",
+    "torch.tensor([1.0, 2.0, 3.0])",
+    "torch.ones(3)",
+    "torch.zeros(2, 3)",
+    "torch.arange(3)",
+    "torch.rand(3)",
+    "0.5",
+]
+_FORMS = [
+    "{}.reshape(-1)",
+    "{}.flip(0)",
+    "{}.sum()",
+    "{}.float()",
+    "{}.double()",
+    "{}.unsqueeze(0)",
+    "{}.mT",
+    "~{}",
+    "{}.chunk(2)[0]",
+    "{}.unbind(0)[0]",
+    "{}[1:]",
+    "{}[{} > 0]",
+    "torch.where({} > 0, {}, 0)",
+    "({} @ {})",
+    "{}.masked_fill({} > 1, 0.0)",
+    "{}.gather(0, torch.tensor([0]))",
+    "{}.expand(2, -1)",
+    "torch.cat([{}, {}])",
+    "torch.stack([{}, {}])",
+    "exp({})",
+    "({} * {})",
+    "({} & {})",
+    "({} - {})",
+    "{}.to(torch.float64)",
+]
+
+
+def test_generated_programs_run_or_fail_cleanly():
+    """Random compositions of the new surface: a result, or one of our errors; never another exception."""
+    import random
+
+    from vjp_explorer.errors import VjpError
+
+    rng = random.Random(18)
+
+    def gen(depth: int) -> str:
+        if depth == 0 or rng.random() < 0.3:
+            return rng.choice(_ATOMS)
+        form = rng.choice(_FORMS)
+        return form.format(*(gen(depth - 1) for _ in range(form.count("{}"))))
+
+    for _ in range(40):
+        program = gen(3)
+        if "x" not in program:
+            continue
+        try:
+            explore(program, {"x": "1,-2,3"}, grad="random", seed=1)
+        except VjpError:
+            pass

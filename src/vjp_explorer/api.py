@@ -575,7 +575,7 @@ class _Run:
                 "and there is nothing to differentiate.",
                 hint="Use a variable that you give a value, e.g. 3*a --a 1,2.",
             )
-        have = ", ".join(free)
+        have = ", ".join(free) or f"none, it makes its own leaves ({', '.join(prog.made)})"
         extra = [n for n in given if n not in free]
         if extra:
             n = extra[0]

@@ -88,6 +88,16 @@ class Interpreter:
             raise ProgramError(
                 f"The output variable {self.program.output!r} was never assigned on the path taken at these inputs."
             )
+        t = out.v
+        if isinstance(t, torch.Tensor) and t.numel() == 0:
+            raise ProgramError(
+                f"The output {self.program.output!r} has no elements (shape {list(t.shape)}): there is nothing "
+                "to differentiate. An index or a mask selected nothing here."
+            )
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != self.dtype:
+            # x.double() in a float32 run: computed as torch does, then given back in the run's dtype, so
+            # that v, the Jacobians and the checks all read one dtype
+            out = Val(t.to(self.dtype), out.deps, out.size)
         return Forward(env, self.steps, self.control, out, self.work)
 
     def _block(self, body: tuple[P.Stmt, ...], env: dict[str, Val]) -> None:
@@ -307,7 +317,11 @@ class Interpreter:
             self._check_numel(operand, span)
         expanded = sum(math.prod(operand) for operand in wider)
         self._charge(shape, span, work=math.prod(shape) * k, transient=expanded * self.dtype.itemsize)
-        return Val(torch.matmul(x, y), _dense(a, b), _grow(a.size, b.size, times=k))
+        try:
+            out = torch.matmul(x, y)
+        except RuntimeError as err:  # a mask or an integer tensor on one side: torch's words
+            raise self.err(ProgramError, f"'@' (matmul) failed: {_first_line(err)}", span) from None
+        return Val(out, _dense(a, b), _grow(a.size, b.size, times=k))
 
     def _call(self, e: P.Call, args: list[Val]) -> Val:
         f = e.func

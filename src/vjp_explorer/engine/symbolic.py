@@ -640,7 +640,9 @@ def is_elementwise(steps: list[Step], deps: dict[str, str]) -> bool:
                 return False
             if isinstance(node, P.Call) and node.func not in _ELEMENTWISE_CALLS:
                 return False
-            if isinstance(node, P.Compare | P.BoolOp):
+            if isinstance(node, P.Compare | P.BoolOp | P.Index | P.Const):  # masks, picks, made tensors
+                return False
+            if isinstance(node, P.BinOp | P.UnaryOp) and node.op in ("&", "|", "~"):
                 return False
     return True
 

@@ -88,6 +88,11 @@ def test_a_program_makes_its_own_leaves():
     assert r.grads["w"].tolist() == [[7.0, 11.0], [9.0, 13.0]]
 
 
+def test_the_imports_pasted_code_starts_with_are_accepted():
+    program = "import torch\nimport math\nimport torch.nn.functional as F\nx = torch.tensor([1.0, -2.0], requires_grad=True)\ny = F.relu(x).sum()"
+    assert explore(program, {}).grads["x"].tolist() == [1.0, 0.0]
+
+
 def test_random_leaves_and_constants_follow_the_seed():
     program = "a = torch.randn(3, requires_grad=True); y = (a * torch.rand(3)).sum()"
     r1, r2 = explore(program, {}, seed=7), explore(program, {}, seed=7)

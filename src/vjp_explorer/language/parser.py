@@ -361,7 +361,7 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
             return P.While(test, self._block(s.body), sp)
         if isinstance(s, ast.For):
             return self._for(s, sp)
-        if isinstance(s, ast.Pass):
+        if isinstance(s, ast.Pass) or _names_the_namespace(s):
             return None
         if isinstance(s, ast.AnnAssign):
             raise self.err("Type annotations are not part of the language; write 'y = ...'.", s)
@@ -543,6 +543,15 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
             at = left_end + gap.index(stripped)
             return at, at + len(stripped)
         return self.span(node)
+
+
+# imports pasted code starts with that name what the language already has: torch, F, math (nothing runs)
+_KNOWN_IMPORTS = {("torch", None), ("math", None), ("torch.nn.functional", "F")}
+
+
+def _names_the_namespace(s: ast.stmt) -> bool:
+    """`import torch`, `import math`, `import torch.nn.functional as F`: statements with nothing to do."""
+    return isinstance(s, ast.Import) and all((a.name, a.asname) in _KNOWN_IMPORTS for a in s.names)
 
 
 def _pos(node: ast.AST) -> dict[str, int]:

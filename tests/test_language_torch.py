@@ -89,7 +89,10 @@ def test_a_program_makes_its_own_leaves():
 
 
 def test_the_imports_pasted_code_starts_with_are_accepted():
-    program = "import torch\nimport math\nimport torch.nn.functional as F\nx = torch.tensor([1.0, -2.0], requires_grad=True)\ny = F.relu(x).sum()"
+    program = (
+        "import torch\nimport math\nimport torch.nn.functional as F\n"
+        "x = torch.tensor([1.0, -2.0], requires_grad=True)\ny = F.relu(x).sum()"
+    )
     assert explore(program, {}).grads["x"].tolist() == [1.0, 0.0]
 
 

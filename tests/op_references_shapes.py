@@ -50,6 +50,8 @@ SHAPE_REFERENCES = {
     "index_select": Ref(
         lambda a: a[:, [1, 1]] ** 2, "torch.index_select(a, 1, torch.tensor([1, 1])) ** 2", shape=(2, 3), leaves=1
     ),
+    "all": Ref(lambda a: a * np.all(a > 0), "a * (a > 0).all()", kinks=_away),
+    "any": Ref(lambda a: a * np.any(a > 1, axis=0), "a * (a > 1).any(dim=0)", shape=(2, 3), kinks=lambda x: abs(x - 1)),
     "where": Ref(lambda a, b, c: np.where(a > 0, b * b, c), "torch.where(a > 0, b * b, c)", kinks=_away),
     "masked_fill": Ref(lambda a, b: np.where(b > 0, 0.5, a * a), "(a * a).masked_fill(b > 0, 0.5)", kinks=_away),
     "float": Ref(lambda a: (a > 0) * a * a, "(a > 0).float() * a * a", kinks=_away),

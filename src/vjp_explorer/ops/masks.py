@@ -19,7 +19,44 @@ def _masked_fill(sp: Any, x: Any, m: Any, value: Any) -> Any:
     return sp.Piecewise((value, sp.Ne(m, 0)), (x, True))
 
 
+def _all_any(which: str) -> Any:
+    def rule(ctx: Any, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+        # a test of the values at the point: a constant (0 or 1), as the mask it reduces
+        import numpy as np
+
+        truth = np.vectorize(lambda e: ctx.value(e) != 0, otypes=[bool])(x)
+        axis = None if x.ndim == 0 or dim is None else dim % x.ndim
+        out = (np.all if which == "all" else np.any)(truth, axis=axis, keepdims=bool(keepdim))
+        return np.vectorize(lambda b: ctx.sp.Integer(int(b)), otypes=[object])(np.asarray(out))
+
+    return rule
+
+
 ENTRIES = [
+    OpSpec(
+        "all",
+        1,
+        (Param("dim", "dim"), Param("keepdim", "bool")),
+        "general",
+        "torch.all",
+        rule=_all_any("all"),
+        kinks=lambda torch, x, **_: [x != 0],
+        doc="whether every element is true (not 0): a mask, a constant to backward; for `if (x > 0).all():`",
+        example="(x > 0).all()",
+        names=spellings("all"),
+    ),
+    OpSpec(
+        "any",
+        1,
+        (Param("dim", "dim"), Param("keepdim", "bool")),
+        "general",
+        "torch.any",
+        rule=_all_any("any"),
+        kinks=lambda torch, x, **_: [x != 0],
+        doc="whether some element is true (not 0): a mask, a constant to backward",
+        example="(x > 1).any()",
+        names=spellings("any"),
+    ),
     OpSpec(
         "where",
         3,

@@ -111,6 +111,7 @@ ESCAPES = [
     case("gather-float-index", ["x.gather(0, x)", *X3], "Expected dtype int"),
     case("gather-out-of-range", ["x.gather(0, torch.tensor([9]))", *X3], "out of bounds"),
     case("gather-no-index", ["x.gather(0)", *X3], "takes x, dim and index"),
+    case("fractional-loop-index", ["s = x[0]\nfor i in range(3):\n    s = s + x[i / 2]", *X3], "must be an integer"),
     case("tuple-unused", ["x.chunk(2) * 2", *X3], "gives a tuple of tensors"),
     case("tuple-unpack-count", ["a, b = x.chunk(3)\ny = a", *X3], "too many values to unpack"),
     case("tuple-index-range", ["x.chunk(2)[9]", *X3], "there is no [9]"),

@@ -62,6 +62,16 @@ CASES = [
         lambda x: x.index_select(0, torch.tensor([2, 0])) * x[1],
         [1.0, 2.0],
     ),
+    (
+        "s = x[0] * 0\nfor i in range(3):\n    s = s + x[i] * x[5 - i]",
+        lambda x: x[0] * x[5] + x[1] * x[4] + x[2] * x[3],
+        None,
+    ),
+    (
+        "s = x[0:2] * 0\nfor i in range(2):\n    s = s + x[i:i + 2] ** 2",
+        lambda x: x[0:2] ** 2 + x[1:3] ** 2,
+        [1.0, 2.0],
+    ),
     ("x.clamp(max=float('inf')) * 2", lambda x: x.clamp(max=float("inf")) * 2, X),
 ]
 

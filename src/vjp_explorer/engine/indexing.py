@@ -18,15 +18,15 @@ from .vals import Val, _dense, _first_line, _grow
 _INDEX_DTYPES = (torch.bool, torch.uint8, torch.int64, torch.int32, torch.int16, torch.int8)
 
 
-def key(items: tuple[Any, ...], tensors: list[Any]) -> tuple[Any, ...]:
-    """The Python index torch reads: slices as slice objects, lists as lists, tensors in order."""
-    rest = iter(tensors)
+def resolve(items: tuple[Any, ...], value: Any) -> tuple[Any, ...]:
+    """The Python index torch reads: slices as slice objects, lists as lists, and each expression (in a part or
+    a slice bound) given by value(expr): an int or a tensor."""
     out: list[Any] = []
     for item in items:
         if P.is_expr(item):
-            out.append(next(rest))
+            out.append(value(item))
         elif isinstance(item, P.Slice):
-            out.append(item.as_slice())
+            out.append(slice(*(value(b) if P.is_expr(b) else b for b in item.bounds())))
         elif isinstance(item, tuple):
             out.append(list(item))
         else:
@@ -37,27 +37,33 @@ def key(items: tuple[Any, ...], tensors: list[Any]) -> tuple[Any, ...]:
 def index(it: Any, e: P.Index, env: dict[str, Val]) -> Val:
     x = it.value_of(e.value, env)
     t = x.v if isinstance(x.v, torch.Tensor) else torch.as_tensor(float(x.v), dtype=it.dtype)
-    parts = [it.value_of(i, env) for i in e.items if P.is_expr(i)]
-    tensors = []
-    for p in parts:
-        v = p.v
-        if not isinstance(v, torch.Tensor) or v.dtype not in _INDEX_DTYPES:
-            what = "a number" if not isinstance(v, torch.Tensor) else f"a {str(v.dtype).removeprefix('torch.')} tensor"
+
+    def value(item: P.Expr) -> Any:
+        v = it.value_of(item, env).v
+        if isinstance(v, bool) or not isinstance(v, torch.Tensor) and not float(v).is_integer():
+            raise it.err(ProgramError, f"An index must be an integer; this one is {v}.", e.span)
+        if not isinstance(v, torch.Tensor):
+            return int(v)  # a loop variable, or arithmetic on one: x[i], x[2 - i], x[i:i + 2]
+        if v.dtype not in _INDEX_DTYPES:
             raise it.err(
                 ProgramError,
                 f"An index must be an int, a slice, a list of ints, a mask (a bool tensor such as x > 0) or an "
-                f"integer tensor; this one is {what} (torch: 'tensors used as indices must be long, int, byte or "
-                "bool tensors').",
+                f"integer tensor; this one is a {str(v.dtype).removeprefix('torch.')} tensor (torch: 'tensors "
+                "used as indices must be long, int, byte or bool tensors').",
                 e.span,
             )
-        tensors.append(v)
-    k = key(e.items, tensors)
+        return v
+
+    k = resolve(e.items, value)
+    tensors = [p for p in k if isinstance(p, torch.Tensor)]
     try:
         if any(v.dtype in (torch.bool, torch.uint8) for v in tensors):
             shape: tuple[int, ...] = (t.numel(),)  # a mask selects at most every element
         else:
-            meta = [torch.empty(v.shape, dtype=v.dtype, device="meta") for v in tensors]
-            shape = tuple(torch.empty(t.shape, dtype=t.dtype, device="meta")[key(e.items, meta)].shape)
+            meta = tuple(
+                torch.empty(p.shape, dtype=p.dtype, device="meta") if isinstance(p, torch.Tensor) else p for p in k
+            )
+            shape = tuple(torch.empty(t.shape, dtype=t.dtype, device="meta")[meta].shape)
         it._charge(shape, e.span)
         out = t[k]
     except (IndexError, RuntimeError, ValueError, TypeError) as err:

@@ -131,15 +131,17 @@ class SymbolicProgram:
         """x[...]: torch's own indexing on the element numbers (index_map), with the masks and index tensors
         as they were at the point."""
         x = self.value_of(e.value)
-        tensors = []
-        for item in e.items:
-            if P.is_expr(item):
-                m = self.value_of(item)  # type: ignore[arg-type]
-                if m.kind == "float":
-                    raise Unsupported("an index tensor that is not a mask or integers")
-                dtype = torch.bool if m.kind == "bool" else torch.int64
-                tensors.append(torch.tensor([int(v) for v in m.items], dtype=dtype).reshape(m.shape))
-        k = indexing.key(e.items, tensors)
+
+        def value(item: P.Expr) -> Any:
+            m = self.value_of(item)
+            if m.kind == "float":
+                if m.shape == () and m.items[0].is_Integer:  # a loop variable: x[i], x[i:i + 2]
+                    return int(m.items[0])
+                raise Unsupported("an index tensor that is not a mask or integers")
+            dtype = torch.bool if m.kind == "bool" else torch.int64
+            return torch.tensor([int(v) for v in m.items], dtype=dtype).reshape(m.shape)
+
+        k = indexing.resolve(e.items, value)
         return pick([x], lambda n: n[k])
 
     def call(self, e: P.Call, args: list[SymTensor]) -> SymTensor:

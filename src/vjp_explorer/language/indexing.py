@@ -65,9 +65,9 @@ class IndexParser:
 
     def _index_item(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Slice):
-            bounds = [self._index_int(b, "a slice bound") if b is not None else None for b in (node.lower, node.upper)]
-            step = self._index_int(node.step, "a slice step") if node.step is not None else None
-            if step is not None and step <= 0:
+            bounds = [self._bound(b, "a slice bound") for b in (node.lower, node.upper)]
+            step = self._bound(node.step, "a slice step")
+            if isinstance(step, int) and step <= 0:
                 raise self.err(
                     "torch refuses a slice step that is not positive ('step must be greater than zero'): "
                     "x[::-1] is numpy, not PyTorch.",
@@ -94,6 +94,14 @@ class IndexParser:
             if not node.elts:
                 raise self.err("An empty index list selects nothing; give at least one index.", node)
             return tuple(self._index_int(e, "an index in a list") for e in node.elts)
+        return self._expr(node)
+
+    def _bound(self, node: ast.expr | None, what: str) -> Any:
+        """A slice bound: None, an integer literal, or an expression (a loop variable) checked when it runs."""
+        if node is None:
+            return None
+        if literal_number(node) is not None or isinstance(node, ast.Constant):
+            return self._index_int(node, what)
         return self._expr(node)
 
     def _index_int(self, node: ast.expr, what: str) -> int:

@@ -127,34 +127,51 @@ class BoolOp:
 
 @dataclass(frozen=True)
 class Slice:
-    """`start:stop:step` inside an index, each an integer literal or None."""
+    """`start:stop:step` inside an index: each an integer literal, None, or an expression that gives an integer
+    when it runs (a loop variable: x[i:i + 2])."""
 
-    start: int | None
-    stop: int | None
-    step: int | None
+    start: Any
+    stop: Any
+    step: Any
 
-    def as_slice(self) -> slice:
-        return slice(self.start, self.stop, self.step)
+    def bounds(self) -> tuple[Any, Any, Any]:
+        return (self.start, self.stop, self.step)
 
 
-# one part of an index: an int, a slice, None (a new axis), `...`, a list of ints, or a tensor (a mask, indices)
+# one part of an index: an int, a slice, None (a new axis), `...`, a list of ints, or an expression (a mask, an
+# index tensor, or an integer such as a loop variable)
 IndexItem = int | Slice | None | EllipsisType | tuple[int, ...] | Any
 
 
 @dataclass(frozen=True)
 class Index:
-    """`x[...]`: the static parts checked by the parser, tensors (masks, index tensors) as expressions."""
+    """`x[...]`: the static parts checked by the parser, the rest (masks, index tensors, loop variables) as
+    expressions."""
 
     value: Expr
     items: tuple[IndexItem, ...]
     span: Span
 
     def children(self) -> tuple[Expr, ...]:
-        return (self.value, *(i for i in self.items if is_expr(i)))  # type: ignore[arg-type]
+        parts: list[Expr] = [self.value]
+        for i in self.items:
+            if is_expr(i):
+                parts.append(i)  # type: ignore[arg-type]
+            elif isinstance(i, Slice):
+                parts += [b for b in i.bounds() if is_expr(b)]
+        return tuple(parts)
 
     def rebuild(self, kids: tuple[Expr, ...]) -> Index:
         rest = iter(kids[1:])
-        return replace(self, value=kids[0], items=tuple(next(rest) if is_expr(i) else i for i in self.items))
+
+        def one(i: IndexItem) -> IndexItem:
+            if is_expr(i):
+                return next(rest)
+            if isinstance(i, Slice):
+                return Slice(*(next(rest) if is_expr(b) else b for b in i.bounds()))
+            return i
+
+        return replace(self, value=kids[0], items=tuple(one(i) for i in self.items))
 
 
 @dataclass(frozen=True)

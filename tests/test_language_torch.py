@@ -72,6 +72,12 @@ CASES = [
         lambda x: x[0:2] ** 2 + x[1:3] ** 2,
         [1.0, 2.0],
     ),
+    ("y = torch.zeros(6)\nfor i in range(6):\n    y[i] = x[i] ** 2\nz = y * 2", lambda x: (x**2) * 2, X),
+    (
+        "y = torch.zeros(6)\ny[x > 0] = x[x > 0] * 3\ny[0:2] = x[4:]",
+        lambda x: torch.cat([x[4:], torch.where(x > 0, 3 * x, 0)[2:]]),
+        X,
+    ),
     ("x.clamp(max=float('inf')) * 2", lambda x: x.clamp(max=float("inf")) * 2, X),
 ]
 

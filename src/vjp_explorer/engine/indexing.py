@@ -34,9 +34,8 @@ def resolve(items: tuple[Any, ...], value: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def index(it: Any, e: P.Index, env: dict[str, Val]) -> Val:
-    x = it.value_of(e.value, env)
-    t = x.v if isinstance(x.v, torch.Tensor) else torch.as_tensor(float(x.v), dtype=it.dtype)
+def _index_value(it: Any, e: P.Index, env: dict[str, Val]) -> Any:
+    """How the interpreter gives an index part that is an expression: an int (a loop variable) or a tensor."""
 
     def value(item: P.Expr) -> Any:
         v = it.value_of(item, env).v
@@ -54,7 +53,14 @@ def index(it: Any, e: P.Index, env: dict[str, Val]) -> Val:
             )
         return v
 
-    k = resolve(e.items, value)
+    return value
+
+
+def index(it: Any, e: P.Index, env: dict[str, Val]) -> Val:
+    x = it.value_of(e.value, env)
+    t = x.v if isinstance(x.v, torch.Tensor) else torch.as_tensor(float(x.v), dtype=it.dtype)
+
+    k = resolve(e.items, _index_value(it, e, env))
     tensors = [p for p in k if isinstance(p, torch.Tensor)]
     try:
         if any(v.dtype in (torch.bool, torch.uint8) for v in tensors):
@@ -69,6 +75,44 @@ def index(it: Any, e: P.Index, env: dict[str, Val]) -> Val:
     except (IndexError, RuntimeError, ValueError, TypeError) as err:
         raise it.err(ProgramError, f"Indexing failed: {_first_line(err)}", e.span, _hint(err)) from None
     return Val(out, _dense(x), _grow(x.size))
+
+
+def update(it: Any, e: P.Update, env: dict[str, Val]) -> Val:
+    """`y[...] = value`: a copy of y with those elements replaced, as torch's in-place write leaves y."""
+    y = it.value_of(e.index.value, env)
+    t = y.v if isinstance(y.v, torch.Tensor) else torch.as_tensor(float(y.v), dtype=it.dtype)
+    if t.requires_grad and t.is_leaf:
+        raise it.err(
+            ProgramError,
+            "torch refuses this: 'a leaf Variable that requires grad is being used in an in-place operation'.",
+            e.span,
+            "Write into a tensor made for it (y = torch.zeros(3); y[0] = ...), or build the result with "
+            "torch.stack, torch.cat or torch.where.",
+        )
+    val = it.value_of(e.value, env)
+    v = val.v if isinstance(val.v, torch.Tensor) else float(val.v)
+    made_by = type(t.grad_fn).__name__ if t.grad_fn is not None else None
+    if not it.replaying and (y.reads > 1 or made_by not in (None, "CopySlices", "IndexPutBackward0")):
+        # vjp writes out of place; torch writes in place, and its backward then fails wherever an operation
+        # saved the old value ('modified by an inplace operation'), or another name shares it: refuse those
+        raise it.err(
+            ProgramError,
+            f"Writing into {e.index.value.id if isinstance(e.index.value, P.Name) else 'this tensor'}[...] here "  # type: ignore[union-attr]
+            "is refused: vjp runs such a write out of place, which matches torch only for a tensor made to be "
+            "written into and read by nothing else before (y = torch.zeros(3); y[0] = ...; y[1] = ...). Here "
+            + ("it was read elsewhere first" if y.reads > 1 else f"it was made by an operation ({made_by})")
+            + ", where torch's in-place write may make backward fail ('modified by an inplace operation').",
+            e.span,
+            "Build the result without writing: torch.stack, torch.cat, torch.where or masked_fill.",
+        )
+    k = resolve(e.index.items, _index_value(it, e.index, env))
+    it._charge(tuple(t.shape), e.span)
+    try:
+        out = t.clone()
+        out[k] = v
+    except (IndexError, RuntimeError, ValueError, TypeError) as err:
+        raise it.err(ProgramError, f"Assigning into the index failed: {_first_line(err)}", e.span, _hint(err)) from None
+    return Val(out, _dense(y, val), _grow(y.size, val.size))
 
 
 def _hint(err: BaseException) -> str | None:

@@ -172,6 +172,7 @@ class Interpreter:
             got = env.get(e.id)
             if got is None:
                 raise self.err(ProgramError, f"{e.id!r} is used before it is assigned on this path.", e.span)
+            got.reads += 1
             return got
         if isinstance(e, P.BinOp):
             return self._binop(e, self.value_of(e.left, env), self.value_of(e.right, env))
@@ -188,6 +189,8 @@ class Interpreter:
             return masks.compare(self, e, [self.value_of(o, env) for o in e.operands])
         if isinstance(e, P.Index):
             return indexing.index(self, e, env)
+        if isinstance(e, P.Update):
+            return indexing.update(self, e, env)
         if isinstance(e, P.Const):
             return constructors.make(self, e, env)
         if isinstance(e, P.BoolOp):

@@ -77,7 +77,7 @@ class _Recorder(_ReplayInterpreter):
         val = super().value_of(e, env)
         self.made[id(e)] = (e, val)
         fn = getattr(val.v, "grad_fn", None)
-        if fn is not None and isinstance(e, P.BinOp | P.UnaryOp | P.Call | P.Index):
+        if fn is not None and isinstance(e, P.BinOp | P.UnaryOp | P.Call | P.Index | P.Update):
             self.by_node.append((fn, e))
         return val
 

@@ -123,6 +123,16 @@ class SymbolicProgram:
             return constant(self.fixed[id(e)])  # a mask, a made tensor: constants at the point, as torch made them
         if isinstance(e, P.Index):
             return self.index(e)
+        if isinstance(e, P.Update):
+            y, value = self.value_of(e.index.value), self.value_of(e.value)
+            k = indexing.resolve(e.index.items, self._index_value)
+
+            def write(a: Any, b: Any) -> Any:
+                out = a.clone()
+                out[k] = b
+                return out
+
+            return pick([y, value], write)
         if isinstance(e, P.Call):
             return self.call(e, [self.value_of(a) for a in e.args])
         raise Unsupported(f"{type(e).__name__} in an assignment")
@@ -131,18 +141,18 @@ class SymbolicProgram:
         """x[...]: torch's own indexing on the element numbers (index_map), with the masks and index tensors
         as they were at the point."""
         x = self.value_of(e.value)
-
-        def value(item: P.Expr) -> Any:
-            m = self.value_of(item)
-            if m.kind == "float":
-                if m.shape == () and m.items[0].is_Integer:  # a loop variable: x[i], x[i:i + 2]
-                    return int(m.items[0])
-                raise Unsupported("an index tensor that is not a mask or integers")
-            dtype = torch.bool if m.kind == "bool" else torch.int64
-            return torch.tensor([int(v) for v in m.items], dtype=dtype).reshape(m.shape)
-
-        k = indexing.resolve(e.items, value)
+        k = indexing.resolve(e.items, self._index_value)
         return pick([x], lambda n: n[k])
+
+    def _index_value(self, item: P.Expr) -> Any:
+        """An index part that is an expression: an int (a loop variable) or a tensor of the values at the point."""
+        m = self.value_of(item)
+        if m.kind == "float":
+            if m.shape == () and m.items[0].is_Integer:  # a loop variable: x[i], x[i:i + 2]
+                return int(m.items[0])
+            raise Unsupported("an index tensor that is not a mask or integers")
+        dtype = torch.bool if m.kind == "bool" else torch.int64
+        return torch.tensor([int(v) for v in m.items], dtype=dtype).reshape(m.shape)
 
     def call(self, e: P.Call, args: list[SymTensor]) -> SymTensor:
         f = e.func
@@ -642,7 +652,7 @@ def is_elementwise(steps: list[Step], deps: dict[str, str]) -> bool:
                 return False
             if isinstance(node, P.Call) and node.func not in _ELEMENTWISE_CALLS:
                 return False
-            if isinstance(node, P.Compare | P.BoolOp | P.Index | P.Const):  # masks, picks, made tensors
+            if isinstance(node, P.Compare | P.BoolOp | P.Index | P.Update | P.Const):  # masks, picks, made tensors
                 return False
             if isinstance(node, P.BinOp | P.UnaryOp) and node.op in ("&", "|", "~"):
                 return False

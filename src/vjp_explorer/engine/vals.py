@@ -20,6 +20,7 @@ class Val:
     # estimated size of one element's exact formula: (expression nodes, leaf symbols it holds);
     # lets the symbolic check be skipped from the sizes alone, before sympy builds anything
     size: tuple[int, int] = (1, 0)
+    reads: int = 0  # how often the program read it by name (a write into an index needs it unread elsewhere)
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -327,6 +327,8 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
 
     def _stmt(self, s: ast.stmt) -> P.Stmt | None:
         sp = self.span(s)
+        if isinstance(s, ast.Assign | ast.AugAssign) and isinstance(_first_target(s), ast.Subscript):
+            return self._update(s, sp)
         if isinstance(s, ast.Assign):
             if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
                 raise self.err("Assign to one plain name (y = ...).", s.targets[0] if s.targets else s)
@@ -370,6 +372,24 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
             s,
             "A program is assignments (y = ...), one final expression, and if/while/for.",
         )
+
+    def _update(self, s: ast.Assign | ast.AugAssign, sp: P.Span) -> P.Assign:
+        """`y[0] = a * b` and `y[i] += ...`: y becomes y with those elements replaced."""
+        target = _first_target(s)
+        assert isinstance(target, ast.Subscript)
+        if isinstance(s, ast.Assign) and len(s.targets) != 1 or not isinstance(target.value, ast.Name):
+            raise self.err("Assign into an index of a plain name: y[0] = ....", target)
+        name = self._target(target.value)
+        index = self._subscript(target, self.span(target))
+        if not isinstance(index, P.Index):
+            raise self.err("A tuple cannot be assigned into.", target)
+        value = self._expr(s.value)
+        if isinstance(s, ast.AugAssign):
+            op = _BINOPS.get(type(s.op))
+            if op is None:
+                raise self.err(_WHY_NOT.get(type(s.op), "This operator is not supported."), s)
+            value = P.BinOp(op, index, value, sp)
+        return P.Assign(name, P.Update(index, value, sp), sp, augmented=True)
 
     def _for(self, s: ast.For, sp: P.Span) -> P.For:
         if s.orelse:
@@ -552,6 +572,10 @@ _KNOWN_IMPORTS = {("torch", None), ("math", None), ("torch.nn.functional", "F")}
 def _names_the_namespace(s: ast.stmt) -> bool:
     """`import torch`, `import math`, `import torch.nn.functional as F`: statements with nothing to do."""
     return isinstance(s, ast.Import) and all((a.name, a.asname) in _KNOWN_IMPORTS for a in s.names)
+
+
+def _first_target(s: ast.Assign | ast.AugAssign) -> ast.expr | None:
+    return s.target if isinstance(s, ast.AugAssign) else (s.targets[0] if s.targets else None)
 
 
 def _pos(node: ast.AST) -> dict[str, int]:

@@ -175,6 +175,22 @@ class Index:
 
 
 @dataclass(frozen=True)
+class Update:
+    """`y[...] = value` as a value: y with those elements replaced (the assignment stores it back in y). Run out
+    of place, as `y += ...` is; torch's refusal on a leaf that requires grad is kept."""
+
+    index: Index  # y[...]: the tensor and the elements written
+    value: Expr
+    span: Span
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.index, self.value)
+
+    def rebuild(self, kids: tuple[Expr, ...]) -> Update:
+        return replace(self, index=kids[0], value=kids[1])  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class Const:
     """A tensor the program makes from literals: torch.tensor([...]), ones(2, 3), randn(3), eye(2).
 
@@ -195,8 +211,8 @@ class Const:
         return replace(self, like=kids[0]) if kids else self
 
 
-Expr = Num | Name | BinOp | UnaryOp | Call | Compare | BoolOp | Index | Const
-_EXPR_TYPES = (Num, Name, BinOp, UnaryOp, Call, Compare, BoolOp, Index, Const)
+Expr = Num | Name | BinOp | UnaryOp | Call | Compare | BoolOp | Index | Update | Const
+_EXPR_TYPES = (Num, Name, BinOp, UnaryOp, Call, Compare, BoolOp, Index, Update, Const)
 
 
 def is_expr(x: Any) -> bool:

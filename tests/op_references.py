@@ -134,3 +134,7 @@ REFERENCES: dict[str, Ref] = {
 }
 # constants some programs read (given with --const, not differentiated)
 CONSTS = {"y6": np.arange(1.0, 7.0).reshape(3, 2)}
+
+from op_references_shapes import SHAPE_REFERENCES  # noqa: E402 - the shape entries, in their own file
+
+REFERENCES.update(SHAPE_REFERENCES)

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import binary, elementwise, reductions, shapes, structural
+from . import binary, elementwise, masks, reductions, shapes, structural
 from .spec import OpSpec, Param, resolve, spellings
 
-_ENTRIES = (*elementwise.ENTRIES, *binary.ENTRIES, *structural.ENTRIES, *reductions.ENTRIES, *shapes.ENTRIES)
+_ENTRIES = (
+    *elementwise.ENTRIES,
+    *binary.ENTRIES,
+    *structural.ENTRIES,
+    *reductions.ENTRIES,
+    *shapes.ENTRIES,
+    *masks.ENTRIES,
+)
 REGISTRY: dict[str, OpSpec] = {s.name: s for s in _ENTRIES}
 SPELLINGS: dict[str, OpSpec] = {n: s for s in REGISTRY.values() for n in s.names}
 # attributes that are not calls: x.T, x.data

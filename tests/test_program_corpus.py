@@ -39,7 +39,6 @@ CASES: list[dict[str, Any]] = tomllib.loads((HERE / "cases.toml").read_text(enco
 EXPECTED_TO_FAIL: dict[str, tuple[str, ...]] = {
     "d2l_dot": ("torch.dot",),
     "d2l_squared_loss": (".reshape", ".shape"),
-    "d2l_softmax_scratch": ("non-ASCII comment",),
     "d2l_cross_entropy_scratch": ("indexing", "list()", "len"),
     "layer_norm_scratch": ("function name as variable", ".var"),
     "cross_attention": ("math.sqrt",),

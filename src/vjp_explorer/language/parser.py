@@ -139,7 +139,7 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
         src = self.src
         if not src.strip():
             raise ProgramSyntaxError("The program is empty.", src, 0, 1, "Give an expression such as '3*a + 2*b'.")
-        bad = first_bad_char(src)
+        bad = first_bad_char(src, comments=True)
         if bad is not None:
             pos, what = bad
             # the marker is drawn on a copy with control characters made visible, so an

@@ -137,6 +137,10 @@ REFERENCES: dict[str, Ref] = {
 # constants some programs read (given with --const, not differentiated)
 CONSTS = {"y6": np.arange(1.0, 7.0).reshape(3, 2)}
 
+from op_references_shapes import SHAPE_REFERENCES  # noqa: E402 - the shape entries, in their own file
+
+REFERENCES.update(SHAPE_REFERENCES)
+
 from op_references_math import MATH_CONSTS, MATH_REFERENCES  # noqa: E402  (it imports Ref from here)
 
 REFERENCES.update(MATH_REFERENCES)

@@ -359,3 +359,22 @@ def test_explain_of_a_path_or_of_nothing(vjp, tmp_path, monkeypatch):
     bad(vjp("explain", "expressions/nope"), "no such file")
     bad(vjp("explain", ""), "empty")
     bad(vjp("explain", "x/2"), "No value for 'x'")  # a program: its error asks for the value
+
+
+@pytest.mark.parametrize(
+    ("program", "status", "words"),
+    [
+        ("X_exp = exp(X)\nX_exp / X_exp.sum()  # 这里应用了广播机制", 0, None),  # d2l's Chinese comment
+        ("X * 2  # café", 0, None),
+        ("X * 2  # a\u202eb", 2, "RIGHT-TO-LEFT OVERRIDE"),  # invisible, even in a comment
+        ("X * 2  # a\x1b[31mb", 2, "control character"),
+        ("X * é", 2, "LATIN SMALL LETTER E WITH ACUTE"),  # code stays ASCII
+        ("Z = X * 2 + sum(X, dim=0)  # ok\nZ * X  # 注", 0, None),
+    ],
+)
+def test_comments_may_hold_any_printable_character(vjp, program, status, words):
+    r = vjp("run", program, "--X", "1,2", "--grad", "ones", "--json")
+    assert r.exit_code == status, r.stderr
+    if words:
+        assert words in r.stderr
+        assert "\x1b" not in r.stderr and "\u202e" not in r.stderr

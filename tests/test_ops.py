@@ -246,6 +246,8 @@ def test_entry_on_the_elementwise_route(name: str):
         "c": f"linspace({(lo + hi) / 2!r}, {hi!r}, 2000)",
     }
     program = _program(name, ref)
+    if "<" in program or ">" in program:
+        pytest.skip("a mask is a constant at the point: the per-element route checks it, not one scalar formula")
     given = {k: v for k, v in values.items() if k in "abc"[: _leaves(name, ref)]}
     r = explore(program, given, grad="ones", limits=SMALL)
     statuses = {k: (c.status, c.reason) for k, c in r.checks.items()}

@@ -303,6 +303,7 @@ def _zero_cause(prog: Any, fwd: Any, dtype: str) -> str:
     env = {n: type(fwd.env[n])(t) for n, t in leaves.items()}
     with torch.no_grad():
         for s in fwd.steps:
+            rec.fixed = s.fixed  # the masks and made tensors of the forward
             env[s.target] = rec.value_of(s.expr, env)
     causes = []
     for expr, val in rec.made.values():

@@ -49,7 +49,7 @@ class FDResult:
     causes: dict[str, dict[int, str]] = field(default_factory=dict)  # leaf -> flat index -> why left out
 
 
-KINK = "a step crosses a kink of the program (relu or abs at 0, a norm at 0)"
+KINK = "a step crosses a kink of the program (relu or abs at 0, a norm at 0, a mask such as x > 0 that flips)"
 DOMAIN = "a step leaves the function's domain or meets an infinite value"
 UNSETTLED = "the differences at h and h/2 disagree (an infinite derivative, or no smooth function there)"
 
@@ -64,12 +64,16 @@ class _Evaluator(_ReplayInterpreter):
         # detach() is a constant to backward: it keeps its value at the point (recorded by the first
         # evaluation, read back in the same order by the perturbed ones, which run the same trace)
         self.detached: list[Any] = [] if detached is None else detached
-        self.replaying = detached is not None
+        self.replaying_detach = detached is not None
         self.k = 0  # detach() calls read back so far
+        self.replay_masks = False  # a comparison is computed afresh: a mask that flips under a step is a kink
+
+    def on_mask(self, mask: Any) -> None:
+        self.kinks.append(mask)
 
     def _call(self, e: P.Call, args: list[Val]) -> Val:
         if e.func == "detach":
-            if self.replaying:
+            if self.replaying_detach:
                 self.k += 1
                 return Val(self.detached[self.k - 1], {})
             val = super()._call(e, args)
@@ -101,6 +105,7 @@ class Function64:
         vals = {k: Val(x) for k, x in env.items()}
         with torch.no_grad():
             for s in self.steps:
+                it.fixed = s.fixed
                 vals[s.target] = it.value_of(s.expr, vals)
         out = vals[self.output].v
         if not isinstance(out, torch.Tensor):

@@ -21,24 +21,10 @@ from ..errors import LimitError, ProgramError, ShapeError
 from ..language import program as P
 from ..limits import Limits
 from ..ops import REGISTRY, OpSpec
+from . import constructors, indexing, masks
+from .vals import DENSE, DIAG, Val, _dense, _first_line, _grow, _merge
 
-DIAG = "diag"
-DENSE = "dense"
-
-
-@dataclass
-class Val:
-    """A value during interpretation: a tensor (or plain number) and its dependence on leaves."""
-
-    v: Any  # torch.Tensor | float | bool
-    deps: dict[str, str] = field(default_factory=dict)
-    # estimated size of one element's exact formula: (expression nodes, leaf symbols it holds);
-    # lets the symbolic check be skipped from the sizes alone, before sympy builds anything
-    size: tuple[int, int] = (1, 0)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.v.shape) if isinstance(self.v, torch.Tensor) else ()
+__all__ = ["DENSE", "DIAG", "Forward", "Interpreter", "Step", "Val", "replay"]
 
 
 @dataclass
@@ -47,6 +33,9 @@ class Step:
 
     target: str
     expr: P.Expr
+    # what this step fixed when it ran, by id of the node: the masks its comparisons gave and the tensors its
+    # constructors made (random draws included). Every route replays them: a mask is a constant to backward
+    fixed: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -72,10 +61,14 @@ class Forward:
 class Interpreter:
     """Evaluates a Program; one instance per run."""
 
-    def __init__(self, program: P.Program, limits: Limits, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, program: P.Program, limits: Limits, dtype: torch.dtype = torch.float32, gen: Any = None) -> None:
         self.program = program
         self.limits = limits
         self.dtype = dtype
+        self.gen = gen  # draws of rand/randn made in the program (seeded by --seed)
+        self.fixed: dict[int, Any] = {}  # the current step's masks and made tensors (Step.fixed)
+        self.replaying = False  # True: read made tensors back from `fixed` instead of making them
+        self.replay_masks = False  # True: read masks back from `fixed` too (finite differences recompute them)
         self.steps: list[Step] = []
         self.control: list[ControlRecord] = []
         self.iterations = 0
@@ -99,6 +92,16 @@ class Interpreter:
             raise ProgramError(
                 f"The output variable {self.program.output!r} was never assigned on the path taken at these inputs."
             )
+        t = out.v
+        if isinstance(t, torch.Tensor) and t.numel() == 0:
+            raise ProgramError(
+                f"The output {self.program.output!r} has no elements (shape {list(t.shape)}): there is nothing "
+                "to differentiate. An index or a mask selected nothing here."
+            )
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != self.dtype:
+            # x.double() in a float32 run: computed as torch does, then given back in the run's dtype, so
+            # that v, the Jacobians and the checks all read one dtype
+            out = Val(t.to(self.dtype), out.deps, out.size)
         return Forward(env, self.steps, self.control, out, self.work)
 
     def _block(self, body: tuple[P.Stmt, ...], env: dict[str, Val]) -> None:
@@ -111,8 +114,9 @@ class Interpreter:
                         s.span,
                     )
                 expr = _bind(s.value, self.loop_values) if self.loop_values else s.value
+                self.fixed = {}
                 env[s.target] = self.value_of(expr, env)
-                self.steps.append(Step(s.target, expr))
+                self.steps.append(Step(s.target, expr, self.fixed))
             elif isinstance(s, P.If):
                 taken = self.condition(s.test, env)
                 self.control.append(ControlRecord("if", s.span, 1 if taken else 0))
@@ -172,6 +176,7 @@ class Interpreter:
             got = env.get(e.id)
             if got is None:
                 raise self.err(ProgramError, f"{e.id!r} is used before it is assigned on this path.", e.span)
+            got.reads += 1
             return got
         if isinstance(e, P.BinOp):
             return self._binop(e, self.value_of(e.left, env), self.value_of(e.right, env))
@@ -181,13 +186,17 @@ class Interpreter:
                 if isinstance(x.v, torch.Tensor):
                     self._charge(tuple(x.v.shape), e.span)
                 return Val(-x.v, dict(x.deps), _grow(x.size))
+            if e.op == "~":
+                return masks.invert(self, e, x)
             return Val(not self._truth(x, e))
         if isinstance(e, P.Compare):
-            vals = [self.value_of(o, env) for o in e.operands]
-            ok = True
-            for op, a, b in zip(e.ops, vals, vals[1:], strict=False):
-                ok = ok and _compare(op, self._scalar(a, e), self._scalar(b, e))
-            return Val(ok)
+            return masks.compare(self, e, [self.value_of(o, env) for o in e.operands])
+        if isinstance(e, P.Index):
+            return indexing.index(self, e, env)
+        if isinstance(e, P.Update):
+            return indexing.update(self, e, env)
+        if isinstance(e, P.Const):
+            return constructors.make(self, e, env)
         if isinstance(e, P.BoolOp):
             if e.op == "and":
                 return Val(all(self._truth(self.value_of(v, env), e) for v in e.values))
@@ -195,6 +204,9 @@ class Interpreter:
         if isinstance(e, P.Call):
             return self._call(e, [self.value_of(a, env) for a in e.args])
         raise AssertionError(e)  # pragma: no cover
+
+    def on_mask(self, mask: torch.Tensor) -> None:
+        """A comparison made this mask (finite differences watch them flip)."""
 
     def _scalar(self, x: Val, e: P.Expr) -> float:
         v = x.v
@@ -261,6 +273,8 @@ class Interpreter:
         op = e.op
         if op == "@":
             return self._matmul(e.span, a, b)
+        if op in ("&", "|"):
+            return masks.logical(self, e, a, b)
         sa, sb = a.shape, b.shape
         try:
             shape = tuple(torch.broadcast_shapes(sa, sb))
@@ -280,16 +294,11 @@ class Interpreter:
                 x, y = self.lift(x), y if op == "**" and not isinstance(y, torch.Tensor) else self.lift(y)
         if not isinstance(x, torch.Tensor) and not isinstance(y, torch.Tensor):
             v: Any = _python_op(op, float(x), float(y))
-        elif op == "+":
-            v = x + y
-        elif op == "-":
-            v = x - y
-        elif op == "*":
-            v = x * y
-        elif op == "/":
-            v = x / y
         else:
-            v = torch.pow(x, y) if isinstance(x, torch.Tensor) else torch.pow(torch.as_tensor(x, dtype=y.dtype), y)
+            try:
+                v = _tensor_op(op, x, y)
+            except RuntimeError as err:  # a bool mask in arithmetic torch refuses (1 - mask): torch's words
+                raise self.err(ProgramError, f"'{op}' failed: {_first_line(err)}", e.span) from None
         deps = _merge(a, b, shape=shape)
         return Val(v, deps, _grow(a.size, b.size))
 
@@ -317,7 +326,11 @@ class Interpreter:
             self._check_numel(operand, span)
         expanded = sum(math.prod(operand) for operand in wider)
         self._charge(shape, span, work=math.prod(shape) * k, transient=expanded * self.dtype.itemsize)
-        return Val(torch.matmul(x, y), _dense(a, b), _grow(a.size, b.size, times=k))
+        try:
+            out = torch.matmul(x, y)
+        except RuntimeError as err:  # a mask or an integer tensor on one side: torch's words
+            raise self.err(ProgramError, f"'@' (matmul) failed: {_first_line(err)}", span) from None
+        return Val(out, _dense(a, b), _grow(a.size, b.size, times=k))
 
     def _call(self, e: P.Call, args: list[Val]) -> Val:
         f = e.func
@@ -446,26 +459,12 @@ class Interpreter:
         return fn(t, dim=dim, keepdim=keep)
 
 
-_CAP = 10**15
-
-
-def _grow(*sizes: tuple[int, int], times: int = 1) -> tuple[int, int]:
-    """The formula size of an op on operands of these sizes, repeated `times` (matmul, reductions)."""
-    nodes = times * (sum(s[0] for s in sizes) + 1)
-    syms = times * sum(s[1] for s in sizes)
-    return min(nodes, _CAP), min(syms, _CAP)
-
-
 def _bytes(n: int) -> str:
     """A byte count as people read it: 8.59 GB, 750 MB."""
     for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= size:
             return f"{n / size:.3g} {unit}"
     return f"{n} bytes"
-
-
-def _first_line(err: BaseException) -> str:
-    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
 def _span(e: P.Expr) -> P.Span:
@@ -488,6 +487,18 @@ def _python_op(op: str, a: float, b: float) -> float:
         return math.inf
 
 
+def _tensor_op(op: str, x: Any, y: Any) -> Any:
+    if op == "+":
+        return x + y
+    if op == "-":
+        return x - y
+    if op == "*":
+        return x * y
+    if op == "/":
+        return x / y
+    return torch.pow(x, y) if isinstance(x, torch.Tensor) else torch.pow(torch.as_tensor(x, dtype=y.dtype), y)
+
+
 def _compare(op: str, a: float, b: float) -> bool:
     return {
         "<": a < b,
@@ -497,21 +508,6 @@ def _compare(op: str, a: float, b: float) -> bool:
         "==": a == b,
         "!=": a != b,
     }[op]
-
-
-def _merge(*sides: Val, shape: tuple[int, ...]) -> dict[str, str]:
-    # an elementwise op keeps a diagonal dependence only if the operand was not broadcast up
-    deps: dict[str, str] = {}
-    for side in sides:
-        widened = side.shape != shape
-        for leaf, kind in side.deps.items():
-            k = DENSE if widened or kind == DENSE else DIAG
-            deps[leaf] = DENSE if deps.get(leaf) == DENSE else k
-    return deps
-
-
-def _dense(*vals: Val) -> dict[str, str]:
-    return {leaf: DENSE for v in vals for leaf in v.deps}
 
 
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -533,20 +529,13 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | N
 
 def _bind(expr: P.Expr, values: dict[str, int]) -> P.Expr:
     """The expression with loop variables replaced by their current values."""
-    if isinstance(expr, P.Name) and expr.id in values:
-        v = float(values[expr.id])
-        return P.Num(v, expr.span, integral=True)
-    if isinstance(expr, P.BinOp):
-        return P.BinOp(expr.op, _bind(expr.left, values), _bind(expr.right, values), expr.span)
-    if isinstance(expr, P.UnaryOp):
-        return P.UnaryOp(expr.op, _bind(expr.operand, values), expr.span)
-    if isinstance(expr, P.Call):
-        return P.Call(expr.func, tuple(_bind(a, values) for a in expr.args), expr.params, expr.span)
-    if isinstance(expr, P.Compare):
-        return P.Compare(expr.ops, tuple(_bind(a, values) for a in expr.operands), expr.span)
-    if isinstance(expr, P.BoolOp):
-        return P.BoolOp(expr.op, tuple(_bind(a, values) for a in expr.values), expr.span)
-    return expr
+
+    def bind(e: P.Expr) -> P.Expr:
+        if isinstance(e, P.Name) and e.id in values:
+            return P.Num(float(values[e.id]), e.span, integral=True)
+        return e
+
+    return P.transform(expr, bind)
 
 
 def replay(
@@ -562,6 +551,7 @@ def replay(
     it.dtype = dtype
     it.lift = lift
     for s in steps:
+        it.fixed = s.fixed
         vals[s.target] = it.value_of(s.expr, vals)
     return vals[output].v
 
@@ -575,6 +565,9 @@ class _ReplayInterpreter(Interpreter):
         self.loop_values = {}
         self.memory = self.work = 0
         self.dtype = torch.float32
+        self.fixed = {}
+        self.replaying = self.replay_masks = True  # masks and made tensors come from the recorded trace
+        self.gen = None
 
     def err(self, cls: type[Exception], message: str, span: P.Span, hint: str | None = None) -> Exception:
         return cls(message)

@@ -250,6 +250,8 @@ def random_vjp_check(
     us = {n: torch.where(torch.isfinite(grads[n]), u, torch.zeros_like(u)) for n, u in us.items()}
 
     def lift(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and not x.is_floating_point():
+            return x  # a mask or an index: not a value to differentiate
         t = torch.as_tensor(x, dtype=v.dtype)
         return t if fwad.unpack_dual(t).tangent is not None else fwad.make_dual(t, torch.zeros_like(t))
 

@@ -37,6 +37,7 @@ def singularities(
     env = {n: Val(t.detach()) for n, t in {**leaves, **consts}.items()}
     with torch.no_grad():
         for s in steps:
+            rec.fixed = s.fixed  # the masks and made tensors of the forward
             env[s.target] = rec.value_of(s.expr, env)
     found: list[str] = []
     seen: set[str] = set()  # the same text twice (sqrt(x) - sqrt(x)) is named once

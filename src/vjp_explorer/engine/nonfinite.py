@@ -77,19 +77,13 @@ class _Recorder(_ReplayInterpreter):
         val = super().value_of(e, env)
         self.made[id(e)] = (e, val)
         fn = getattr(val.v, "grad_fn", None)
-        if fn is not None and isinstance(e, P.BinOp | P.UnaryOp | P.Call):
+        if fn is not None and isinstance(e, P.BinOp | P.UnaryOp | P.Call | P.Index | P.Update):
             self.by_node.append((fn, e))
         return val
 
 
 def _operands(e: P.Expr) -> list[P.Expr]:
-    if isinstance(e, P.BinOp):
-        return [e.left, e.right]
-    if isinstance(e, P.UnaryOp):
-        return [e.operand]
-    if isinstance(e, P.Call):
-        return list(e.args)
-    return []
+    return list(e.children())
 
 
 def find_origin(
@@ -106,6 +100,7 @@ def find_origin(
     fresh = {n: x.detach().clone().requires_grad_(True) for n, x in leaves.items()}
     env = {**{n: Val(x) for n, x in fresh.items()}, **{n: Val(c) for n, c in consts.items()}}
     for s in steps:
+        rec.fixed = s.fixed
         env[s.target] = rec.value_of(s.expr, env)
     out = env[output].v
     if not isinstance(out, torch.Tensor) or out.grad_fn is None:

@@ -26,6 +26,7 @@ import torch
 from ..language import program as P
 from ..ops import REGISTRY, OpSpec, bound_params, resolve
 from ..result import index_label
+from . import indexing
 from .interpreter import Step
 from .tensors import CHUNK, Computed
 
@@ -46,6 +47,7 @@ class SymTensor:
 
     shape: tuple[int, ...]
     items: list[Any]
+    kind: str = "float"  # "bool" for a mask, "int" for integer tensors: they can index
 
     def at(self, idx: tuple[int, ...]) -> Any:
         k = 0
@@ -91,9 +93,11 @@ class SymbolicProgram:
     def __init__(self, env: dict[str, SymTensor], numeric: Callable[[Any], Any]) -> None:
         self.env = dict(env)
         self.numeric = numeric  # substitutes the input values: used for detach()
+        self.fixed: dict[int, Any] = {}  # the current step's masks and made tensors (Step.fixed)
 
     def run(self, steps: list[Step], output: str) -> SymTensor:
         for s in steps:
+            self.fixed = s.fixed
             self.env[s.target] = self.value_of(s.expr)
         return self.env[output]
 
@@ -104,15 +108,51 @@ class SymbolicProgram:
             return self.env[e.id]
         if isinstance(e, P.UnaryOp):
             x = self.value_of(e.operand)
+            if e.op == "~":
+                return SymTensor(x.shape, [1 - a for a in x.items], "bool")
             return SymTensor(x.shape, [-a for a in x.items])
         if isinstance(e, P.BinOp):
             a, b = self.value_of(e.left), self.value_of(e.right)
             if e.op == "@":
                 return matmul(a, b)
-            return broadcast(a, b, _BIN[e.op])
+            out = broadcast(a, b, _BIN[e.op])
+            if e.op in ("&", "|"):
+                out.kind = "bool"
+            return out
+        if isinstance(e, P.Compare | P.Const) and id(e) in self.fixed:
+            return constant(self.fixed[id(e)])  # a mask, a made tensor: constants at the point, as torch made them
+        if isinstance(e, P.Index):
+            return self.index(e)
+        if isinstance(e, P.Update):
+            y, value = self.value_of(e.index.value), self.value_of(e.value)
+            k = indexing.resolve(e.index.items, self._index_value)
+
+            def write(a: Any, b: Any) -> Any:
+                out = a.clone()
+                out[k] = b
+                return out
+
+            return pick([y, value], write)
         if isinstance(e, P.Call):
             return self.call(e, [self.value_of(a) for a in e.args])
         raise Unsupported(f"{type(e).__name__} in an assignment")
+
+    def index(self, e: P.Index) -> SymTensor:
+        """x[...]: torch's own indexing on the element numbers (index_map), with the masks and index tensors
+        as they were at the point."""
+        x = self.value_of(e.value)
+        k = indexing.resolve(e.items, self._index_value)
+        return pick([x], lambda n: n[k])
+
+    def _index_value(self, item: P.Expr) -> Any:
+        """An index part that is an expression: an int (a loop variable) or a tensor of the values at the point."""
+        m = self.value_of(item)
+        if m.kind == "float":
+            if m.shape == () and m.items[0].is_Integer:  # a loop variable: x[i], x[i:i + 2]
+                return int(m.items[0])
+            raise Unsupported("an index tensor that is not a mask or integers")
+        dtype = torch.bool if m.kind == "bool" else torch.int64
+        return torch.tensor([int(v) for v in m.items], dtype=dtype).reshape(m.shape)
 
     def call(self, e: P.Call, args: list[SymTensor]) -> SymTensor:
         f = e.func
@@ -189,15 +229,37 @@ def _basic(a: Any) -> Any:
 def index_map(spec: OpSpec, args: list[SymTensor], params: dict[str, Any]) -> SymTensor:
     """An op whose every output element is an input element or 0 (reshape, cat, flip, tril, indexing): run
     the real torch function on element numbers (1, 2, ...; 0 stays a literal 0) and read the elements back."""
+    return pick(args, lambda *numbers: spec.call_torch(*numbers, **params), spec.index_args)
+
+
+def pick(args: list[SymTensor], fn: Callable[..., Any], index_args: tuple[int, ...] = ()) -> SymTensor:
+    """fn run on the element numbers of args (1, 2, ... across all of them), its result read as elements;
+    the args at index_args are indices (gather's index), given to fn as their values."""
     flat: list[Any] = []
     numbers = []
-    for a in args:
+    for k, a in enumerate(args):
+        if k in index_args:
+            if a.kind == "float":
+                raise Unsupported("an index tensor that is not integers")
+            numbers.append(torch.tensor([int(v) for v in a.items], dtype=torch.int64).reshape(a.shape))
+            continue
         n = len(a.items)
         numbers.append(torch.arange(len(flat) + 1, len(flat) + n + 1, dtype=torch.int64).reshape(a.shape))
         flat += a.items
-    picked = spec.call_torch(*numbers, **params)
-    items = [sp.Integer(0) if k == 0 else flat[k - 1] for k in picked.reshape(-1).tolist()]
-    return SymTensor(tuple(picked.shape), items)
+    picked = fn(*numbers)
+    if isinstance(picked, tuple | list):  # max(x, dim) and the like: the values
+        picked = picked[0]
+    items = [sp.Integer(0) if k == 0 else flat[k - 1] for k in picked.reshape(-1).long().tolist()]
+    kinds = {a.kind for k, a in enumerate(args) if k not in index_args}
+    return SymTensor(tuple(picked.shape), items, kinds.pop() if len(kinds) == 1 else "float")
+
+
+def constant(t: Any) -> SymTensor:
+    """A tensor fixed at the point (a mask, a made tensor) as exact numbers: the very values torch used."""
+    kind = "bool" if t.dtype == torch.bool else "float" if t.is_floating_point() else "int"
+    vals = t.detach().reshape(-1).tolist()
+    items = [sp.Integer(int(v)) if kind != "float" else _num(float(v)) for v in vals]
+    return SymTensor(tuple(t.shape), items, kind)
 
 
 def exact_rule(spec: OpSpec, params: tuple[tuple[str, Any], ...] = ()) -> Callable[..., Any]:
@@ -220,6 +282,8 @@ _BIN: dict[str, Callable[[Any, Any], Any]] = {
     "*": lambda a, b: a * b,
     "/": lambda a, b: a / b,
     "**": lambda a, b: a**b,
+    "&": lambda a, b: a * b,  # on masks (0 and 1)
+    "|": lambda a, b: a + b - a * b,
 }
 
 
@@ -575,7 +639,9 @@ def is_elementwise(steps: list[Step], deps: dict[str, str]) -> bool:
                 return False
             if isinstance(node, P.Call) and node.func not in _ELEMENTWISE_CALLS:
                 return False
-            if isinstance(node, P.Compare | P.BoolOp):
+            if isinstance(node, P.Compare | P.BoolOp | P.Index | P.Update | P.Const):  # masks, picks, made tensors
+                return False
+            if isinstance(node, P.BinOp | P.UnaryOp) and node.op in ("&", "|", "~"):
                 return False
     return True
 

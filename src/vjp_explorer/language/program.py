@@ -7,7 +7,10 @@ never run different programs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from types import EllipsisType
+from typing import Any
 
 Span = tuple[int, int]
 
@@ -20,6 +23,9 @@ class Num:
     span: Span
     integral: bool = False
 
+    def children(self) -> tuple[Expr, ...]:
+        return ()
+
 
 @dataclass(frozen=True)
 class Name:
@@ -27,6 +33,9 @@ class Name:
 
     id: str
     span: Span
+
+    def children(self) -> tuple[Expr, ...]:
+        return ()
 
 
 @dataclass(frozen=True)
@@ -38,14 +47,26 @@ class BinOp:
     right: Expr
     span: Span
 
+    def children(self) -> tuple[Expr, ...]:
+        return (self.left, self.right)
+
+    def rebuild(self, kids: tuple[Expr, ...]) -> BinOp:
+        return replace(self, left=kids[0], right=kids[1])
+
 
 @dataclass(frozen=True)
 class UnaryOp:
-    """`-x`, `+x` or `not x`."""
+    """`-x`, `+x`, `~x` or `not x`."""
 
     op: str
     operand: Expr
     span: Span
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def rebuild(self, kids: tuple[Expr, ...]) -> UnaryOp:
+        return replace(self, operand=kids[0])
 
 
 Static = int | float | bool | str | tuple[int, ...] | None
@@ -67,14 +88,26 @@ class Call:
         """The value of a static parameter (None where not given)."""
         return dict(self.params).get(name)
 
+    def children(self) -> tuple[Expr, ...]:
+        return self.args
+
+    def rebuild(self, kids: tuple[Expr, ...]) -> Call:
+        return replace(self, args=kids)
+
 
 @dataclass(frozen=True)
 class Compare:
-    """A chain `a < b <= c`, for conditions of `if` and `while`."""
+    """A chain `a < b <= c`: a number for conditions of `if` and `while`, a mask (as in torch) on tensors."""
 
     ops: tuple[str, ...]
     operands: tuple[Expr, ...]
     span: Span
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.operands
+
+    def rebuild(self, kids: tuple[Expr, ...]) -> Compare:
+        return replace(self, operands=kids)
 
 
 @dataclass(frozen=True)
@@ -85,8 +118,106 @@ class BoolOp:
     values: tuple[Expr, ...]
     span: Span
 
+    def children(self) -> tuple[Expr, ...]:
+        return self.values
 
-Expr = Num | Name | BinOp | UnaryOp | Call | Compare | BoolOp
+    def rebuild(self, kids: tuple[Expr, ...]) -> BoolOp:
+        return replace(self, values=kids)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """`start:stop:step` inside an index: each an integer literal, None, or an expression that gives an integer
+    when it runs (a loop variable: x[i:i + 2])."""
+
+    start: Any
+    stop: Any
+    step: Any
+
+    def bounds(self) -> tuple[Any, Any, Any]:
+        return (self.start, self.stop, self.step)
+
+
+# one part of an index: an int, a slice, None (a new axis), `...`, a list of ints, or an expression (a mask, an
+# index tensor, or an integer such as a loop variable)
+IndexItem = int | Slice | None | EllipsisType | tuple[int, ...] | Any
+
+
+@dataclass(frozen=True)
+class Index:
+    """`x[...]`: the static parts checked by the parser, the rest (masks, index tensors, loop variables) as
+    expressions."""
+
+    value: Expr
+    items: tuple[IndexItem, ...]
+    span: Span
+
+    def children(self) -> tuple[Expr, ...]:
+        parts: list[Expr] = [self.value]
+        for i in self.items:
+            if is_expr(i):
+                parts.append(i)  # type: ignore[arg-type]
+            elif isinstance(i, Slice):
+                parts += [b for b in i.bounds() if is_expr(b)]
+        return tuple(parts)
+
+    def rebuild(self, kids: tuple[Expr, ...]) -> Index:
+        rest = iter(kids[1:])
+
+        def one(i: IndexItem) -> IndexItem:
+            if is_expr(i):
+                return next(rest)
+            if isinstance(i, Slice):
+                return Slice(*(next(rest) if is_expr(b) else b for b in i.bounds()))
+            return i
+
+        return replace(self, value=kids[0], items=tuple(one(i) for i in self.items))
+
+
+@dataclass(frozen=True)
+class Update:
+    """`y[...] = value` as a value: y with those elements replaced (the assignment stores it back in y). Run out
+    of place, as `y += ...` is; torch's refusal on a leaf that requires grad is kept."""
+
+    index: Index  # y[...]: the tensor and the elements written
+    value: Expr
+    span: Span
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.index, self.value)
+
+    def rebuild(self, kids: tuple[Expr, ...]) -> Update:
+        return replace(self, index=kids[0], value=kids[1])  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Const:
+    """A tensor the program makes from literals: torch.tensor([...]), ones(2, 3), randn(3), eye(2).
+
+    `spec` is a language.values.ValueSpec (sizes checked by the parser); `dtype` None means the run's own
+    floating dtype (torch's default dtype), "int64" or "bool" what torch.tensor infers or dtype= names.
+    `like` is the tensor whose shape a *_like form copies (zeros_like(x))."""
+
+    spec: Any
+    dtype: str | None
+    span: Span
+    like: Expr | None = None
+    requires_grad: bool = False  # a leaf: lifted out of the body by the parser (Program.made)
+
+    def children(self) -> tuple[Expr, ...]:
+        return () if self.like is None else (self.like,)
+
+    def rebuild(self, kids: tuple[Expr, ...]) -> Const:
+        return replace(self, like=kids[0]) if kids else self
+
+
+Expr = Num | Name | BinOp | UnaryOp | Call | Compare | BoolOp | Index | Update | Const
+_EXPR_TYPES = (Num, Name, BinOp, UnaryOp, Call, Compare, BoolOp, Index, Update, Const)
+
+
+def is_expr(x: Any) -> bool:
+    """Whether x is an expression node (and not a static part of an index)."""
+    return isinstance(x, _EXPR_TYPES)
 
 
 @dataclass(frozen=True)
@@ -156,6 +287,8 @@ class Program:
     loop_vars: tuple[str, ...] = ()
     # when a bare final expression could not be named y (the program uses y): which name it got and why
     output_note: str | None = None
+    # leaves the program makes itself (x = torch.tensor([...], requires_grad=True)): name -> values.ValueSpec
+    made: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def walk_exprs(expr: Expr) -> list[Expr]:
@@ -165,14 +298,37 @@ def walk_exprs(expr: Expr) -> list[Expr]:
     while stack:
         node = stack.pop()
         out.append(node)
-        if isinstance(node, BinOp):
-            stack += [node.right, node.left]
-        elif isinstance(node, UnaryOp):
-            stack.append(node.operand)
-        elif isinstance(node, Call):
-            stack += list(reversed(node.args))
-        elif isinstance(node, Compare):
-            stack += list(reversed(node.operands))
-        elif isinstance(node, BoolOp):
-            stack += list(reversed(node.values))
+        stack += reversed(node.children())
     return out
+
+
+def transform(expr: Expr, fn: Any) -> Expr:
+    """The tree rebuilt bottom-up, each node passed through fn(node) after its children were (a generic map:
+    loop variables bound, drawn values fixed). Nodes whose children did not change are kept as they are."""
+    kids = expr.children()
+    if kids:
+        new = tuple(transform(k, fn) for k in kids)
+        if any(a is not b for a, b in zip(new, kids, strict=True)):
+            expr = expr.rebuild(new)  # type: ignore[union-attr]
+    return fn(expr)
+
+
+def iter_stmts(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    """Every statement, nested ones included, in program order."""
+    stack = list(reversed(body))
+    while stack:
+        s = stack.pop()
+        yield s
+        if isinstance(s, If):
+            stack += list(reversed(s.orelse)) + list(reversed(s.body))
+        elif isinstance(s, While | For):
+            stack += list(reversed(s.body))
+
+
+def stmt_exprs(s: Stmt) -> list[Expr]:
+    """The expressions a statement evaluates itself (not those of its body)."""
+    if isinstance(s, Assign | ExprStmt):
+        return [s.value]
+    if isinstance(s, If | While):
+        return [s.test]
+    return []

@@ -54,13 +54,27 @@ _INVISIBLE = {"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs"}
 _COMBINING = {"Mn", "Me", "Mc"}
 
 
-def first_bad_char(text: str, allow_newlines: bool = True) -> tuple[int, str] | None:
-    """The position and a description of the first character we do not accept, or None."""
+def first_bad_char(text: str, allow_newlines: bool = True, comments: bool = False) -> tuple[int, str] | None:
+    """The position and a description of the first character we do not accept, or None. With `comments`, a
+    `#` comment may hold any printable character (a Chinese or accented comment in pasted code): never a
+    control, a bidi override or another invisible one."""
+    quote, in_comment = "", False
     for i, ch in enumerate(text):
+        if ch == "\n":
+            quote, in_comment = "", False
+        elif comments and not in_comment:
+            if quote and ch == quote:
+                quote = ""
+            elif not quote and ch in "'\"":
+                quote = ch
+            elif not quote and ch == "#":
+                in_comment = True
         if ch.isascii():
             if ch.isprintable() or (allow_newlines and ch in "\n\r\t"):
                 continue
             return i, f"the control character {ascii(ch)}; remove it"
+        if in_comment and ch.isprintable() and unicodedata.category(ch) not in _INVISIBLE:
+            continue
         return i, describe(ch)
     return None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import binary, elementwise, linalg, losses, reductions, shapes, structural
+from . import binary, elementwise, linalg, losses, masks, reductions, shapes, structural
 from .spec import OpSpec, Param, resolve, spellings
 
 _ENTRIES = (
@@ -19,6 +19,7 @@ _ENTRIES = (
     *structural.ENTRIES,
     *reductions.ENTRIES,
     *shapes.ENTRIES,
+    *masks.ENTRIES,
     *linalg.ENTRIES,
     *losses.ENTRIES,
 )

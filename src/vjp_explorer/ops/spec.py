@@ -19,9 +19,9 @@ class Param:
     """A parse-time constant parameter: `dim`, `keepdim`, `p`, `min`, ..."""
 
     name: str
-    # "dim" (int), "dims" (int or tuple of ints), "bool", "number", "int", "shape" (ints, as a tuple or as the
-    # remaining positional arguments: reshape(2, 3)), "choice" (one of `choices`), "string" (a short
-    # string the entry checks itself: an einsum equation)
+    # "dim" (int), "dims" (int or tuple of ints), "dimlist" (dims, given to torch as a tuple), "bool",
+    # "number", "int", "shape" (ints, as a tuple or as the remaining positional arguments: reshape(2, 3)),
+    # "choice" (one of `choices`), "string" (a short string the entry checks itself: an einsum equation)
     kind: str
     required: bool = False
     default: float | str | None = None  # the value torch uses when it is not given
@@ -59,6 +59,14 @@ class OpSpec:
     work: Callable[..., int] | None = None
     leading: tuple[Param, ...] = ()  # parameters written before the tensors: einsum("ij,j->i", W, x)
     variadic: bool = False  # `tensors` is the least number of tensor operands; more may follow
+    sequence: bool = False  # the tensors go to torch as one list: torch.cat([a, b], dim=0)
+    # torch returns a tuple of tensors (chunk, split, unbind, max with dim): the program takes one of them,
+    # by index or unpacking; the parser adds the parameters `item` (which) and `unpack` (how many names)
+    tuple_result: bool = False
+    # tensor operands torch takes by keyword (gather(input, dim, index) has its dim between them), and those
+    # that are indices (integer tensors): the exact routes pass their values, not their element numbers
+    tensor_names: tuple[str, ...] = ()
+    index_args: tuple[int, ...] = ()
 
     @property
     def elementwise(self) -> bool:
@@ -68,7 +76,23 @@ class OpSpec:
         """The real torch function on these tensors, with the parameters the program gave."""
         given = {k: v for k, v in params.items() if v is not None}
         lead = [given.pop(p.name) for p in self.leading if p.name in given]
-        return resolve(self.torch)(*lead, *tensors, **given)
+        item, unpack = given.pop("item", None), given.pop("unpack", None)
+        if self.sequence:
+            out = resolve(self.torch)(*lead, list(tensors), **given)
+        elif self.tensor_names:
+            out = resolve(self.torch)(*lead, **dict(zip(self.tensor_names, tensors, strict=True)), **given)
+        else:
+            out = resolve(self.torch)(*lead, *tensors, **given)
+        if not self.tuple_result:
+            return out
+        if item is None:
+            raise ValueError(f"{self.name}() gives a tuple of tensors: take one, x.{self.name}(...)[0], or unpack them")
+        if unpack is not None and unpack != len(out):  # Python's own check of a, b = ...
+            many = "too many" if len(out) > unpack else "not enough"
+            raise ValueError(f"{many} values to unpack (expected {unpack}, got {len(out)})")
+        if not -len(out) <= item < len(out):
+            raise IndexError(f"{self.name}() gave {len(out)} tensors; there is no [{item}]")
+        return out[item]
 
     def exact_route(self) -> str:
         """How the exact routes follow it, in words (for listings and docs)."""
@@ -100,6 +124,8 @@ def _sym_default(sympy: Any, p: Param) -> Any:
 def resolve(path: str) -> Callable[..., Any]:
     """torch.nn.functional.gelu -> the function (a path from our own registry, never user text)."""
     module, _, attr = path.rpartition(".")
+    if module.endswith(".Tensor"):  # a method only: torch.Tensor.float
+        return getattr(importlib.import_module(module.removesuffix(".Tensor")).Tensor, attr)  # type: ignore[no-any-return]
     return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import ProgramError, UsageError
 from ..language import program as P
+from ..language.constructors import made_leaf_given, makes_random
 from ..language.values import ValueSpec, from_nested, parse_value
 from ..limits import Limits
 from ..request import Request, ValueLike
@@ -45,18 +46,19 @@ def value_label(name: str) -> str:
 def check_names(req: Request, prog: P.Program) -> tuple[dict[str, ValueSpec], dict[str, ValueSpec]]:
     """Every free name of the program has exactly one value, and every value a name: (leaf specs, constant
     specs), in program order."""
-    free = list(prog.free)
+    free = [n for n in prog.free if n not in prog.made]  # leaves the program makes take no option
+    made_leaf_given(prog, {**req.values, **req.consts})
     both = sorted(set(req.values) & set(req.consts))
     if both:
         raise UsageError(f"{both[0]!r} is given both as a value and as a --const; give it once.")
     given = {**req.values, **req.consts}
-    if not free:
+    if not free and not prog.made:
         raise ProgramError(
             "The program has no inputs: every name in it is assigned, or it uses none, so it is a constant "
             "and there is nothing to differentiate.",
             hint="Use a variable that you give a value, e.g. 3*a --a 1,2.",
         )
-    have = ", ".join(free)
+    have = ", ".join(free) or f"none, it makes its own leaves ({', '.join(prog.made)})"
     extra = [n for n in given if n not in free]
     if extra:
         raise _unknown_name(extra[0], prog, free, have)
@@ -77,7 +79,7 @@ def check_names(req: Request, prog: P.Program) -> tuple[dict[str, ValueSpec], di
             span[0],
             span[1],
         )
-    specs = {n: spec_of(req.values[n], value_label(n), req.limits) for n in free if n in req.values}
+    specs = {**prog.made, **{n: spec_of(req.values[n], value_label(n), req.limits) for n in free if n in req.values}}
     const_specs = {n: spec_of(req.consts[n], value_label(n), req.limits) for n in free if n in req.consts}
     if not specs:
         raise UsageError("Every input is a --const, so nothing requires grad and there is nothing to differentiate.")
@@ -166,8 +168,10 @@ def bind_values(
         )
     dtype = DTYPES[req.dtype]
     drawn = [*specs.values(), *const_specs.values(), *(s for s in grad_specs if s is not None)]
-    uses_random = any(s.generator in ("rand", "randn") for s in drawn) or any(
-        k is not None and k.kind == "random" for k in kinds
+    uses_random = (
+        makes_random(prog)
+        or any(s.generator in ("rand", "randn") for s in drawn)
+        or any(k is not None and k.kind == "random" for k in kinds)
     )
     seed = req.seed if req.seed is not None else (secrets.randbelow(2**31) if uses_random else 0)
     gen = torch.Generator().manual_seed(seed)

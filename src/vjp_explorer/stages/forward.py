@@ -26,9 +26,9 @@ def run_forward(prog: P.Program, bound: Bound, ctx: RunContext) -> tuple[Any, An
     if ctx.req.graph:
         from ..engine.program_graph import RecordingInterpreter
 
-        ctx.recorder = RecordingInterpreter(prog, ctx.limits, bound.dtype)
+        ctx.recorder = RecordingInterpreter(prog, ctx.limits, bound.dtype, bound.gen)
     try:
-        fwd = (ctx.recorder or Interpreter(prog, ctx.limits, bound.dtype)).run(bound.env)
+        fwd = (ctx.recorder or Interpreter(prog, ctx.limits, bound.dtype, bound.gen)).run(bound.env)
     except RecursionError:
         raise LimitError(
             "The program's expressions are nested too deeply to evaluate; split them into assignments."

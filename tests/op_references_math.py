@@ -63,6 +63,8 @@ MATH_REFERENCES: dict[str, Ref] = {
         lambda a, b: np.min(a) * np.minimum(a, b), "torch.min(a) * min(a, b)", apart=True, distinct=True, leaves=2
     ),
     "amax": Ref(lambda x: np.max(x, axis=1), "amax(a, dim=1)", shape=(2, 3), distinct=True),
+    "max_dim": Ref(lambda x: np.max(x, axis=1), "a.max(dim=1).values", shape=(2, 3), distinct=True),
+    "min_dim": Ref(lambda x: np.min(x, axis=0) * 2, "v, i = torch.min(a, 0); v * 2", shape=(2, 3), distinct=True),
     "amin": Ref(
         lambda x: np.min(x, axis=0, keepdims=True), "torch.amin(a, dim=0, keepdim=True)", shape=(2, 3), distinct=True
     ),

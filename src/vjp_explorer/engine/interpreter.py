@@ -379,7 +379,7 @@ class Interpreter:
         except RecursionError:
             raise
         except (RuntimeError, ValueError, IndexError, TypeError) as err:  # F checks some arguments with ValueError
-            raise self.err(ProgramError, f"{f}() failed: {_first_line(err)}", e.span) from None
+            raise self.err(ProgramError, f"{spec.shown}() failed: {_first_line(err)}", e.span) from None
         raise AssertionError(f)  # pragma: no cover
 
     def _broadcasting(self, e: P.Call, spec: OpSpec, args: list[Val]) -> Val:

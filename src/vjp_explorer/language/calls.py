@@ -25,7 +25,9 @@ _OTHER_MODULES = {"np", "numpy", "F", "nn", "math", "jnp", "sp", "scipy"}
 _MAX_DIM = 64  # a dim= value, or the length of a dim=(...) tuple: no tensor here has more dims
 _MAX_STRING = 200  # a string parameter: reduction='mean', an einsum equation
 # the functions whose tuple torch names (values, indices), for entries marked tuple_result
-NAMED_TUPLES = frozenset({"max", "min", "sort", "topk", "kthvalue", "median", "mode", "cummax", "cummin"})
+NAMED_TUPLES = frozenset(
+    {"max", "min", "max_dim", "min_dim", "sort", "topk", "kthvalue", "median", "mode", "cummax", "cummin"}
+)
 
 
 class CallParser:
@@ -173,13 +175,13 @@ class CallParser:
                 node,
                 cls=LimitError,
             )
-        if name in ("max", "min") and len(positional) == 2 and literal_number(positional[1]) is not None:
-            raise self.err(
-                f"torch.{name}(x, {ast.unparse(positional[1])}) reduces along a dimension (values and indices), "
-                "which is not supported here.",
-                positional[1],
-                f"For the {name}imum with a number write clamp_{name}(x, n); for the whole tensor, {name}(x).",
-            )
+        if name in ("max", "min") and (
+            len(positional) == 2
+            and literal_number(positional[1]) is not None
+            or any(kw.arg in ("dim", "keepdim") for kw in node.keywords)
+        ):  # max(x, dim): the (values, indices) of torch's named tuple
+            spec = REGISTRY[f"{name}_dim"]
+            name, count = spec.name, 1
         tensors = tuple(self._expr(a) for a in positional[:count])
         self._positional_params(spec, positional[count:], params, node)
         by_name = {p.name: p for p in (*spec.leading, *spec.params)}

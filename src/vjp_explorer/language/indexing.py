@@ -44,6 +44,11 @@ class IndexParser:
         func = node.func
         name = dotted(func) if not isinstance(func, ast.Attribute) or dotted(func).startswith("torch.") else ""
         spec = lookup(name) if name else lookup(f".{func.attr}") if isinstance(func, ast.Attribute) else None
+        if spec is not None and spec.name in ("max", "min"):  # max(x, dim) gives (values, indices); max(x) not
+            method = isinstance(func, ast.Attribute) and not name
+            positional = [func.value, *node.args] if isinstance(func, ast.Attribute) and method else list(node.args)
+            has_dim = len(positional) == 2 and literal_number(positional[1]) is not None
+            return has_dim or any(kw.arg in ("dim", "keepdim") for kw in node.keywords)
         return spec is not None and spec.tuple_result
 
     def _subscript(self, node: ast.Subscript, sp: P.Span) -> P.Expr:

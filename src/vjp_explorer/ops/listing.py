@@ -34,7 +34,7 @@ def signature(spec: OpSpec) -> str:
             "None" if p.default is None else repr(p.default) if isinstance(p.default, str | bool) else f"{p.default:g}"
         )
         parts.append(p.name if p.required else f"{p.name}={default}")
-    shown = spec.names[0] if spec.names else spec.name  # torch.add, torch.linalg.norm: a name one can call
+    shown = spec.names[0] if spec.names else spec.shown  # torch.add, torch.linalg.norm: a name one can call
     return f"{shown}({', '.join(parts)})"
 
 

@@ -108,6 +108,29 @@ def _tie(sp: Any, a: Any, b: Any, larger: bool) -> Any:
     return sp.Piecewise((a, first), (b, sp.Ne(a, b)), ((a + b) / 2, True))
 
 
+def _max_dim(ctx: Any, x: Any, dim: int, keepdim: bool = False, item: int = 0, largest: bool = True, **_: Any) -> Any:
+    """max/min along dim as torch's max(x, dim) differentiates it: the whole gradient goes to the element its
+    indices name (the first of the ties), not shared as amax does; item 1 is those indices (no gradient)."""
+    if item % 2 == 1:
+        return _argmax(ctx, x, dim, keepdim, largest)
+    np = np_()
+    if x.ndim == 0:
+        return x
+    ax = dim % x.ndim
+    moved = np.moveaxis(x, ax, -1)
+    res = np.empty(moved.shape[:-1], dtype=object)
+    for idx in np.ndindex(res.shape):
+        row = list(moved[idx])
+        vals = [ctx.value(e) for e in row]
+        res[idx] = row[vals.index(max(vals) if largest else min(vals))]
+    return np.expand_dims(res, ax) if keepdim else res
+
+
+def _max_dim_kinks(torch: Any, x: Any, dim: int = 0, **_: Any) -> list[Any]:
+    # a tie along dim moves the gradient from one element to another: a step of the function torch follows
+    return [(x == torch.amax(x, dim=dim, keepdim=True)).double(), (x == torch.amin(x, dim=dim, keepdim=True)).double()]
+
+
 def _max_kinks(torch: Any, x: Any, *other: Any, **_: Any) -> list[Any]:
     if other:
         return [torch.sign(x - other[0])]
@@ -230,6 +253,34 @@ ENTRIES = [
         doc="the smallest element (min(x)), or the elementwise minimum of two tensors (min(a, b))",
         example="x.min() + torch.min(a, b)",
         names=spellings("min"),
+    ),
+    OpSpec(
+        "max_dim",
+        1,
+        (Param("dim", "dim", True), Param("keepdim", "bool")),
+        "general",
+        "torch.max",
+        rule=_max_dim,
+        kink="at ties torch's max(x, dim) gives the whole gradient to the first tied element (its index)",
+        kinks=_max_dim_kinks,
+        tuple_result=True,
+        doc="max(x, dim): the largest elements along dim and their indices, (values, indices); written "
+        "x.max(dim=1).values, torch.max(x, 1)[0] or v, i = x.max(1)",
+        example="x.max(dim=1).values",
+    ),
+    OpSpec(
+        "min_dim",
+        1,
+        (Param("dim", "dim", True), Param("keepdim", "bool")),
+        "general",
+        "torch.min",
+        rule=lambda ctx, x, dim, keepdim=False, item=0, **_: _max_dim(ctx, x, dim, keepdim, item, largest=False),
+        kink="at ties torch's min(x, dim) gives the whole gradient to the first tied element (its index)",
+        kinks=_max_dim_kinks,
+        tuple_result=True,
+        doc="min(x, dim): the smallest elements along dim and their indices, (values, indices); written "
+        "x.min(dim=1).values, torch.min(x, 1)[0] or v, i = x.min(1)",
+        example="x.min(dim=0).values",
     ),
     OpSpec(
         "amax",

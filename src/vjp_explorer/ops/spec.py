@@ -69,6 +69,11 @@ class OpSpec:
     index_args: tuple[int, ...] = ()
 
     @property
+    def shown(self) -> str:
+        """The name a user writes: max_dim is max(x, dim)."""
+        return self.name.removesuffix("_dim")
+
+    @property
     def elementwise(self) -> bool:
         return self.structure == "elementwise"
 
@@ -85,13 +90,14 @@ class OpSpec:
             out = resolve(self.torch)(*lead, *tensors, **given)
         if not self.tuple_result:
             return out
+        shown = self.shown
         if item is None:
-            raise ValueError(f"{self.name}() gives a tuple of tensors: take one, x.{self.name}(...)[0], or unpack them")
+            raise ValueError(f"{shown}() gives a tuple of tensors: take one, x.{shown}(...)[0], or unpack them")
         if unpack is not None and unpack != len(out):  # Python's own check of a, b = ...
             many = "too many" if len(out) > unpack else "not enough"
             raise ValueError(f"{many} values to unpack (expected {unpack}, got {len(out)})")
         if not -len(out) <= item < len(out):
-            raise IndexError(f"{self.name}() gave {len(out)} tensors; there is no [{item}]")
+            raise IndexError(f"{shown}() gave {len(out)} tensors; there is no [{item}]")
         return out[item]
 
     def exact_route(self) -> str:

@@ -63,6 +63,8 @@ MATH_REFERENCES: dict[str, Ref] = {
         lambda a, b: np.min(a) * np.minimum(a, b), "torch.min(a) * min(a, b)", apart=True, distinct=True, leaves=2
     ),
     "amax": Ref(lambda x: np.max(x, axis=1), "amax(a, dim=1)", shape=(2, 3), distinct=True),
+    "nll_loss": Ref(lambda x: -(x[0, 0] + x[1, 2]) / 2, "F.nll_loss(a, torch.tensor([0, 2]))", shape=(2, 3), leaves=1),
+    "one_hot": Ref(lambda x: x * np.eye(3)[[0, 2, 1]], "a * F.one_hot(torch.tensor([0, 2, 1]), 3)", shape=(3, 3)),
     "max_dim": Ref(lambda x: np.max(x, axis=1), "a.max(dim=1).values", shape=(2, 3), distinct=True),
     "min_dim": Ref(lambda x: np.min(x, axis=0) * 2, "v, i = torch.min(a, 0); v * 2", shape=(2, 3), distinct=True),
     "amin": Ref(

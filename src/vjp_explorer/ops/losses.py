@@ -59,8 +59,14 @@ def _cross_entropy(ctx: Any, x: Any, t: Any, reduction: str = "mean", ignore_ind
     if t.shape == x.shape:  # class probabilities: -sum_c t_c * log p_c
         loss = -total(t * logp, cls)
         return _reduce(sp, np.asarray(loss, dtype=object), reduction)
-    # class indices (an integer tensor): -log p[target]; ignore_index drops an element from sum and mean
-    moved = np.moveaxis(logp, cls, -1)
+    return _nll_loss(ctx, logp, t, reduction, ignore_index)
+
+
+def _nll_loss(ctx: Any, x: Any, t: Any, reduction: str = "mean", ignore_index: Any = -100, **_: Any) -> Any:
+    """-x[target] for class indices (an integer tensor); ignore_index drops an element from sum and mean."""
+    np = np_()
+    sp = ctx.sp
+    moved = np.moveaxis(x, 1 if x.ndim >= 2 else 0, -1)
     loss = np.empty(t.shape, dtype=object)
     kept = 0
     for idx in np.ndindex(t.shape):
@@ -68,6 +74,20 @@ def _cross_entropy(ctx: Any, x: Any, t: Any, reduction: str = "mean", ignore_ind
         loss[idx] = sp.Integer(0) if k == ignore_index else -moved[idx][k]
         kept += k != ignore_index
     return _reduce(sp, loss, reduction, n=kept)
+
+
+def _one_hot(ctx: Any, t: Any, num_classes: int = -1, **_: Any) -> Any:
+    """1 at each index's class, 0 elsewhere (integers: no gradient flows through them)."""
+    np = np_()
+    sp = ctx.sp
+    ks = [round(ctx.value(e)) for e in t.reshape(-1)]
+    n = num_classes if num_classes != -1 else max(ks, default=-1) + 1
+    out = np.empty((*t.shape, n), dtype=object)
+    for idx in np.ndindex(t.shape):
+        k = round(ctx.value(t[idx]))
+        for c in range(n):
+            out[(*idx, c)] = sp.Integer(int(c == k))
+    return out
 
 
 def _kl_div(ctx: Any, x: Any, t: Any, reduction: str = "mean", log_target: bool = False) -> Any:
@@ -198,6 +218,30 @@ ENTRIES = [
         "or class indices (an integer tensor)",
         example="F.cross_entropy(logits, probs)",
         names=_f("cross_entropy"),
+    ),
+    OpSpec(
+        "nll_loss",
+        2,
+        (_REDUCTION, Param("ignore_index", "int", default=-100)),
+        "general",
+        "torch.nn.functional.nll_loss",
+        rule=_nll_loss,
+        doc="-x[target] for log-probabilities x (classes along dim 1, or 0 for one sample) and class indices "
+        "(an integer tensor, e.g. torch.tensor([0, 2]))",
+        example="F.nll_loss(log_softmax(x, dim=1), torch.tensor([0, 2]))",
+        names=_f("nll_loss"),
+    ),
+    OpSpec(
+        "one_hot",
+        1,
+        (Param("num_classes", "int", True),),
+        "general",
+        "torch.nn.functional.one_hot",
+        rule=_one_hot,
+        doc="an integer tensor of class indices as rows of 0 and 1 (an integer tensor: no gradient); "
+        "num_classes is required here, so that the size is known before anything runs",
+        example="(F.one_hot(torch.tensor([0, 2]), 3) * log_softmax(x, dim=1)).sum()",
+        names=_f("one_hot"),
     ),
     OpSpec(
         "kl_div",

@@ -17,7 +17,7 @@ import torch
 
 from vjp_explorer.engine import compare as C
 from vjp_explorer.engine import tensors as T
-from vjp_explorer.engine.symbolic import evaluate
+from vjp_explorer.engine.elementwise_route import evaluate
 from vjp_explorer.engine.tensors import Computed, to_data
 from vjp_explorer.result import Tolerance, element_label
 

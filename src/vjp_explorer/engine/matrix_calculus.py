@@ -42,8 +42,9 @@ from sympy.tensor.array.expressions.arrayexpr_derivatives import array_derive
 
 from ..language import program as P
 from ..ops import REGISTRY
+from .elementwise_route import evaluate
 from .interpreter import Step
-from .symbolic import _BIN, _UNARY, Unsupported, absolute_terms, evaluate
+from .symbolic import _BIN, _UNARY, Unsupported, absolute_terms
 
 
 def _function_fdiff(self: Any) -> Any:

@@ -28,6 +28,7 @@ def symbolic_route(
     the size of Jᵀv's terms per leaf where the route gives it, now or when asked (Sizes))."""
     import torch
 
+    from ..engine import elementwise_route
     from ..engine import symbolic as S
 
     m = out.numel()
@@ -38,7 +39,7 @@ def symbolic_route(
     read = {e.id for s in fwd.steps for e in P.walk_exprs(s.expr) if isinstance(e, P.Name)}
     consts_read = sum(x.numel() for k, x in consts.items() if k in read)
     budget = ctx.limits.symbolic_seconds
-    elementwise = S.is_elementwise(fwd.steps, fwd.output.deps)
+    elementwise = elementwise_route.is_elementwise(fwd.steps, fwd.output.deps)
     reason = None
     if entries > ctx.limits.symbolic_entries:
         reason = (
@@ -94,7 +95,7 @@ def symbolic_route(
         reason or "",
         budget,
         lambda: (
-            *S.elementwise_vjp(fwd.steps, output, leaves, consts, v, fwd.output.deps, ctx.v_ones),
+            *elementwise_route.elementwise_vjp(fwd.steps, output, leaves, consts, v, fwd.output.deps, ctx.v_ones),
             "elementwise program: each leaf's scalar derivative from sympy, evaluated on all elements",
         ),
     )

@@ -16,6 +16,35 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
+from .cli_options import (
+    CallsOpt,
+    ConstOpt,
+    DebugOpt,
+    DeviceOpt,
+    DigitsOpt,
+    DotOpt,
+    DtypeOpt,
+    Expression,
+    FileOpt,
+    FullOpt,
+    GradOpt,
+    GradsOpt,
+    GraphOpt,
+    HtmlOpt,
+    JsonOpt,
+    LimitOpt,
+    MaxJacOpt,
+    OutputOpt,
+    RetainOpt,
+    SaveOpt,
+    SeedOpt,
+    SnippetOpt,
+    SvgOpt,
+    SymOpt,
+    UpstreamOpt,
+    VarOpt,
+    VerboseOpt,
+)
 from .cli_support import limits_from_options as _limits
 from .cli_support import pairs as _pairs
 from .errors import ExitCode, OutputError, UsageError, VjpError
@@ -105,192 +134,6 @@ class VariableOptions(TyperCommand):
         ctx.meta["vjp_problems"] = problems
         ctx.meta["vjp_options"] = sorted(o for o in takes_value if o.startswith("--"))
         return super().parse_args(ctx, rest)
-
-
-# ---------------------------------------------------------------------------- shared options
-Expression = Annotated[
-    str | None,
-    typer.Argument(
-        metavar="PROGRAM", help="The program, e.g. '3*a + 2*b*b + log(c)'; '-' reads it from stdin.", show_default=False
-    ),
-]
-FileOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--file",
-        "-f",
-        metavar="FILE",
-        help="Run an expression file (TOML); command-line options override it, "
-        "e.g. --file expressions/seed_3vector.toml.",
-    ),
-]
-VarOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--var",
-        metavar="NAME=VALUE",
-        help="NAME=VALUE for a leaf (requires grad), for a name that clashes with an option; repeatable, "
-        "e.g. --var grad=1,2.",
-    ),
-]
-ConstOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--const",
-        metavar="NAME=VALUE",
-        help="NAME=VALUE for a constant (no grad, no Jacobian); repeatable, e.g. --const 'W=randn(3,3)'.",
-    ),
-]
-GradOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--grad",
-        metavar="V",
-        help="v of y.backward(v): same forms as values, or 'ones', e.g. --grad 0.5,1,2. Default 1 for a scalar output.",
-    ),
-]
-GradsOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--grad",
-        metavar="V",
-        help="v of y.backward(v), e.g. --grad 0.1,1,0.0001: same forms as values, or 'ones'; or a probe: e3 / e[1,2] "
-        "(one-hot), basis "
-        "(every row of J), random (seeded by --seed). Repeat it to check linearity (--grad 1,0 --grad 0,1). "
-        "Default 1 for a scalar output.",
-    ),
-]
-UpstreamOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--upstream",
-        metavar="EXPR",
-        help="v = dL/dy for a downstream loss written in y, e.g. --upstream 'sum(y**2)' (docs/probes.md).",
-    ),
-]
-OutputOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--output", metavar="NAME", help="The variable to differentiate (default: the last one), e.g. --output h."
-    ),
-]
-DtypeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--dtype", metavar="float32|float64", help="float32 (torch's default) or float64, e.g. --dtype float64."
-    ),
-]
-SeedOpt = Annotated[
-    int | None,
-    typer.Option("--seed", metavar="N", help="Seed for rand(...)/randn(...) values and --grad random, e.g. --seed 0."),
-]
-CallsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--backward-calls",
-        metavar="N",
-        help="Call backward N times without zeroing .grad (it accumulates), e.g. --backward-calls 2.",
-    ),
-]
-JsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print only JSON on stdout (docs/json.md), e.g. --json | jq .grads.")
-]
-FullOpt = Annotated[
-    bool,
-    typer.Option(
-        "--full",
-        help="Show every element and every Jacobian entry (up to 10,000 a table; with --json every number of "
-        "every array), e.g. --x 'arange(30)' --full.",
-    ),
-]
-VerboseOpt = Annotated[
-    bool, typer.Option("--verbose", "-v", help="Also show how each Jacobian was computed, and the timings, e.g. -v.")
-]
-DigitsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--digits", metavar="N", help="Significant digits shown (default 6; 10 for float64), e.g. --digits 3."
-    ),
-]
-SymOpt = Annotated[
-    bool,
-    typer.Option(
-        "--symbolic/--no-symbolic",
-        help="Run the sympy cross-check (default); e.g. --no-symbolic skips it for a big program.",
-    ),
-]
-RetainOpt = Annotated[
-    bool,
-    typer.Option(
-        "--retain-graph/--no-retain-graph",
-        help="With --backward-calls N, pass retain_graph=True to calls 1 to N-1 (without it torch raises on call 2), "
-        "e.g. --backward-calls 2 --no-retain-graph shows torch's error.",
-    ),
-]
-MaxJacOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-jacobian", metavar="N", help="Most entries of one materialised Jacobian, e.g. --max-jacobian 1000000."
-    ),
-]
-LimitOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--limit",
-        metavar="NAME=VALUE",
-        help="NAME=VALUE to change a limit (docs/limits.md), e.g. --limit steps=100000.",
-    ),
-]
-DeviceOpt = Annotated[
-    str, typer.Option("--device", metavar="cpu|cuda", help="cpu or cuda, e.g. --device cuda where torch sees a GPU.")
-]
-DebugOpt = Annotated[
-    bool, typer.Option("--debug", help="Show a traceback for internal errors (exit 1), e.g. for a bug report: --debug.")
-]
-GraphOpt = Annotated[
-    bool,
-    typer.Option(
-        "--graph",
-        help="Show the backward graph torch ran, each node with the cotangent it received, "
-        "e.g. vjp run 'h = sin(x); h*h + h' --x 1,2 --grad ones --graph.",
-    ),
-]
-DotOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--dot",
-        metavar="FILE",
-        help="Write the backward graph as Graphviz DOT to FILE, e.g. --dot graph.dot (then dot -Tsvg graph.dot).",
-    ),
-]
-SvgOpt = Annotated[
-    Path | None,
-    typer.Option("--svg", metavar="FILE", help="Also save what the terminal shows as SVG to FILE, e.g. --svg run.svg."),
-]
-HtmlOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--html", metavar="FILE", help="Also save what the terminal shows as HTML to FILE, e.g. --html run.html."
-    ),
-]
-SaveOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--save",
-        metavar="FILE.npz|FILE.pt",
-        help="Also write every array (inputs, output, v, grads, Jᵀv, J, sympy's) in binary (docs/json.md), "
-        "e.g. --save run.npz (numpy.load) or --save run.pt (torch.load).",
-    ),
-]
-SnippetOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--snippet",
-        metavar="TEXT|-",
-        help="Run pasted PyTorch code as a snippet ('-' reads stdin), e.g. pbpaste | vjp run --snippet -; "
-        "a PROGRAM ending in .py is one too.",
-    ),
-]
 
 
 def _build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any) -> Any:

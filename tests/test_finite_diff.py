@@ -153,3 +153,15 @@ def test_the_budget_counts_what_an_evaluation_reads():
     )
     c = r.checks["finite_difference"]
     assert c.status == "skipped" and "reads and computes 10,200 elements" in (c.reason or "")
+
+
+def test_float_conversion_does_not_round_the_float64_differences():
+    # .float() is the identity to backward; the float64 evaluation must not round back to float32 there
+    # (the focal loss of the program corpus: exit 3 from finite differences alone)
+    r = explore(
+        "t = targets.float(); F.binary_cross_entropy_with_logits(x, t, reduction='none').mean()",
+        {"x": "0.5,-1.0,2.0,0.1"},
+        consts={"targets": "1,0,1,0"},
+    )
+    assert r.checks["finite_difference"].status == "agree", r.checks["finite_difference"]
+    assert r.exit_code == 0

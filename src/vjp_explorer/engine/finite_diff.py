@@ -79,6 +79,10 @@ class _Evaluator(_ReplayInterpreter):
             val = super()._call(e, args)
             self.detached.append(val.v)
             return val
+        if e.func == "float" and isinstance(args[0].v, torch.Tensor):
+            # .float() (or .to(torch.float32)) is the identity to backward; in this float64 evaluation it must
+            # not round the values back to float32, or the differences measure that rounding
+            return Val(args[0].v.to(self.dtype), dict(args[0].deps))
         spec = REGISTRY[e.func]
         if spec.kinks is not None and any(isinstance(a.v, torch.Tensor) for a in args):
             xs = [a.v if isinstance(a.v, torch.Tensor) else torch.tensor(float(a.v), dtype=self.dtype) for a in args]

@@ -180,8 +180,7 @@ class CallParser:
             and literal_number(positional[1]) is not None
             or any(kw.arg in ("dim", "keepdim") for kw in node.keywords)
         ):  # max(x, dim): the (values, indices) of torch's named tuple
-            spec = REGISTRY[f"{name}_dim"]
-            name, count = spec.name, 1
+            spec, count = REGISTRY[f"{name}_dim"], 1  # messages still say max(), as the program does
         tensors = tuple(self._expr(a) for a in positional[:count])
         self._positional_params(spec, positional[count:], params, node)
         by_name = {p.name: p for p in (*spec.leading, *spec.params)}
@@ -197,7 +196,7 @@ class CallParser:
             if p.required and p.name not in params:
                 raise self.err(f"{name}() needs {p.name}= ({self._signature(spec)}).", node)
         ordered = tuple((p.name, params[p.name]) for p in (*spec.leading, *spec.params) if p.name in params)
-        return P.Call(name, tensors, ordered, sp)
+        return P.Call(spec.name, tensors, ordered, sp)
 
     def _take(self, node: ast.expr, item: int, at: ast.AST, sp: P.Span, unpack: int | None = None) -> P.Call:
         """One tensor of a tuple-valued call: x.chunk(2)[0], x.max(dim=0).values, a, b = x.chunk(2)."""
@@ -259,7 +258,7 @@ class CallParser:
         self, spec: OpSpec, extra: list[ast.expr], params: dict[str, P.Static], node: ast.Call
     ) -> None:
         """The parameters given by position after the tensors, into params."""
-        name = spec.name
+        name = spec.shown
         for k, (p, a) in enumerate(zip(spec.params, extra, strict=False)):
             if p.kind == "shape" and len(extra) > k + 1:  # reshape(2, 3): the rest of the positionals
                 params[p.name] = self._shape(extra[k:], name, p.name, node)

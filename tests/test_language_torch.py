@@ -24,6 +24,11 @@ def _x() -> torch.Tensor:
 
 # (program, the same computation in torch, v)
 CASES = [
+    ("x.sum() / len(x) + x[0] * x.shape[0]", lambda x: x.sum() / len(x) + x[0] * x.shape[0], None),
+    ("x * x.size(-1) / x.numel() + x.dim()", lambda x: x * x.size(-1) / x.numel() + x.dim(), X),
+    ("x / math.sqrt(x.size(0)) * x.ndim", lambda x: x / math.sqrt(x.size(0)) * x.ndim, X),
+    ("x / math.sqrt(x.abs().sum())", lambda x: x / math.sqrt(x.abs().sum().item()), X),  # a float: no grad through it
+    ("x * math.exp(x[0])", lambda x: x * math.exp(x[0].item()), X),
     ("x[0] * x[1:].sum()", lambda x: x[0] * x[1:].sum(), None),
     ("x[1:5:2] * x[-2:]", lambda x: x[1:5:2] * x[-2:], [1.0, 2.0]),
     ("x.reshape(2, 3)[:, 0] * 3", lambda x: x.reshape(2, 3)[:, 0] * 3, [1.0, -1.0]),

@@ -39,7 +39,6 @@ CASES: list[dict[str, Any]] = tomllib.loads((HERE / "cases.toml").read_text(enco
 EXPECTED_TO_FAIL: dict[str, tuple[str, ...]] = {
     "d2l_squared_loss": (".shape as a value",),
     "d2l_cross_entropy_scratch": ("list()", "len"),
-    "cross_attention": ("math.sqrt",),
     "gram_matrix_style_transfer": (".size()", "tuple unpacking", ".view of a shape from values"),
     "wgan_gradient_penalty": ("len", ".view of a shape from values"),
     "stable_logsumexp_max_values": ("dim from a variable", "integer constants"),

@@ -71,6 +71,17 @@ class _Evaluator(_ReplayInterpreter):
     def on_mask(self, mask: Any) -> None:
         self.kinks.append(mask)
 
+    def scalar(self, e: P.Scalar, x: Val) -> float:
+        # math.sqrt(d) is a Python number, a constant to backward as detach() is: kept at its value at the point
+        if e.what in ("len", "size", "numel", "dim"):
+            return super().scalar(e, x)
+        if self.replaying_detach:
+            self.k += 1
+            return float(self.detached[self.k - 1])
+        value = super().scalar(e, x)
+        self.detached.append(value)
+        return value
+
     def _call(self, e: P.Call, args: list[Val]) -> Val:
         if e.func == "detach":
             if self.replaying_detach:

@@ -191,6 +191,8 @@ class Interpreter:
             return Val(not self._truth(x, e))
         if isinstance(e, P.Compare):
             return masks.compare(self, e, [self.value_of(o, env) for o in e.operands])
+        if isinstance(e, P.Scalar):
+            return Val(self.scalar(e, self.value_of(e.value, env)))
         if isinstance(e, P.Index):
             return indexing.index(self, e, env)
         if isinstance(e, P.Update):
@@ -207,6 +209,42 @@ class Interpreter:
 
     def on_mask(self, mask: torch.Tensor) -> None:
         """A comparison made this mask (finite differences watch them flip)."""
+
+    def scalar(self, e: P.Scalar, x: Val) -> float:
+        """len(x), x.size(d), x.numel(), x.dim() or math.f(x): the Python number PyTorch code gets."""
+        v = x.v
+        if e.what in ("len", "size", "numel", "dim"):
+            if not isinstance(v, torch.Tensor):
+                raise self.err(ProgramError, f"{e.what}() reads a tensor's sizes; this is a number.", e.span)
+            shape = tuple(v.shape)
+            if e.what == "numel":
+                return float(v.numel())
+            if e.what == "dim":
+                return float(len(shape))
+            if e.what == "len" and not shape:
+                raise self.err(ProgramError, "len() of a 0-d tensor (torch's TypeError).", e.span)
+            d = 0 if e.dim is None else e.dim
+            if not -len(shape) <= d < len(shape):
+                raise self.err(
+                    ProgramError,
+                    f"Dimension out of range (expected to be in range of [{-len(shape)}, {len(shape) - 1}], "
+                    f"but got {d}): the tensor has shape {list(shape)}.",
+                    e.span,
+                )
+            return float(shape[d])
+        if isinstance(v, torch.Tensor) and v.numel() != 1:
+            raise self.err(
+                ProgramError,
+                f"math.{e.what}() takes one number; this tensor has shape {list(v.shape)} (torch: 'only one "
+                "element tensors can be converted to Python scalars').",
+                e.span,
+                f"Use torch.{e.what}(x) for every element." if e.what != "fabs" else "Use torch.abs(x).",
+            )
+        number = self._scalar(x, e)  # one element, as float(x) needs
+        try:
+            return float(getattr(math, e.what)(number))
+        except (ValueError, OverflowError) as err:
+            raise self.err(ProgramError, f"math.{e.what}({number:g}) failed: {err}.", e.span) from None
 
     def _scalar(self, x: Val, e: P.Expr) -> float:
         v = x.v

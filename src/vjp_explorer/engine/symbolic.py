@@ -120,6 +120,15 @@ class SymbolicProgram:
             return out
         if isinstance(e, P.Compare | P.Const) and id(e) in self.fixed:
             return constant(self.fixed[id(e)])  # a mask, a made tensor: constants at the point, as torch made them
+        if isinstance(e, P.Scalar):  # a Python number: a constant to backward, its value at the inputs
+            x = self.value_of(e.value)
+            if e.what in ("len", "size", "numel", "dim"):
+                sizes = {"numel": len(x.items), "dim": len(x.shape)}
+                n = sizes.get(e.what, x.shape[0 if e.dim is None else e.dim] if x.shape else 0)
+                return SymTensor((), [sp.Integer(n)])
+            if len(x.items) != 1:
+                raise Unsupported(f"math.{e.what} of {len(x.items)} elements")
+            return SymTensor((), [sp.Float(getattr(math, e.what)(to_float(self.numeric(x.items[0]))), DPS)])
         if isinstance(e, P.Index):
             return self.index(e)
         if isinstance(e, P.Update):

@@ -64,6 +64,10 @@ class CallParser:
             raise self.unknown_function(f"torch.{attr}", node)
         if dotted(node.value).startswith("torch."):
             raise self._torch_submodule(node)
+        if attr == "ndim":
+            return P.Scalar("dim", self._expr(node.value), None, sp)
+        if attr == "shape":
+            raise self.err("x.shape is a tuple of sizes here: index it, x.shape[0] (or x.size(0)).", node)
         if attr in ("values", "indices"):  # x.max(dim=0).values: torch's named tuples only
             call = self._take(node.value, 0 if attr == "values" else 1, node, sp)
             if call.func not in NAMED_TUPLES:
@@ -223,8 +227,12 @@ class CallParser:
         return P.Call(name, (self._expr(given["input"]), self._expr(given["index"])), (("dim", dim),), sp)
 
     def _special_call(self, node: ast.Call, sp: P.Span) -> P.Expr | None:
-        """Calls that are not registry functions: constructors, requires_grad_(), .to(dtype), float('inf')."""
+        """Calls that are not registry functions: constructors, requires_grad_(), .to(dtype), float('inf'),
+        Python numbers read from a tensor (len(x), x.size(0), math.sqrt(d))."""
         func = node.func
+        scalar = self._scalar_call(node, sp)
+        if scalar is not None:
+            return scalar
         if dotted(func) in ("torch.gather", "torch.index_select"):
             return self._gather(dotted(func).removeprefix("torch."), list(node.args), node, sp)
         maker = maker_name(func)
@@ -252,6 +260,29 @@ class CallParser:
                     node,
                 )
             return P.Call("float" if d == "float32" else "double", (self._expr(func.value),), (), sp)
+        return None
+
+    def _scalar_call(self, node: ast.Call, sp: P.Span) -> P.Expr | None:
+        """len(x), x.size(d), x.numel(), x.dim(), math.sqrt(d): plain numbers, constants to backward."""
+        func = node.func
+        name = dotted(func)
+        if isinstance(func, ast.Name) and func.id == "len" or name.startswith("math."):
+            what = "len" if name == "len" else name.removeprefix("math.")
+            if what != "len" and what not in P.MATH_FUNCTIONS:
+                return None  # math.pi and the like are constants, not calls; anything else is refused later
+            if len(node.args) != 1 or node.keywords:
+                raise self.err(f"{name}() takes one argument.", node)
+            return P.Scalar(what, self._expr(node.args[0]), None, sp)
+        if not isinstance(func, ast.Attribute) or name.startswith(("torch.", "math.", "F.")):
+            return None
+        if func.attr in ("numel", "dim", "ndimension") and not node.args and not node.keywords:
+            return P.Scalar("numel" if func.attr == "numel" else "dim", self._expr(func.value), None, sp)
+        if func.attr == "size":
+            if not node.args and not node.keywords:
+                raise self.err("x.size() is a tuple of sizes here: index it, x.size(0) or x.shape[0].", node)
+            if len(node.args) != 1 or node.keywords:
+                raise self.err("x.size(d) takes one dimension, an integer literal.", node)
+            return P.Scalar("size", self._expr(func.value), self._dim(node.args[0], "size", "dim"), sp)
         return None
 
     def _positional_params(

@@ -39,6 +39,8 @@ class IndexParser:
 
         def _take(self, node: ast.expr, item: int, at: ast.AST, sp: P.Span, unpack: int | None = None) -> P.Call: ...
 
+        def _dim(self, node: ast.expr, fname: str, pname: str) -> int: ...
+
     def _tuple_call(self, node: ast.Call) -> bool:
         """Whether this call names a registry function that gives a tuple (chunk, split, unbind)."""
         func = node.func
@@ -52,6 +54,8 @@ class IndexParser:
         return spec is not None and spec.tuple_result
 
     def _subscript(self, node: ast.Subscript, sp: P.Span) -> P.Expr:
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "shape":  # x.shape[0]: a Python int
+            return P.Scalar("size", self._expr(node.value.value), self._dim(node.slice, "shape", "index"), sp)
         if isinstance(node.value, ast.Call) and self._tuple_call(node.value):  # x.chunk(2)[0]
             k = literal_number(node.slice)
             if k is None or not float(k).is_integer() or abs(k) > 1000:

@@ -211,8 +211,30 @@ class Const:
         return replace(self, like=kids[0]) if kids else self
 
 
-Expr = Num | Name | BinOp | UnaryOp | Call | Compare | BoolOp | Index | Update | Const
-_EXPR_TYPES = (Num, Name, BinOp, UnaryOp, Call, Compare, BoolOp, Index, Update, Const)
+# the math module's functions of one number a program may call (math.sqrt(d)); each gives a Python float
+MATH_FUNCTIONS = frozenset({"sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "atan", "fabs"})
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A plain Python number read from a tensor, as PyTorch code reads one: its size (`len(x)`, `x.size(-1)`,
+    `x.shape[0]`, `x.numel()`, `x.dim()`), or a `math` function of one element (`math.sqrt(d)`). A constant
+    to backward, as the Python number is."""
+
+    what: str  # len | size | numel | dim, or a math function: sqrt, exp, log, ...
+    value: Expr
+    dim: int | None
+    span: Span
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.value,)
+
+    def rebuild(self, kids: tuple[Expr, ...]) -> Scalar:
+        return replace(self, value=kids[0])
+
+
+Expr = Num | Name | BinOp | UnaryOp | Call | Compare | BoolOp | Index | Update | Const | Scalar
+_EXPR_TYPES = (Num, Name, BinOp, UnaryOp, Call, Compare, BoolOp, Index, Update, Const, Scalar)
 
 
 def is_expr(x: Any) -> bool:

@@ -142,3 +142,27 @@ def test_a_long_loop_keeps_the_tree_and_the_sums_short(vjp, tmp_path):
     assert "deeper: --dot FILE and --json have the whole graph" in words
     assert "(1501 paths in all)" in words  # x: once before the loop, once in each pass
     assert dot.read_text().count("AccumulateGrad") == 1 and dot.read_text().count("MulBackward0") == 1500
+
+
+def test_each_edge_carries_the_local_derivative_by_hand():
+    """sent = received × d along an elementwise edge: d(2b·b)/d(2b) = b, d log(c)/dc = 1/c, d(3a)/da = 3."""
+    graph = _seed().graph
+    by_source = {n["source"]: n for n in graph if n["source"]}
+    mul_bb = by_source["2*b*b"]
+    to_2b = next(e for e in mul_bb["edges"] if graph[e["to"]]["source"] == "2*b")
+    assert to_2b["local"]["values"] == pytest.approx([3.0, 4.0, 5.0], rel=1e-6)
+    log = by_source["log(c)"]
+    assert log["edges"][0]["local"]["values"] == pytest.approx([1 / 6, 1 / 7, 1 / 8], rel=1e-6)
+    times_3 = by_source["3*a"]
+    to_a = next(e for e in times_3["edges"] if e["to"] is not None)
+    assert to_a["local"]["values"] == pytest.approx([3.0, 3.0, 3.0], rel=1e-6)
+
+
+def test_no_local_derivative_where_shapes_differ_or_the_cotangent_has_a_zero():
+    r = explore("(W @ x).sum() * 0 + (x * x).sum()", {"W": "ones(2,3)", "x": "1,2,3"}, graph=True, symbolic=False)
+    for node in r.graph:
+        for edge in node["edges"]:
+            if edge["local"] is not None:
+                assert edge["value"]["shape"] == node["arriving"]["shape"]
+    r = explore("x * y", {"x": "1,2", "y": "3,4"}, grad="0,1", graph=True, symbolic=False)
+    assert all(e["local"] is None for n in r.graph for e in n["edges"])  # v has a 0: nothing to divide by

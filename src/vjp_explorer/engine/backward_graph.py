@@ -53,7 +53,13 @@ class GraphProbe:
             edges = []
             for k, (child, _) in enumerate(node.next_functions):
                 value = sent[k] if k < len(sent) else None
-                edges.append({"to": None if child is None else self.seen.get(id(child)), "value": summary(value)})
+                edges.append(
+                    {
+                        "to": None if child is None else self.seen.get(id(child)),
+                        "value": summary(value),
+                        "local": summary(local_derivative(arriving[0] if arriving else None, value)),
+                    }
+                )
             where = {"leaf": None, "value_of": None, "line": None, "source": None, **self.describe(node)}
             out.append(
                 {
@@ -66,6 +72,18 @@ class GraphProbe:
                 }
             )
         return out
+
+
+def local_derivative(arriving: Any, sent: Any) -> Any:
+    """What the node multiplied its cotangent by along one edge, element by element (sent = arriving × local):
+    only where the two have one shape (an elementwise step) and the cotangent has no zero to divide by."""
+    import torch
+
+    if not isinstance(arriving, torch.Tensor) or not isinstance(sent, torch.Tensor):
+        return None
+    if arriving.shape != sent.shape or not arriving.is_floating_point() or bool((arriving == 0).any()):
+        return None
+    return (sent.double() / arriving.double()).to(sent.dtype)
 
 
 def summary(t: Any) -> Any:

@@ -38,7 +38,8 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
     top = Tree(Text(title, style="bold"))
     shown: set[int] = set()
 
-    def label(node: dict[str, Any], edge_value: Any) -> Text:
+    def label(node: dict[str, Any], edge: Any) -> Text:
+        edge_value = edge["value"] if edge else None
         text = Text(node["name"], style="bold")
         if node["leaf"]:
             text.append(f" → {_visible(node['leaf'])}.grad")
@@ -57,6 +58,8 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
             text.append(f"  gets {short(edge_value)} here, {short(node['arriving'])} in all")
         else:
             text.append(f"  receives {short(node['arriving'])}")
+        if edge and edge.get("local") is not None:  # sent = received × the node above's local derivative
+            text.append(f"  (× {short(edge['local'])})", style="dim")
         if node["line"] and "span" not in node:
             text.append(f"  line {node['line']}", style="dim")
         return text
@@ -65,7 +68,7 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
     stack: list[tuple[Any, int, Any, int]] = [(top, i, None, 0) for i in sorted(set(g) - set(incoming), reverse=True)]
     lines = 0
     while stack:
-        parent, node_id, edge_value, depth = stack.pop()
+        parent, node_id, edge, depth = stack.pop()
         lines += 1
         if lines > MAX_LINES:
             top.add(
@@ -74,11 +77,11 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
             break
         node = g[node_id]
         again = node_id in shown
-        branch = parent.add(label(node, edge_value))
+        branch = parent.add(label(node, edge))
         if again:
             continue
         shown.add(node_id)
-        children = [(branch, e["to"], e["value"], depth + 1) for e in node["edges"] if e["to"] is not None]
+        children = [(branch, e["to"], e, depth + 1) for e in node["edges"] if e["to"] is not None]
         if children and depth + 1 >= MAX_DEPTH:
             branch.add(Text("... deeper: --dot FILE and --json have the whole graph", style="dim"))
             continue

@@ -237,7 +237,10 @@ def _graph(e: Event) -> list[RenderableType]:
     """The backward graph as a tree, output first, with the cotangent arriving at each node; then the sums."""
     from .graph_view import tree
 
-    title = f"backward graph of #{e.index}: the nodes torch ran, output first; each receives the cotangent shown"
+    title = (
+        f"backward graph of #{e.index}: the nodes torch ran, output first; each receives the cotangent shown, "
+        "(× d) the local derivative of the node above that made it"
+    )
     return tree(e.graph or [], title)
 
 

@@ -380,7 +380,8 @@ def graph_section(r: Result) -> RenderableType | None:
     title = f"{out}.backward(v): the nodes torch ran, output first, each with what it received"
     note = Text(
         "each node is named as torch names it (grad_fn), with the part of the program that made it; "
-        "AccumulateGrad adds what it receives to the leaf's .grad",
+        "AccumulateGrad adds what it receives to the leaf's .grad; (× d) is the local derivative of the node above "
+        "along that edge, element by element: what it received there = what the node above received × d",
         style="dim",
     )
     return Group(Text("backward graph", style="bold underline"), *tree(r.graph, title), note)

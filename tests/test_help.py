@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -33,8 +34,11 @@ def test_help_shows_every_option(vjp, name):
 def test_shell_completion_is_offered():
     top = subprocess.run([sys.executable, "-m", "vjp_explorer", "--help"], capture_output=True, text=True)
     assert "--install-completion" in top.stdout and "--show-completion" in top.stdout
+    # typer guesses the shell from the parent processes, which a test runner started from no shell lacks;
+    # its own switch makes --show-completion take the shell by name instead
+    env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     script = subprocess.run(
-        [sys.executable, "-m", "vjp_explorer", "--show-completion", "bash"], capture_output=True, text=True
+        [sys.executable, "-m", "vjp_explorer", "--show-completion", "bash"], capture_output=True, text=True, env=env
     )
     assert script.returncode == 0 and "complete" in script.stdout, script.stderr
 

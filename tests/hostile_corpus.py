@@ -340,11 +340,11 @@ OPTIONS = [
 ]
 
 GRAD = [
-    case("grad-wrong-length", ["x*2", "--x", "1,2,3", "--grad", "1,2"], "--grad has shape [2]"),
+    case("grad-wrong-length", ["x*2", "--x", "1,2,3", "--grad", "1,2"], "--grad: v has shape [2]"),
     case("grad-missing", ["x*2", "--x", "1,2,3"], "backward() needs v"),
-    case("grad-extra-dim", ["x*2", "--x", "1,2,3", "--grad", "[[1,2,3]]"], "--grad has shape [1, 3]"),
-    case("grad-for-scalar", ["x", *X1, "--grad", "1,2"], "--grad has shape [2]"),
-    case("grad-generator-shape", ["x*2", "--x", "1,2", "--grad", "ones(3)"], "--grad has shape [3]"),
+    case("grad-extra-dim", ["x*2", "--x", "1,2,3", "--grad", "[[1,2,3]]"], "--grad: v has shape [1, 3]"),
+    case("grad-for-scalar", ["x", *X1, "--grad", "1,2"], "--grad: v has shape [2]"),
+    case("grad-generator-shape", ["x*2", "--x", "1,2", "--grad", "ones(3)"], "--grad: v has shape [3]"),
     case("grad-nan", ["x*2", *X1, "--grad", "nan"], "nan is not allowed"),
     case("grad-empty", ["x*2", *X1, "--grad", ""], "the value is empty"),
     case("grad-unclosed", ["x*2", "--x", "1,2", "--grad", "ones(2,"], "never closed"),

@@ -15,7 +15,7 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vjp_explorer.errors import VjpError
+from vjp_explorer.errors import Origin, VjpError
 from vjp_explorer.language import program as P
 from vjp_explorer.language.parser import parse_program
 from vjp_explorer.language.unicode import describe, first_bad_char, visible
@@ -250,7 +250,7 @@ def parse_or_error(text: str) -> P.Program | None:
 def value_or_error(text: str, allow_ones: bool = False) -> ValueSpec | None:
     """The ValueSpec (checked for consistency), or None if it was refused with our error."""
     try:
-        spec = parse_value(text, "--x", allow_ones=allow_ones)
+        spec = parse_value(text, Origin("--x", "--x"), allow_ones=allow_ones)
     except VjpError as e:
         e.render()
         return None
@@ -403,7 +403,7 @@ def test_value_parser_round_trips_nested_lists(case, sep):
     spec = parse_value(text(items))
     assert spec.shape == shape
     assert spec.data == tuple(flat)
-    check_spec(from_nested(items, "inputs.x"))
+    check_spec(from_nested(items, Origin("inputs.x")))
 
 
 json_like = st.recursive(
@@ -417,7 +417,7 @@ json_like = st.recursive(
 @given(json_like)
 def test_from_nested_on_any_toml_like_object(obj):
     try:
-        spec = from_nested(obj, "inputs.x")
+        spec = from_nested(obj, Origin("inputs.x"))
     except VjpError as e:
         e.render()
         return

@@ -199,7 +199,7 @@ def test_basis_and_upstream_take_no_other_grad(vjp):
     refused(vjp("run", *SEED, "--grad", "basis", "--grad", "1,0,0"), "basis", "alone")
     refused(vjp("run", *SEED, "--grad", "1,0,0", "--upstream", "sum(y)"), "--upstream", "one or the other")
     many = ["--grad", "1,0,0"] * (PR.MAX_GRADS + 1)
-    refused(vjp("run", *SEED, *many), f"At most {PR.MAX_GRADS}")
+    refused(vjp("run", *SEED, *many), f"at most {PR.MAX_GRADS} values of v")
 
 
 # ---------------------------------------------------------------------------------------------------- upstream

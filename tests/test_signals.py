@@ -122,7 +122,7 @@ def test_a_stream_that_cannot_encode_our_symbols_gets_ascii_spellings():
     assert r.returncode == 0 and r.stdout.isascii()
     assert json.loads(r.stdout)["grads"]["a"] == pytest.approx([0.3, 3, 0.0003])
     r = vjp("run", "x*2", "--x", "1,2", "--grad", "1", env=env)  # an error message with our symbols in it
-    assert r.returncode == 2 and r.stderr.decode("ascii").startswith("error: --grad has shape []")
+    assert r.returncode == 2 and r.stderr.decode("ascii").startswith("error: --grad: v has shape []")
 
 
 def test_a_latin1_stream_gets_ascii_spellings_and_its_own_letters():
@@ -154,12 +154,12 @@ def test_a_closed_stdin_is_a_clear_error():
     ("value", "shown"), [("0", False), ("", False), ("no", False), ("false", False), ("1", True), ("yes", True)]
 )
 def test_only_a_truthy_vjp_debug_turns_tracebacks_on(monkeypatch, value, shown):
-    from vjp_explorer import cli
+    from vjp_explorer import cli_output
 
     monkeypatch.setenv("VJP_DEBUG", value)
     error = RuntimeError("boom")
     if shown:
         with pytest.raises(RuntimeError):
-            cli._fail(error, False)
+            cli_output.fail(error, False)
     else:
-        assert cli._fail(error, False).exit_code == 1
+        assert cli_output.fail(error, False).exit_code == 1

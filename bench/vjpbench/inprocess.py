@@ -17,7 +17,7 @@ import torch
 import torch.func
 
 from vjp_explorer import Result, explore
-from vjp_explorer.cli import _keep_freed_memory as keep_freed_memory
+from vjp_explorer.cli_output import keep_freed_memory
 
 from .common import Section, Series, Target, fmt_ratio, fmt_s, fmt_series_s, md_table, median, ratio
 from .plans import Plan

@@ -31,6 +31,7 @@ def estimate(program: str, options: tuple[str, ...]) -> int:
 
     from vjp_explorer.engine.interpreter import Interpreter, Val
     from vjp_explorer.engine.tensors import make_tensor
+    from vjp_explorer.errors import Origin
     from vjp_explorer.language.parser import parse_program
     from vjp_explorer.language.values import parse_value
     from vjp_explorer.limits import Limits
@@ -38,7 +39,8 @@ def estimate(program: str, options: tuple[str, ...]) -> int:
     gen = torch.Generator().manual_seed(1)
     env = {}
     for name, text in zip(options[::2], options[1::2], strict=True):
-        t = make_tensor(parse_value(text, name), name, torch.float32, gen).requires_grad_(True)
+        origin = Origin(name, name)
+        t = make_tensor(parse_value(text, origin), origin, torch.float32, gen).requires_grad_(True)
         env[name.removeprefix("--")] = Val(t)
     it = Interpreter(parse_program(program), Limits(memory_bytes=2**62))
     it.run(env)

@@ -11,7 +11,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .language.parser import parse_program
 from .request import Request, ValueLike
 from .result import Check, Result
 from .stages import bind, checks, forward, probe
@@ -19,6 +18,7 @@ from .stages.assemble import assemble
 from .stages.call import explain_call
 from .stages.context import RunContext
 from .stages.notes import Facts, notes_for
+from .stages.parse import parse_request
 
 
 def explore(program: str | Request, values: Mapping[str, ValueLike] | None = None, **options: Any) -> Result:
@@ -31,7 +31,7 @@ def run(req: Request) -> Result:
     """The stages of one exploration, in order; each lap is timed in Result.timings."""
     ctx = RunContext(req)
     bind.check_request(req)
-    prog = parse_program(req.program, req.output, req.limits)
+    prog = parse_request(req)
     t = ctx.lap("parse", ctx.t0)
     specs, const_specs = bind.check_names(req, prog)
     kinds, grad_specs, up_prog = bind.probe_specs(req, prog)

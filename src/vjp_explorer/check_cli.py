@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .errors import UsageError
+from .errors import Origin, UsageError
 from .snippet.source import visible
 
 
@@ -52,11 +52,18 @@ def check_command(
 
     tdtype = torch.float64 if dtype == "float64" else torch.float32
     gen = torch.Generator().manual_seed(0)
-    inputs = [make_tensor(parse_value(given[n], f"--{n}"), f"--{n}", tdtype, gen) for n in names]
+    dtype_origin = Origin("--dtype", "--dtype")
+    origins = [Origin(f"--{n}", f"--{n}") for n in names]
+    inputs = [
+        make_tensor(parse_value(given[n], o), o, tdtype, gen, dtype_origin=dtype_origin)
+        for n, o in zip(names, origins, strict=True)
+    ]
     v = None
     if grad is not None:
-        spec = parse_value(grad, "--grad", allow_ones=True)
-        v = None if spec.generator == "ones_like" else make_tensor(spec, "--grad", tdtype, gen)
+        grad_origin = Origin("--grad", "--grad")
+        spec = parse_value(grad, grad_origin, allow_ones=True)
+        if spec.generator != "ones_like":
+            v = make_tensor(spec, grad_origin, tdtype, gen, dtype_origin=dtype_origin)
     try:
         result = check(obj, *inputs, v=v, label=label)
     except UsageError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 
 class ExitCode(enum.IntEnum):
@@ -16,10 +17,39 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 130
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a value came from, in the words of the front end that took it.
+
+    The library words its messages about a value neutrally ("v has shape [3] but ..."); the error carries
+    the value's Origin, whose `where` opens the printed message and labels the marker under the value's
+    text. `give` says, for hints, how to give the value otherwise.
+    """
+
+    where: str  # "--grad", "f.toml: key 'grad'", or a parameter's name for the Python API
+    option: str | None = None  # the command line's spelling of it, where there is one
+    path: str | None = None  # the expression file it came from (or would go in)
+    key: str | None = None  # the file's key for it: "grad", "inputs.x"
+
+    def give(self, value: str, toml: str | None = None) -> str:
+        """How to give the value `value` (written `toml` in a file): `--grad ones`, `grad = "ones" in f.toml ...`."""
+        if self.path is not None and self.key is not None:
+            text = f"{self.key} = {toml or value} in {self.path}"
+            return text + (f" (or {self.option} {value} on the command line)" if self.option else "")
+        if self.option is not None:
+            return f"{self.option} {value}"
+        return f"{self.where}={value}"
+
+    def give_text(self, text: str) -> str:
+        """`give` for a value that a file writes as a string: `--grad ones`, `grad = "ones" in f.toml ...`."""
+        return self.give(text, '"' + text + '"')
+
+
 class VjpError(Exception):
     """Base of every error the tool reports on purpose (bad input, limits, ...).
 
-    With `source` and a span it draws the offending line with a ^^^ marker under it.
+    With `source` and a span it draws the offending line with a ^^^ marker under it. With an `origin`,
+    the message opens with where the value came from, and the marker is labelled with it.
     """
 
     exit_code = ExitCode.BAD_INPUT
@@ -32,15 +62,23 @@ class VjpError(Exception):
         end: int | None = None,
         hint: str | None = None,
         label: str = "expression",
+        origin: Origin | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
         self.source = source
-        self.label = label
+        self.origin = origin
+        self.label = origin.where if origin is not None else label
         n = len(source) if source is not None else 0
         self.start = max(0, min(start, n))
         self.end = max(self.start + 1, end if end is not None else self.start + 1)
+
+    def came_from(self, origin: Origin) -> VjpError:
+        """Name where the offending value came from, for an error raised where that was not known."""
+        self.origin = origin
+        self.label = origin.where
+        return self
 
     def marker(self) -> str:
         """The source line holding the span, with ^^^ under the span."""
@@ -68,6 +106,8 @@ class VjpError(Exception):
     def render(self) -> str:
         """The whole message, as printed on stderr."""
         text = self.message
+        if self.origin is not None:
+            text = f"{self.origin.where}: {text}"
         if self.source is not None:
             text += "\n" + self.marker()
         if self.hint:

@@ -8,10 +8,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import Origin
 from .language.values import ValueSpec
 from .limits import DEFAULT_LIMITS, Limits
 
 ValueLike = str | float | int | list[Any] | ValueSpec
+
+
+@dataclass
+class Origins:
+    """Where each value of a request came from, so that messages point there (errors.Origin).
+
+    Keys: program, grad, upstream, output, dtype, seed, backward_calls, device, inputs.NAME,
+    constants.NAME. A key with no entry is named as the Python API names it. A front end with its own
+    words (the command line, an expression file) subclasses this or fills `given`.
+    """
+
+    given: dict[str, Origin] = field(default_factory=dict)
+
+    def of(self, key: str) -> Origin:
+        if key in self.given:
+            return self.given[key]
+        table, _, name = key.partition(".")
+        where = f"{'values' if table == 'inputs' else 'consts'}[{name!r}]" if name else key
+        return Origin(where)
+
+    def missing(self, name: str) -> str:
+        """How to give the program's free name `name`, which has no value."""
+        return f"give it in values ({name}=...), or in consts for a constant"
 
 
 @dataclass
@@ -37,7 +61,7 @@ class Request:
     source_note: str | None = None  # an expression file's `source`: where the example comes from
     grad_label: str = "given"  # where v came from, for the output ("given", "given in the file")
     latex: bool = False  # formulas of `explain` as LaTeX
-    reserved: frozenset[str] = frozenset()  # names the CLI keeps for its own options (--grad, --help, ...)
+    origins: Origins = field(default_factory=Origins)  # where each value came from, for messages
     expected: Any = None  # language.files.Expected: numbers a source printed, checked as "expected"
     expected_dropped: bool = False  # the file had [expect], but options overrode what it was for
     more_grads: tuple[ValueLike, ...] = ()  # a second, third ... --grad: linearity (docs/probes.md)

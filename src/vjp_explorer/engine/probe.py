@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ProgramError, ShapeError, UsageError, VjpError
+from ..errors import Origin, ProgramError, ShapeError, UsageError, VjpError
 
 # --grad basis runs one backward per output element (one row of J each): at most this many rows, and at most
 # jacobian_entries entries in all (the budget of a materialised Jacobian, --max-jacobian N)
@@ -55,8 +55,8 @@ class ProbeSpec:
     index: tuple[int, ...] | None = None  # e[1,2]
 
 
-def parse_probe(text: str) -> ProbeSpec | None:
-    """The probe kind of a --grad text, or None for a value (parsed as values are)."""
+def parse_probe(text: str, origin: Origin) -> ProbeSpec | None:
+    """The probe kind of a text of v, or None for a value (parsed as values are); errors name `origin`."""
     t = text.strip()
     if t in ("basis", "random"):
         return ProbeSpec(t, t)
@@ -68,8 +68,9 @@ def parse_probe(text: str) -> ProbeSpec | None:
         return ProbeSpec("one-hot", t, index=tuple(int(p) for p in m.group(1).split(",") if p.strip()))
     if re.fullmatch(r"e\s*[\[\d-].*", t):
         raise UsageError(
-            f"--grad {t!r} is not a one-hot v: write e3 (flat index 3, row-major) or e[1,2] (one index per "
-            "dimension of the output), with indices counted from 0."
+            f"{t!r} is not a one-hot v: write e3 (flat index 3, row-major) or e[1,2] (one index per "
+            "dimension of the output), with indices counted from 0.",
+            origin=origin,
         )
     return None
 
@@ -81,7 +82,7 @@ def _shape_words(name: str, shape: tuple[int, ...]) -> str:
     return f"the output {name!r} has shape {list(shape)} ({n} element{'s' if n != 1 else ''})"
 
 
-def one_hot_index(spec: ProbeSpec, shape: tuple[int, ...], name: str) -> int:
+def one_hot_index(spec: ProbeSpec, shape: tuple[int, ...], name: str, origin: Origin) -> int:
     """The flat (row-major) index of a one-hot --grad, or a UsageError that names the output's shape."""
     n = 1
     for d in shape:
@@ -93,20 +94,22 @@ def one_hot_index(spec: ProbeSpec, shape: tuple[int, ...], name: str) -> int:
             return k
         why = "indices count from 0, and negative ones are not taken" if k < 0 else "it is past the last element"
         raise UsageError(
-            f"--grad {spec.text}: {k} is not an index of the output ({why}): {where}, so a one-hot v is "
+            f"{spec.text}: {k} is not an index of the output ({why}): {where}, so a one-hot v is "
             f"e0 to e{n - 1} (flat, row-major)"
             + (
                 f", or e[{', '.join('i' + str(d) for d in range(len(shape)))}] with one index per dimension."
                 if shape
                 else "."
-            )
+            ),
+            origin=origin,
         )
     idx = spec.index or ()
     if len(idx) != len(shape) or any(not 0 <= i < d for i, d in zip(idx, shape, strict=False)):
         bounds = ", ".join(f"0 <= i{d} < {s}" for d, s in enumerate(shape)) or "none: it is a single number, use e0"
         raise UsageError(
-            f"--grad {spec.text}: {list(idx)} is not an index of the output: {where}, so e[...] takes "
-            f"{len(shape)} index(es) ({bounds}); or give a flat index, e0 to e{n - 1}."
+            f"{spec.text}: {list(idx)} is not an index of the output: {where}, so e[...] takes "
+            f"{len(shape)} index(es) ({bounds}); or give a flat index, e0 to e{n - 1}.",
+            origin=origin,
         )
     k = 0
     for i, d in zip(idx, shape, strict=True):
@@ -114,8 +117,8 @@ def one_hot_index(spec: ProbeSpec, shape: tuple[int, ...], name: str) -> int:
     return k
 
 
-def check_basis_budget(m: int, n: int, name: str, entries: int) -> None:
-    """Refuse --grad basis past its budget (BASIS_ROWS rows, jacobian_entries entries)."""
+def check_basis_budget(m: int, n: int, name: str, entries: int, origin: Origin) -> None:
+    """Refuse v = basis past its budget (BASIS_ROWS rows, jacobian_entries entries)."""
     if m > BASIS_ROWS or m * n > entries:
         past = (
             f"more than the budget of {BASIS_ROWS:,} rows"
@@ -123,9 +126,10 @@ def check_basis_budget(m: int, n: int, name: str, entries: int) -> None:
             else f"{m * n:,} entries, more than the budget of {entries:,} (--max-jacobian N)"
         )
         raise UsageError(
-            f"--grad basis runs one backward per output element and keeps every row: {name!r} has {m:,} elements, "
-            f"so {m:,} rows of {n:,} (the leaves' elements), {past}. Use --grad eK to read one row, or a smaller "
-            "output."
+            f"basis runs one backward per output element and keeps every row: {name!r} has {m:,} elements, "
+            f"so {m:,} rows of {n:,} (the leaves' elements), {past}. Use {origin.give_text('eK')} to read "
+            "one row, or a smaller output.",
+            origin=origin,
         )
 
 
@@ -235,35 +239,37 @@ def combo_text(coeffs: list[float]) -> str:
     return "".join(parts)
 
 
-def upstream_program(text: str, output: str, limits: Any) -> Any:
-    """Parse --upstream with the program parser; its only free name is y (or the output's own name)."""
+def upstream_program(text: str, output: str, limits: Any, origin: Origin) -> Any:
+    """Parse the upstream loss with the program parser; its only free name is y (or the output's own name)."""
     from ..language.parser import parse_program
 
+    example = origin.give("'sum(y**2)'", '"sum(y**2)"')
     try:
         prog = parse_program(text, None, limits)
-    except VjpError as e:  # the marker under the loss, named as the option
-        e.label = "--upstream"
-        e.message = f"--upstream: {e.message}"
+    except VjpError as e:  # the marker under the loss, named as where it came from
+        e.came_from(origin)
         if not text.strip():
-            e.hint = "Write the loss in y, the program's output, e.g. --upstream 'sum(y**2)'."
+            e.hint = f"Write the loss in y, the program's output, e.g. {example}."
         raise
     allowed = {"y", output}
     unknown = [n for n in prog.free if n not in allowed]
     if unknown:
         raise UsageError(
-            f"--upstream {text!r} uses {', '.join(repr(n) for n in unknown)}, but a downstream loss reads only the "
+            f"{text!r} uses {', '.join(repr(n) for n in unknown)}, but a downstream loss reads only the "
             f"program's output, named y there{f' (or {output!r})' if output != 'y' else ''}: write it in y, "
-            "e.g. --upstream 'sum(y**2)'."
+            f"e.g. {example}.",
+            origin=origin,
         )
     if not prog.free:
         raise UsageError(
-            f"--upstream {text!r} does not use y, the program's output: a loss that does not depend on y gives "
-            "v = 0. Write it in y, e.g. --upstream 'sum(y**2)'."
+            f"{text!r} does not use y, the program's output: a loss that does not depend on y gives "
+            f"v = 0. Write it in y, e.g. {example}.",
+            origin=origin,
         )
     return prog
 
 
-def upstream_loss(prog: Any, y: Any, output: str, limits: Any, dtype: Any, text: str) -> Any:
+def upstream_loss(prog: Any, y: Any, output: str, limits: Any, dtype: Any, origin: Origin) -> Any:
     """L(y) by the program interpreter, y as given (a leaf for v, or the output itself for the chain check)."""
     import torch
 
@@ -274,19 +280,22 @@ def upstream_loss(prog: Any, y: Any, output: str, limits: Any, dtype: Any, text:
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         shape = list(loss.shape) if isinstance(loss, torch.Tensor) else []
         raise ShapeError(
-            f"--upstream {text!r} gives shape {shape}, not a single number: a loss L is a scalar, and v = dL/dy "
-            f"needs one. Reduce it, e.g. --upstream 'sum({prog.source.strip()})'."
+            f"{prog.source.strip()!r} gives shape {shape}, not a single number: a loss L is a scalar, and v = dL/dy "
+            f"needs one. Reduce it, e.g. sum({prog.source.strip()}).",
+            origin=origin,
         )
     if not loss.requires_grad:
-        raise ProgramError(f"--upstream {text!r} does not depend on y: v = dL/dy would be all zeros.")
+        raise ProgramError(
+            f"{prog.source.strip()!r} does not depend on y: v = dL/dy would be all zeros.", origin=origin
+        )
     return loss.reshape(())
 
 
-def upstream_v(prog: Any, out: Any, output: str, limits: Any, text: str) -> tuple[Any, float]:
+def upstream_v(prog: Any, out: Any, output: str, limits: Any, origin: Origin) -> tuple[Any, float]:
     """v = dL/dy at the output's value, and L there."""
     import torch
 
     y = out.detach().clone().requires_grad_(True)
-    loss = upstream_loss(prog, y, output, limits, out.dtype, text)
+    loss = upstream_loss(prog, y, output, limits, out.dtype, origin)
     (v,) = torch.autograd.grad(loss, [y], allow_unused=True)
     return (torch.zeros_like(y) if v is None else v.detach()), float(loss.detach())

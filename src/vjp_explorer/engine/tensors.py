@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ValueSyntaxError
+from ..errors import Origin, ValueSyntaxError
 from ..language.values import ValueSpec
 from ..result import Repeated, Stats, TensorData
 
@@ -18,9 +18,20 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def make_tensor(
-    spec: ValueSpec, label: str, dtype: torch.dtype, gen: torch.Generator, device: str = "cpu"
+    spec: ValueSpec,
+    origin: Origin,
+    dtype: torch.dtype,
+    gen: torch.Generator,
+    device: str = "cpu",
+    dtype_origin: Origin | None = None,
 ) -> torch.Tensor:
-    """Build the tensor a ValueSpec describes (sizes were checked by the value parser)."""
+    """Build the tensor a ValueSpec describes (sizes were checked by the value parser).
+
+    A value that overflows the dtype is refused, naming its `origin`; the hint says how to ask for
+    float64 (`dtype_origin`: where the dtype is set).
+    """
+    wider = f"Use {dtype_origin.give_text('float64')}" if dtype_origin else "Use float64"
+    hint = f"{wider} for larger magnitudes."
     g = spec.generator
     a = spec.args
     kw: dict[str, Any] = {"dtype": dtype, "device": device}
@@ -29,9 +40,10 @@ def make_tensor(
     too_big = next((v for v in given if abs(v) > torch.finfo(dtype).max), None)
     if too_big is not None:
         raise ValueSyntaxError(
-            f"{label}: {g}() is given {too_big:g}, which does not fit in {str(dtype).removeprefix('torch.')} "
+            f"{g}() is given {too_big:g}, which does not fit in {str(dtype).removeprefix('torch.')} "
             f"(it overflows to infinity); inputs must be finite.",
-            hint="Use --dtype float64 for larger magnitudes.",
+            hint=hint,
+            origin=origin,
         )
     if g is None:
         assert spec.data is not None
@@ -58,9 +70,10 @@ def make_tensor(
     if not all_finite(t):
         k = int((~torch.isfinite(t)).reshape(-1).nonzero()[0])
         raise ValueSyntaxError(
-            f"{label}: element {k} does not fit in {str(dtype).removeprefix('torch.')} "
+            f"element {k} does not fit in {str(dtype).removeprefix('torch.')} "
             f"(it overflows to infinity); inputs must be finite.",
-            hint="Use --dtype float64 for larger magnitudes.",
+            hint=hint,
+            origin=origin,
         )
     return t
 

@@ -14,10 +14,10 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import LimitError, VjpError
+from ..errors import LimitError, Origin, VjpError
 from . import program as P
 from .literals import dotted, literal_number
-from .values import ValueSpec, _ValueParser, from_nested
+from .values import ValueSpec, from_nested, generator_spec
 
 if TYPE_CHECKING:
     from ..limits import Limits
@@ -166,9 +166,9 @@ class ConstructorParser:
         integral = all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in args)
         text = self.src[slice(*self.span(node))]
         try:
-            spec = _ValueParser(text, f"torch.{name}()", self.limits, False)._generator(name, tuple(nums), 0, len(text))
-        except VjpError as e:
-            raise self.err(e.message.removeprefix(f"torch.{name}(): "), node, e.hint, cls=type(e)) from None
+            spec = generator_spec(name, tuple(nums), text, Origin(f"torch.{name}()"), self.limits)
+        except VjpError as e:  # pointed at the call in the program instead
+            raise self.err(e.message, node, e.hint, cls=type(e)) from None
         # torch.arange(5) counts in integers, as torch does; every other maker gives the default float dtype
         return spec, "int64" if name == "arange" and integral else None
 
@@ -199,9 +199,9 @@ class ConstructorParser:
         if isinstance(obj, list) and len(str(obj)) > 10 * self.limits.elements:
             raise self.err("This tensor literal is too large.", node, cls=LimitError)
         try:
-            spec = from_nested(obj, "torch.tensor()", self.limits)
-        except VjpError as e:
-            raise self.err(e.message.removeprefix("torch.tensor(): "), node, e.hint, cls=type(e)) from None
+            spec = from_nested(obj, Origin("torch.tensor()"), self.limits)
+        except VjpError as e:  # pointed at the literal in the program instead
+            raise self.err(e.message, node, e.hint, cls=type(e)) from None
         if kinds == {"bool"}:
             return spec, "bool"
         # integers only: int64, as torch infers it; any float (or a bool mixed in): the default float dtype

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import FileFormatError, LimitError, VjpError
+from ..errors import FileFormatError, LimitError, Origin, VjpError
 from ..limits import DEFAULT_LIMITS, Limits
 from .values import ValueSpec, from_nested, parse_value
 
@@ -317,25 +317,18 @@ def _type_name(v: Any) -> str:
 
 
 def _value(path: Path, key: str, v: Any, limits: Limits, allow_ones: bool = False) -> ValueSpec:
-    label = f"{path}: key {key!r}"
-    try:
-        if isinstance(v, str):
-            return parse_value(v, label, limits, allow_ones=allow_ones)
-        if isinstance(v, bool) or not isinstance(v, int | float | list):
-            raise _err(
-                path,
-                f"key {key!r}: expected a value (a number, an array of numbers or a string such as "
-                f"'ones(3)'), got {_type_name(v)}.",
-            )
-        if isinstance(v, float) and not math.isfinite(v):
-            raise _err(path, f"key {key!r}: {v} is not a finite number; inputs must be finite.")
-        return from_nested(v, label, limits)
-    except VjpError as e:
-        if isinstance(e, FileFormatError):
-            raise
-        if e.source is None and not e.message.startswith(label):
-            e.message = f"{label}: {e.message}"
-        raise
+    origin = Origin(f"{path}: key {key!r}", path=str(path), key=key)
+    if isinstance(v, str):
+        return parse_value(v, origin, limits, allow_ones=allow_ones)
+    if isinstance(v, bool) or not isinstance(v, int | float | list):
+        raise _err(
+            path,
+            f"key {key!r}: expected a value (a number, an array of numbers or a string such as "
+            f"'ones(3)'), got {_type_name(v)}.",
+        )
+    if isinstance(v, float) and not math.isfinite(v):
+        raise _err(path, f"key {key!r}: {v} is not a finite number; inputs must be finite.")
+    return from_nested(v, origin, limits)
 
 
 def load_request_fields(path: Path | str, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:

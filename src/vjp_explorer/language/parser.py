@@ -19,7 +19,7 @@ import re
 import warnings
 from collections.abc import Iterator
 
-from ..errors import LimitError, ProgramSyntaxError, VjpError
+from ..errors import LimitError, Origin, ProgramSyntaxError, VjpError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..ops import is_function
 from . import program as P
@@ -91,9 +91,18 @@ if hasattr(ast, "TryStar"):  # Python 3.11+
 _OUTPUT_NAMES = ("y", "out", "output", "result")
 
 
-def parse_program(source: str, output: str | None = None, limits: Limits = DEFAULT_LIMITS) -> P.Program:
-    """Parse program text into a Program, or raise ProgramSyntaxError / LimitError."""
-    return _Parser(source, limits).parse(output)
+_THE_OUTPUT = Origin("output")
+
+
+def parse_program(
+    source: str, output: str | None = None, limits: Limits = DEFAULT_LIMITS, output_origin: Origin = _THE_OUTPUT
+) -> P.Program:
+    """Parse program text into a Program, or raise ProgramSyntaxError / LimitError.
+
+    `output` names the output variable (None: the last one assigned); `output_origin` says where that
+    name came from, for the message when the program has no such variable.
+    """
+    return _Parser(source, limits).parse(output, output_origin)
 
 
 class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
@@ -134,7 +143,7 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
         return start, max(end, start + 1)
 
     # ------------------------------------------------------------------ entry
-    def parse(self, output: str | None) -> P.Program:
+    def parse(self, output: str | None, output_origin: Origin) -> P.Program:
         src = self.src
         if not src.strip():
             raise ProgramSyntaxError("The program is empty.", src, 0, 1, "Give an expression such as '3*a + 2*b'.")
@@ -166,7 +175,7 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
             raise ProgramSyntaxError(f"The program cannot be parsed: {e}.", src, 0, len(src)) from None
         self._check_size(tree)
         try:
-            return self._program(tree, output)
+            return self._program(tree, output, output_origin)
         except RecursionError:
             # only with --limit depth raised far beyond the default: our own walk is recursive
             raise LimitError(
@@ -175,7 +184,7 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
             ) from None
 
     # ------------------------------------------------------------------ statements
-    def _program(self, tree: ast.Module, output: str | None) -> P.Program:
+    def _program(self, tree: ast.Module, output: str | None, output_origin: Origin) -> P.Program:
         # names the program assigns are variables even where a function has that name (t, sign); so is t
         self.variables = {"t", *self.stores}
         self.int_names = {
@@ -218,10 +227,7 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
             if output not in assigned and output not in free:
                 known = ", ".join(assigned + free) or "none"
                 raise ProgramSyntaxError(
-                    f"--output {output!r} is not a variable of the program (it has: {known}).",
-                    self.src,
-                    0,
-                    len(self.src),
+                    f"the output {output!r} is not a variable of the program (it has: {known}).", origin=output_origin
                 )
             out = output
         else:
@@ -231,7 +237,7 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
                     "Cannot tell which variable is the output: the last statement assigns none, or its branches "
                     "assign different names.",
                     body[-1].span,
-                    "Name it with --output NAME.",
+                    f"Name it with {output_origin.give_text('NAME')}.",
                 )
             out = target
         return P.Program(

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import NoReturn
 
-from ..errors import LimitError, ValueSyntaxError
+from ..errors import LimitError, Origin, ValueSyntaxError
 from ..limits import DEFAULT_LIMITS, Limits
 from .unicode import first_bad_char, sentence, visible
 
@@ -54,19 +54,28 @@ class ValueSpec:
         return math.prod(self.shape)
 
 
+_A_VALUE = Origin("value")
+
+
 def parse_value(
-    text: str, label: str = "value", limits: Limits = DEFAULT_LIMITS, allow_ones: bool = False
+    text: str, origin: Origin = _A_VALUE, limits: Limits = DEFAULT_LIMITS, allow_ones: bool = False
 ) -> ValueSpec:
-    """Parse one value's text; raise ValueSyntaxError (with a marker) or LimitError."""
-    return _ValueParser(text, label, limits, allow_ones).parse()
+    """Parse one value's text; raise ValueSyntaxError (with a marker) or LimitError, both carrying `origin`."""
+    return _ValueParser(text, origin, limits, allow_ones).parse()
 
 
-def from_nested(obj: object, label: str, limits: Limits = DEFAULT_LIMITS) -> ValueSpec:
+def generator_spec(name: str, args: tuple[float, ...], text: str, origin: Origin, limits: Limits) -> ValueSpec:
+    """The ValueSpec of a generator such as ones(2, 3) whose number arguments are already read (`text`
+    is how it was written, for messages)."""
+    return _ValueParser(text, origin, limits, False).generator(name, args, 0, len(text))
+
+
+def from_nested(obj: object, origin: Origin, limits: Limits = DEFAULT_LIMITS) -> ValueSpec:
     """A ValueSpec from an already-parsed number or nested list (an expression file's TOML array)."""
     if isinstance(obj, bool) or not isinstance(obj, int | float | list):
-        raise ValueSyntaxError(f"{label}: expected a number, a (nested) list of numbers or a string.")
+        raise ValueSyntaxError("expected a number, a (nested) list of numbers or a string.", origin=origin)
     if not isinstance(obj, list):
-        v = _to_float(obj, label)
+        v = _to_float(obj, origin)
         return ValueSpec(_clip(repr(obj), 80), (), (v,))
     flat: list[float] = []
     shape: list[int] | None = None
@@ -75,25 +84,25 @@ def from_nested(obj: object, label: str, limits: Limits = DEFAULT_LIMITS) -> Val
     dims: list[int] = []
     while level and isinstance(level[0], list):
         if len(dims) >= limits.value_depth:
-            raise LimitError(f"{label}: lists are nested more than {limits.value_depth} deep.")
+            raise LimitError(f"lists are nested more than {limits.value_depth} deep.", origin=origin)
         n = len(level[0])  # type: ignore[arg-type]
         nxt: list[object] = []
         for item in level:
             if not isinstance(item, list) or len(item) != n:
-                raise ValueSyntaxError(f"{label}: the nested lists are ragged (not all rows have {n} items).")
+                raise ValueSyntaxError(f"the nested lists are ragged (not all rows have {n} items).", origin=origin)
             nxt.extend(item)
         dims.append(n)
         if math.prod(dims) > limits.elements:
-            raise LimitError(f"{label}: more than {limits.elements:,} elements.")
+            raise LimitError(f"more than {limits.elements:,} elements.", origin=origin)
         level = nxt
     shape = dims
     for item in level:
         if isinstance(item, bool) or not isinstance(item, int | float):
             shown = _clip(repr(item))
-            raise ValueSyntaxError(f"{label}: {shown} is not a number (or the nested lists are ragged).")
-        flat.append(_to_float(item, label))
+            raise ValueSyntaxError(f"{shown} is not a number (or the nested lists are ragged).", origin=origin)
+        flat.append(_to_float(item, origin))
     if 0 in shape:
-        raise ValueSyntaxError(f"{label}: an empty list has nothing to differentiate.")
+        raise ValueSyntaxError("an empty list has nothing to differentiate.", origin=origin)
     return ValueSpec(repr(obj)[:80], tuple(shape), tuple(flat))
 
 
@@ -117,7 +126,7 @@ def _not_a_number(token: str) -> str:
     return f"{shown} is not a number"
 
 
-def _to_float(item: int | float, label: str) -> float:
+def _to_float(item: int | float, origin: Origin) -> float:
     """A TOML number as a finite float; an int too large for a float is refused, not an OverflowError."""
     try:
         v = float(item)
@@ -129,19 +138,19 @@ def _to_float(item: int | float, label: str) -> float:
             shown = f"an integer of {item.bit_length():,} bits"
         else:
             shown = _clip(str(item))
-        raise ValueSyntaxError(f"{label}: {shown} is not a finite number; inputs must be finite.")
+        raise ValueSyntaxError(f"{shown} is not a finite number; inputs must be finite.", origin=origin)
     return v
 
 
 class _ValueParser:
-    def __init__(self, text: str, label: str, limits: Limits, allow_ones: bool) -> None:
+    def __init__(self, text: str, origin: Origin, limits: Limits, allow_ones: bool) -> None:
         self.text = text
-        self.label = label
+        self.origin = origin
         self.limits = limits
         self.allow_ones = allow_ones
 
     def err(self, message: str, start: int, end: int | None = None, hint: str | None = None) -> ValueSyntaxError:
-        return ValueSyntaxError(f"{self.label}: {message}", self.text, start, end, hint, label=self.label)
+        return ValueSyntaxError(message, self.text, start, end, hint, origin=self.origin)
 
     @property
     def max_depth(self) -> int:
@@ -151,8 +160,9 @@ class _ValueParser:
         text = self.text
         if len(text) > self.limits.value_chars:
             raise LimitError(
-                f"{self.label}: the value is {len(text):,} characters long; the limit is "
-                f"{self.limits.value_chars:,} (--limit value_chars=N)."
+                f"the value is {len(text):,} characters long; the limit is "
+                f"{self.limits.value_chars:,} (--limit value_chars=N).",
+                origin=self.origin,
             )
         bad = first_bad_char(text, allow_newlines=True)
         if bad is not None:
@@ -160,7 +170,7 @@ class _ValueParser:
             # the marker is drawn on a copy with control characters made visible, so an
             # escape sequence or a bidi override in the value cannot act on the terminal
             raise ValueSyntaxError(
-                sentence(f"{self.label}: the value contains {what}"), visible(text), pos, pos + 1, label=self.label
+                sentence(f"the value contains {what}"), visible(text), pos, pos + 1, origin=self.origin
             )
         stripped = text.strip()
         if not stripped:
@@ -219,9 +229,9 @@ class _ValueParser:
                     raise self.err(f"{_clip(s)} overflows to infinity.", off, off + len(s))
                 args.append(v)
                 pos += len(piece) + 1
-        return self._generator(name, tuple(args), at, close + 1)
+        return self.generator(name, tuple(args), at, close + 1)
 
-    def _generator(self, name: str, args: tuple[float, ...], start: int, end: int) -> ValueSpec:
+    def generator(self, name: str, args: tuple[float, ...], start: int, end: int) -> ValueSpec:
         def ints(vals: tuple[float, ...]) -> tuple[int, ...]:
             for v in vals:
                 if not v.is_integer() or v < 1:
@@ -267,12 +277,11 @@ class _ValueParser:
         # 1e300 elements is shown as such, not as a 300-digit number
         count = f"{int(n):,}" if n < 1e15 else f"about {float(n):.3g}" if n < 1e308 else "more than 1e+308"
         return LimitError(
-            f"{self.label}: the value would have {count} elements; the limit is "
-            f"{self.limits.elements:,} (--limit elements=N).",
+            f"the value would have {count} elements; the limit is {self.limits.elements:,} (--limit elements=N).",
             self.text,
             0,
             len(self.text),
-            label=self.label,
+            origin=self.origin,
         )
 
     # ------------------------------------------------------------------ literals
@@ -297,11 +306,11 @@ class _ValueParser:
                 if depth > self.max_depth:
                     why = "(--limit value_depth=N)" if self.max_depth < _MAX_DIMS else "(torch's most dimensions)"
                     raise LimitError(
-                        f"{self.label}: lists are nested more than {self.max_depth} deep {why}.",
+                        f"lists are nested more than {self.max_depth} deep {why}.",
                         text,
                         i,
                         i + 1,
-                        label=self.label,
+                        origin=self.origin,
                     )
                 stack.append(_Frame(i))
                 expect_item = True

@@ -11,7 +11,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ProgramError, UsageError
+from ..errors import Origin, ProgramError, UsageError
 from ..language import program as P
 from ..language.constructors import made_leaf_given, makes_random
 from ..language.values import ValueSpec, from_nested, parse_value
@@ -20,27 +20,28 @@ from ..request import Request, ValueLike
 
 
 def check_request(req: Request) -> None:
-    """The options that need no program: dtype, backward calls, seed."""
+    """The settings that need no program: dtype, backward calls, seed."""
+    of = req.origins.of
     if req.dtype not in ("float32", "float64"):
-        raise UsageError(f"--dtype must be float32 or float64, not {req.dtype!r}.")
+        raise UsageError(f"must be float32 or float64, not {req.dtype!r}.", origin=of("dtype"))
     if not 1 <= req.backward_calls <= 100:
-        raise UsageError("--backward-calls must be between 1 and 100.")
+        raise UsageError(f"must be between 1 and 100, not {req.backward_calls}.", origin=of("backward_calls"))
     if req.seed is not None and not 0 <= req.seed < 2**63:
-        raise UsageError(f"--seed must be between 0 and 2**63 - 1, not {req.seed}.")
+        raise UsageError(f"must be between 0 and 2**63 - 1, not {req.seed}.", origin=of("seed"))
 
 
-def spec_of(value: ValueLike, label: str, limits: Limits, allow_ones: bool = False) -> ValueSpec:
-    """A value as given (text, number, nested list or spec) -> its ValueSpec."""
+def spec_of(value: ValueLike, origin: Origin, limits: Limits, allow_ones: bool = False) -> ValueSpec:
+    """A value as given (text, number, nested list or spec) -> its ValueSpec; errors name `origin`."""
     if isinstance(value, ValueSpec):
         return value
     if isinstance(value, str):
-        return parse_value(value, label, limits, allow_ones=allow_ones)
-    return from_nested(value, label, limits)
+        return parse_value(value, origin, limits, allow_ones=allow_ones)
+    return from_nested(value, origin, limits)
 
 
-def value_label(name: str) -> str:
-    """How a value is named in messages."""
-    return f"the value of {name!r}"
+def value_origin(req: Request, name: str) -> Origin:
+    """Where the value of the program's free name `name` came from."""
+    return req.origins.of(f"{'constants' if name in req.consts else 'inputs'}.{name}")
 
 
 def check_names(req: Request, prog: P.Program) -> tuple[dict[str, ValueSpec], dict[str, ValueSpec]]:
@@ -50,7 +51,7 @@ def check_names(req: Request, prog: P.Program) -> tuple[dict[str, ValueSpec], di
     made_leaf_given(prog, {**req.values, **req.consts})
     both = sorted(set(req.values) & set(req.consts))
     if both:
-        raise UsageError(f"{both[0]!r} is given both as a value and as a --const; give it once.")
+        raise UsageError(f"{both[0]!r} is given both as an input and as a constant; give it once.")
     given = {**req.values, **req.consts}
     if not free and not prog.made:
         raise ProgramError(
@@ -61,32 +62,27 @@ def check_names(req: Request, prog: P.Program) -> tuple[dict[str, ValueSpec], di
     have = ", ".join(free) or f"none, it makes its own leaves ({', '.join(prog.made)})"
     extra = [n for n in given if n not in free]
     if extra:
-        raise _unknown_name(extra[0], prog, free, have)
+        raise _unknown_name(extra[0], prog, free, have, value_origin(req, extra[0]))
     missing = [n for n in free if n not in given]
     if missing:
         n = missing[0]
         span = prog.first_use.get(n, (0, 1))
-        how = (
-            f"give it with --var {n}=VALUE (--{n} is one of vjp's own options)"
-            if n in req.reserved
-            else f"give each with --{n} VALUE (or --var {n}=VALUE, or --const {n}=VALUE for a constant)"
-        )
-        if req.source:  # the program came from an expression file
-            how = f"add {n} to [inputs] in {req.source} ([constants] for a constant), or {how}"
         raise ProgramError(
-            f"No value for {n!r}. The program's inputs are: {have}; {how}.",
+            f"No value for {n!r}. The program's inputs are: {have}; {req.origins.missing(n)}.",
             prog.source,
             span[0],
             span[1],
+            label=req.origins.of("program").where,
         )
-    specs = {**prog.made, **{n: spec_of(req.values[n], value_label(n), req.limits) for n in free if n in req.values}}
-    const_specs = {n: spec_of(req.consts[n], value_label(n), req.limits) for n in free if n in req.consts}
+    given_specs = {n: spec_of(given[n], value_origin(req, n), req.limits) for n in free}
+    specs = {**prog.made, **{n: s for n, s in given_specs.items() if n in req.values}}
+    const_specs = {n: s for n, s in given_specs.items() if n in req.consts}
     if not specs:
-        raise UsageError("Every input is a --const, so nothing requires grad and there is nothing to differentiate.")
+        raise UsageError("Every input is a constant, so nothing requires grad and there is nothing to differentiate.")
     return specs, const_specs
 
 
-def _unknown_name(n: str, prog: P.Program, free: list[str], have: str) -> UsageError:
+def _unknown_name(n: str, prog: P.Program, free: list[str], have: str, origin: Origin) -> UsageError:
     if n == prog.output and prog.synthetic_output:
         why = f"the program has no variable {n!r} ({n!r} is only the name vjp gives its output)"
     elif n in prog.assigned:
@@ -95,8 +91,9 @@ def _unknown_name(n: str, prog: P.Program, free: list[str], have: str) -> UsageE
         why = f"the program has no variable {n!r}"
     near = difflib.get_close_matches(n, free, n=1)
     err = UsageError(
-        f"A value was given for {n!r}, but {why}. The program's inputs are: {have}.",
+        f"a value was given for {n!r}, but {why}. The program's inputs are: {have}.",
         hint=f"Did you mean {near[0]!r}?" if near else None,
+        origin=origin,
     )
     if n not in prog.assigned:
         err.unknown_name = n  # type: ignore[attr-defined]  # the CLI adds "did you mean --option?"
@@ -109,23 +106,25 @@ def probe_specs(req: Request, prog: P.Program) -> tuple[list[Any], list[ValueSpe
     from ..engine import probe as PR
 
     texts = [g for g in (req.grad, *req.more_grads) if g is not None]
+    grad = req.origins.of("grad")
     if req.upstream is not None:
         if texts:
             raise UsageError(
-                "--upstream makes v itself (v = dL/dy for its loss), so it takes no --grad: give one or the other."
+                f"this makes v itself (v = dL/dy for its loss), so it takes no {grad.where}: give one or the other.",
+                origin=req.origins.of("upstream"),
             )
-        return [], [], PR.upstream_program(req.upstream, prog.output, req.limits)
+        return [], [], PR.upstream_program(req.upstream, prog.output, req.limits, req.origins.of("upstream"))
     if req.grad is None and req.more_grads:
-        raise UsageError("A second --grad needs a first one.")
+        raise UsageError("a second v needs a first one.", origin=grad)
     if len(texts) > PR.MAX_GRADS:
-        raise UsageError(f"At most {PR.MAX_GRADS} --grad values in one run, not {len(texts)}.")
-    kinds = [PR.parse_probe(g) if isinstance(g, str) else None for g in texts]
+        raise UsageError(f"at most {PR.MAX_GRADS} values of v in one run, not {len(texts)}.", origin=grad)
+    kinds = [PR.parse_probe(g, grad) if isinstance(g, str) else None for g in texts]
     if len(texts) > 1 and any(k is not None and k.kind == "basis" for k in kinds):
         raise UsageError(
-            "--grad basis already runs one backward per one-hot v; give it alone, not with other --grad values."
+            "basis already runs one backward per one-hot v; give it alone, not with other values of v.", origin=grad
         )
     specs = [
-        None if k is not None else spec_of(g, "--grad", req.limits, allow_ones=True)
+        None if k is not None else spec_of(g, grad, req.limits, allow_ones=True)
         for g, k in zip(texts, kinds, strict=True)
     ]
     if len(texts) == 1 and kinds[0] is None:
@@ -162,9 +161,10 @@ def bind_values(
 
     if req.device != "cpu" and (req.device != "cuda" or not torch.cuda.is_available()):
         raise UsageError(
-            f"--device {req.device}: not available here (torch.cuda.is_available() is False)."
+            "cuda is not available here (torch.cuda.is_available() is False)."
             if req.device == "cuda"
-            else f"--device must be cpu or cuda, not {req.device!r}."
+            else f"must be cpu or cuda, not {req.device!r}.",
+            origin=req.origins.of("device"),
         )
     dtype = DTYPES[req.dtype]
     drawn = [*specs.values(), *const_specs.values(), *(s for s in grad_specs if s is not None)]
@@ -178,13 +178,15 @@ def bind_values(
     leaves: dict[str, torch.Tensor] = {}
     consts: dict[str, torch.Tensor] = {}
     env: dict[str, Val] = {}
+    dtype_origin = req.origins.of("dtype")
     for name in prog.free:  # program order, so random draws do not depend on option order
+        origin = Origin(f"the leaf {name!r} the program makes") if name in prog.made else value_origin(req, name)
         if name in specs:
-            tensor = make_tensor(specs[name], value_label(name), dtype, gen, req.device).requires_grad_(True)
+            tensor = make_tensor(specs[name], origin, dtype, gen, req.device, dtype_origin).requires_grad_(True)
             leaves[name] = tensor
             env[name] = Val(tensor, {name: DIAG}, (1, 1))
         else:
-            tensor = make_tensor(const_specs[name], value_label(name), dtype, gen, req.device)
+            tensor = make_tensor(const_specs[name], origin, dtype, gen, req.device, dtype_origin)
             consts[name] = tensor
             env[name] = Val(tensor, {})
     return Bound(dtype, seed, uses_random, gen, leaves, consts, env)

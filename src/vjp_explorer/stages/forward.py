@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..errors import LimitError, ProgramError, ShapeError
+from ..errors import LimitError, Origin, ProgramError, ShapeError
 from ..language import program as P
 from ..language.values import ValueSpec
 from .bind import Bound
@@ -40,14 +40,14 @@ def run_forward(prog: P.Program, bound: Bound, ctx: RunContext) -> tuple[Any, An
             + (" (it is a constant)" if not isinstance(out, torch.Tensor) else "")
             + ", so there is nothing to differentiate. torch would say: 'element 0 of tensors "
             "does not require grad and does not have a grad_fn'.",
-            hint=_output_hint(prog, bound.env),
+            hint=_output_hint(prog, bound.env, ctx.req.origins.of("output")),
         )
     if out.dtype != bound.dtype:
         out = out.to(bound.dtype)
     return fwd, out
 
 
-def _output_hint(prog: P.Program, env: dict[str, Any]) -> str:
+def _output_hint(prog: P.Program, env: dict[str, Any], output: Origin) -> str:
     import torch
 
     others = [
@@ -58,9 +58,9 @@ def _output_hint(prog: P.Program, env: dict[str, Any]) -> str:
     if others:
         return (
             f"The output is the last variable assigned ({prog.output!r}); to differentiate another one, "
-            f"name it: --output {others[-1]}."
+            f"name it: {output.give_text(others[-1])}."
         )
-    return "Use the leaves in the output, or pass them with --NAME/--var instead of --const."
+    return "Use the leaves in the output, or give them as inputs rather than constants."
 
 
 def kept_intermediates(prog: P.Program, env: dict[str, Any], leaves: dict[str, Any]) -> dict[str, Any]:
@@ -94,14 +94,16 @@ def grad_v(ctx: RunContext, spec: ValueSpec | None, out: Any, prog: P.Program, g
     import torch
 
     shape = list(out.shape)
+    origin = ctx.req.origins.of("grad")
     if spec is None:
         if out.numel() != 1:
             raise ShapeError(
                 f"The output {prog.output!r} has shape {shape} ({out.numel()} values), so backward() needs v: "
                 "torch says 'grad can be implicitly created only for scalar outputs'. The default v = 1 "
                 "exists only for single-number outputs.",
-                hint=f"Add --grad with shape {shape} (v holds dL/d{prog.output}: how much a downstream loss "
-                f"cares about each output), or --grad ones, which equals backward of {prog.output}.sum().",
+                hint=f"Add {origin.give('VALUES', '[...]')} with shape {shape} (v holds dL/d{prog.output}: how "
+                f"much a downstream loss cares about each output), or {origin.give_text('ones')}, which equals "
+                f"backward of {prog.output}.sum().",
             )
         ctx.v_ones = True
         return torch.ones_like(out), "default (scalar output)"
@@ -112,15 +114,16 @@ def grad_v(ctx: RunContext, spec: ValueSpec | None, out: Any, prog: P.Program, g
 
     if spec.shape != tuple(out.shape):
         raise ShapeError(
-            f"--grad has shape {list(spec.shape)} but the output {prog.output!r} has shape {shape}. "
+            f"v has shape {list(spec.shape)} but the output {prog.output!r} has shape {shape}. "
             f"v lives in output space: it needs one weight per output element ({out.numel()}), while the "
             f"grads live in input space. torch says: 'Mismatch in shape: grad_output[0] has a shape of "
             f"torch.Size({list(spec.shape)}) and output[0] has a shape of torch.Size({shape})'.",
             spec.text,
             0,
             len(spec.text),
-            hint="Give --grad with the output's shape, or --grad ones.",
-            label="--grad",
+            hint=f"Give v the output's shape, or write {origin.give_text('ones')}.",
+            origin=origin,
         )
     # the same generator as the inputs, after them: the seed shown reproduces v too
-    return make_tensor(spec, "--grad", out.dtype, gen, ctx.req.device), ctx.req.grad_label
+    dtype_origin = ctx.req.origins.of("dtype")
+    return make_tensor(spec, origin, out.dtype, gen, ctx.req.device, dtype_origin), ctx.req.grad_label

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..errors import Origin
 from ..language import program as P
 from ..language.values import ValueSpec
 from ..result import Check, Probe, ProbeV, element_label
@@ -37,7 +38,7 @@ def probe_vs(
     shape = tuple(out.shape)
     if up_prog is not None:
         assert ctx.req.upstream is not None
-        v, loss = PR.upstream_v(up_prog, out, prog.output, ctx.limits, ctx.req.upstream)
+        v, loss = PR.upstream_v(up_prog, out, prog.output, ctx.limits, ctx.req.origins.of("upstream"))
         ctx.upstream_loss = loss
         return [(v, "upstream")]
     n_random = sum(1 for k in kinds if k is not None and k.kind == "random")
@@ -51,7 +52,7 @@ def probe_vs(
                 ctx.v_ones = first_ones
             vs.append((v, "ones" if source == "ones" else "given"))
         elif k.kind == "one-hot":
-            flat = PR.one_hot_index(k, shape, prog.output)
+            flat = PR.one_hot_index(k, shape, prog.output, ctx.req.origins.of("grad"))
             v = torch.zeros(out.numel(), dtype=out.dtype, device=out.device)
             v[flat] = 1
             vs.append((v.reshape(shape), "one-hot"))
@@ -59,7 +60,7 @@ def probe_vs(
             vs.append((randoms.pop(0), "random"))
         else:  # basis: the run itself uses v = ones, the sum of every e_i
             n = sum(x.numel() for x in bound.leaves.values())
-            PR.check_basis_budget(out.numel(), n, prog.output, ctx.limits.jacobian_entries)
+            PR.check_basis_budget(out.numel(), n, prog.output, ctx.limits.jacobian_entries, ctx.req.origins.of("grad"))
             ctx.v_ones = True
             vs.append((torch.ones_like(out), "basis"))
     return vs
@@ -146,7 +147,7 @@ def run_probe(
     if source == "one-hot":
         from ..result import unravel
 
-        flat = PR.one_hot_index(kind, tuple(out.shape), o)
+        flat = PR.one_hot_index(kind, tuple(out.shape), o, ctx.req.origins.of("grad"))
         probe.index = unravel(tuple(out.shape), flat)
         probe.element = element_label(o, tuple(out.shape), flat)
     return probe, checks
@@ -162,7 +163,7 @@ def _upstream_probe(
     from ..engine.compare import TOLERANCES, compare_tensors
 
     formula = ctx.req.upstream or ""
-    loss = PR.upstream_loss(up_prog, out, o, ctx.limits, out.dtype, formula)
+    loss = PR.upstream_loss(up_prog, out, o, ctx.limits, out.dtype, ctx.req.origins.of("upstream"))
     chain = torch.autograd.grad(loss, list(leaves.values()), retain_graph=True, allow_unused=True)
     direct = PR.grads_for(out, leaves, v)
     items = [
@@ -186,7 +187,7 @@ def kind_note(kind: Any, source: str, out: Any, o: str) -> str:
     from ..engine import probe as PR
 
     if source == "one-hot":
-        flat = PR.one_hot_index(kind, tuple(out.shape), o)
+        flat = PR.one_hot_index(kind, tuple(out.shape), o, Origin("grad"))  # validated before: it cannot raise
         el = element_label(o, tuple(out.shape), flat)
         return f"{kind.text}: " + PR.NOTES["one-hot"].format(el=el, k=flat)
     return f"{kind.text}: " + PR.NOTES["random"]

@@ -1,0 +1,183 @@
+"""The command line's output: what it writes to stdout and stderr, and how an error ends the process.
+
+Rendered text is written in one piece in what the stream can encode; an error becomes one paragraph on
+stderr and an exit code (errors.ExitCode), never a traceback unless --debug asks for one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .errors import ExitCode, OutputError, VjpError
+
+
+def fail(e: BaseException, debug: bool) -> typer.Exit:
+    from .language.unicode import visible
+
+    if isinstance(e, VjpError):
+        write("error: " + visible(e.render()) + "\n", err=True)
+        return typer.Exit(int(e.exit_code))
+    if isinstance(e, KeyboardInterrupt):
+        write("interrupted\n", err=True)
+        return typer.Exit(int(ExitCode.INTERRUPTED))
+    if debug or os.environ.get("VJP_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):
+        raise e
+    write(
+        visible(f"internal error: {type(e).__name__}: {e}")
+        + "\nThis is a bug in vjp-explorer; please report it with the command you ran. Run again with --debug "
+        "(or VJP_DEBUG=1) for the traceback.\n",
+        err=True,
+    )
+    return typer.Exit(int(ExitCode.INTERNAL))
+
+
+# our symbols, spelled in ASCII for a stream that cannot encode them (PYTHONIOENCODING=ascii, latin-1)
+_ASCII_SPELLINGS = {"ᵀ": "^T", "∂": "d", "Σ": "sum", "ᵢ": "_i", "·": "*", "×": "x", "±": "+/-", "Δ": "diff"}
+
+
+_ASCII_SPELLINGS |= {"δ": "delta", "Π": "prod", "⊙": "(.)", "←": "<-", "•": "*", "★": "*"}
+
+
+def _ascii_box(c: str) -> str:
+    """A table's box-drawing character as |, - or + (a crossing or corner); any other character unchanged."""
+    if not "\u2500" <= c <= "\u257f":
+        return c
+    import unicodedata
+
+    name = unicodedata.name(c)
+    return "+" if " AND " in name else "|" if name.endswith("VERTICAL") else "-" if "HORIZONTAL" in name else "+"
+
+
+def can_encode(text: str, err: bool = False) -> bool:
+    encoding = getattr(sys.stderr if err else sys.stdout, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def write(text: str | list[str], err: bool = False) -> None:
+    """Write already rendered output to stdout (or stderr), in what the stream can encode.
+
+    Where the stream cannot take our symbols they are spelled in ASCII (Jᵀv as J^T v), anything else
+    as a backslash escape. A reader that went away (`| head`) ends stdout quietly; any other fault
+    writing stdout (a full disk) is an OutputError. A fault on stderr leaves nothing to tell it with.
+    """
+    stream = sys.stderr if err else sys.stdout
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    parts = [text] if isinstance(text, str) else text
+    try:
+        for part in parts:
+            if not part.isascii() and not can_encode(part, err):
+                part = re.sub("ᵀ(?=[A-Za-z])", "^T ", part)
+                part = "".join(_ASCII_SPELLINGS.get(c) or _ascii_box(c) for c in part)
+                part = part.encode(encoding, "backslashreplace").decode(encoding)
+            stream.write(part)
+        stream.flush()
+    except BrokenPipeError:
+        if not err:
+            silence_stdout()
+    except (OSError, ValueError) as e:
+        if err:
+            return
+        silence_stdout()
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise OutputError(f"Cannot write the output to stdout: {reason}.") from None
+
+
+def render(*renderables: Any) -> str:
+    """What Rich would print on stdout, as a string: written in one piece by write.
+
+    Rich renders into a buffer, never onto stdout itself, so that only write meets a full disk or
+    a closed pipe; colour follows whether stdout is a terminal, as it would.
+    """
+    import io
+
+    from rich.console import Console
+
+    # NO_COLOR (no-color.org) means no ANSI codes at all, not just no colours: no bold or dim either
+    plain = "NO_COLOR" in os.environ and os.environ["NO_COLOR"] != ""
+    try:
+        terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    console = Console(
+        file=io.StringIO(), force_terminal=terminal, highlight=False, color_system=None if plain else "auto"
+    )
+    # COLUMNS=0 (or a terminal a few columns wide) would print nothing or a column of fragments
+    console.width = min(max(console.width, 40), 1000)
+    for renderable in renderables:
+        console.print(renderable)
+    file = console.file
+    assert isinstance(file, io.StringIO)
+    return file.getvalue()
+
+
+def emit(
+    result: Any,
+    json_: bool,
+    full: bool,
+    verbose: bool,
+    digits: int | None,
+    explain: bool = False,
+    export: tuple[Path | None, Path | None] = (None, None),
+) -> None:
+    if json_:
+        from .render.json_out import write_json
+
+        parts: list[str] = []  # all of it before the first byte: no truncated JSON if anything fails
+        write_json(result, parts.append, full)
+        parts.append("\n")
+        write(parts)
+        return
+    from .render import text
+
+    view = text.View.for_result(result, digits, full, verbose, ascii=not can_encode("Jᵀv∂Σ"))
+    if explain:
+        from .render.explain_view import render_explain
+
+        shown = render_explain(result, view)
+    else:
+        shown = text.render_run(result, view)
+    write(render(shown))
+    from .render.export import export as save_export
+
+    save_export(shown, export, "vjp explain" if explain else "vjp run")
+
+
+def keep_freed_memory() -> None:
+    """Let glibc's malloc reuse freed large buffers instead of returning them to the kernel.
+
+    glibc serves every allocation above 32 MB with a fresh mmap and unmaps it on free, so each large
+    torch temporary is new memory whose pages the kernel must fault in and zero: at 10^7 elements that
+    costs about 4x the arithmetic. Raising the mmap and trim thresholds (to 1 GiB) keeps freed buffers in
+    the heap for the next tensor. A process-wide setting, so only the command does it, never the library;
+    elsewhere (no glibc) this is a no-op.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 1 << 30)
+    mallopt(m_trim_threshold, 1 << 30)
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so that nothing more (nor the final flush) fails on a closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (a test runner's capture): nothing to do
+        pass

@@ -7,12 +7,14 @@ reason), never disagree.
 
 from __future__ import annotations
 
+import ast
 import math
 
 import pytest
 import torch
 
 from vjp_explorer import explore
+from vjp_explorer.errors import VjpError
 from vjp_explorer.language.parser import parse_program
 
 X = [1.0, -2.0, 3.0, 0.5, -0.25, 2.0]
@@ -236,3 +238,52 @@ def test_generated_programs_run_or_fail_cleanly():
             explore(program, {"x": "1,-2,3"}, grad="random", seed=1)
         except VjpError:
             pass
+
+
+# ---------------------------------------------------------------- whole-number constants where torch needs ints
+
+
+def eval_value(text: str) -> object:
+    return ast.literal_eval(text if text.startswith("[") or "," not in text else f"[{text}]")
+
+
+def _torch_program(program: str, ns: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Plain torch on the same text (our own test data, never user input)."""
+    tree = ast.parse(program)
+    last = tree.body[-1]
+    if isinstance(last, ast.Expr):
+        tree.body[-1] = ast.fix_missing_locations(
+            ast.copy_location(ast.Assign(targets=[ast.Name("out", ast.Store())], value=last.value), last)
+        )
+    scope = {"torch": torch, "F": torch.nn.functional, **ns}
+    exec(compile(tree, "<reference>", "exec"), scope)
+    return scope["out"]
+
+
+@pytest.mark.parametrize(
+    ("program", "values", "consts"),
+    [
+        ("F.cross_entropy(x, t)", {"x": "[[0.1, 0.2, 0.3], [1.0, -1.0, 0.5]]"}, {"t": "2,0"}),
+        ("F.nll_loss(F.log_softmax(x, dim=1), t)", {"x": "[[0.1, 0.2, 0.3], [1.0, -1.0, 0.5]]"}, {"t": "1,0"}),
+        ("out = a[i, j] * a[i, j]", {"a": "[[1, 2, 3], [4, 5, 6]]"}, {"i": "1", "j": "2"}),
+        ("(a[k] * 2).sum()", {"a": "[[1, 2, 3], [4, 5, 6]]"}, {"k": "0,1,1"}),
+    ],
+)
+def test_whole_number_constants_serve_where_torch_needs_integers(program, values, consts):
+    """The command line has no integer type: `--const t=2,0` is taken as the int64 tensor torch code holds."""
+    r = explore(program, values, consts=consts)
+    ns = {n: torch.tensor(eval_value(v), dtype=torch.float32, requires_grad=True) for n, v in values.items()}
+    ints = {n: torch.tensor(eval_value(v), dtype=torch.int64) for n, v in consts.items()}
+    out = _torch_program(program, {**ns, **ints})
+    out.backward()
+    for n, t in ns.items():
+        assert list(r.grads[n].flat) == pytest.approx(t.grad.flatten().tolist(), rel=1e-5, abs=1e-6)
+    assert all(c.status == "agree" for c in r.checks.values() if c.status != "skipped"), r.checks
+    assert r.checks["symbolic"].status == "agree"
+
+
+def test_a_fractional_constant_is_no_index():
+    with pytest.raises(VjpError, match="index must be"):
+        explore("a[i] * 2", {"a": "1,2,3"}, consts={"i": "1.5"})
+    with pytest.raises(VjpError, match="whole numbers"):
+        explore("F.nll_loss(x, t)", {"x": "[[1, 2], [3, 4]]"}, consts={"t": "0.5,1"})

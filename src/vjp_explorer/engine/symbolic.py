@@ -156,9 +156,14 @@ class SymbolicProgram:
         """An index part that is an expression: an int (a loop variable) or a tensor of the values at the point."""
         m = self.value_of(item)
         if m.kind == "float":
-            if m.shape == () and m.items[0].is_Integer:  # a loop variable: x[i], x[i:i + 2]
-                return int(m.items[0])
-            raise Unsupported("an index tensor that is not a mask or integers")
+            # whole numbers: a loop variable (x[i]), or a constant given as floats, which the interpreter
+            # takes as int64 as torch's x[i] would (the interpreter refused any index that needs grad)
+            values = [to_float(self.numeric(v)) for v in m.items]
+            if not all(v.is_integer() for v in values):
+                raise Unsupported("an index tensor that is not a mask or integers")
+            if m.shape == ():
+                return int(values[0])
+            return torch.tensor([int(v) for v in values], dtype=torch.int64).reshape(m.shape)
         dtype = torch.bool if m.kind == "bool" else torch.int64
         return torch.tensor([int(v) for v in m.items], dtype=dtype).reshape(m.shape)
 

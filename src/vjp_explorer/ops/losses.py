@@ -214,6 +214,8 @@ ENTRIES = [
         "general",
         "torch.nn.functional.cross_entropy",
         rule=_cross_entropy,
+        index_args=(1,),
+        probabilities=True,
         doc="-sum(t * log_softmax(x)) over the classes (dim 1, or 0 for one sample): t holds probabilities, "
         "or class indices (an integer tensor)",
         example="F.cross_entropy(logits, probs)",
@@ -226,6 +228,7 @@ ENTRIES = [
         "general",
         "torch.nn.functional.nll_loss",
         rule=_nll_loss,
+        index_args=(1,),
         doc="-x[target] for log-probabilities x (classes along dim 1, or 0 for one sample) and class indices "
         "(an integer tensor, e.g. torch.tensor([0, 2]))",
         example="F.nll_loss(log_softmax(x, dim=1), torch.tensor([0, 2]))",
@@ -238,6 +241,7 @@ ENTRIES = [
         "general",
         "torch.nn.functional.one_hot",
         rule=_one_hot,
+        index_args=(0,),
         doc="an integer tensor of class indices as rows of 0 and 1 (an integer tensor: no gradient); "
         "num_classes is required here, so that the size is known before anything runs",
         example="(F.one_hot(torch.tensor([0, 2]), 3) * log_softmax(x, dim=1)).sum()",

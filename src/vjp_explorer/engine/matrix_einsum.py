@@ -28,7 +28,8 @@ from sympy.tensor.array.expressions import (
 
 from .elementwise_route import evaluate
 from .matrix_expr import to_array
-from .symbolic import Unsupported, absolute_terms
+from .sizing import absolute_terms
+from .symbolic import Unsupported
 
 MAX_PRODUCTS = 256  # terms of the expanded Jᵀv expression; beyond it the route gives up
 

@@ -20,7 +20,7 @@ from sympy.tensor.array.expressions import ArrayElementwiseApplyFunc, convert_ma
 from ..language import program as P
 from ..ops import REGISTRY
 from .interpreter import Step
-from .symbolic import _BIN, _UNARY, Unsupported
+from .symbolic import BINARY, UNARY, Unsupported
 
 
 def _function_fdiff(self: Any) -> Any:
@@ -131,9 +131,9 @@ class MatrixProgram:
 
     def call(self, e: P.Call, args: list[MVal]) -> MVal:
         f, x = e.func, args[0]
-        if f in _UNARY:
+        if f in UNARY:
             if x.scalar:
-                return number(_UNARY[f](x.number))
+                return number(UNARY[f](x.number))
             return self.cut(apply(_matrix_rule(f), self.cut_product(x)))
         if REGISTRY[f].operator == "**":
             return binary("**", self.cut_product(x), self.cut_product(args[1]))
@@ -170,11 +170,11 @@ def _matrix_rule(f: str) -> Any:
     """The registry's rule of a unary function, where sympy's array calculus can follow it."""
     if f in _MATRIX_UNARY:
         return _MATRIX_UNARY[f]
-    probe = _UNARY[f](sp.Symbol("x", real=True))
+    probe = UNARY[f](sp.Symbol("x", real=True))
     steps = any(not type(g).__module__.startswith("sympy") for g in probe.atoms(sp.Function))  # floor, sign
     if probe.has(sp.Piecewise) or steps:
         raise Unsupported(f"the piecewise function {f} in matrix calculus")
-    return _UNARY[f]
+    return UNARY[f]
 
 
 def apply(g: Any, x: MVal) -> MVal:
@@ -232,7 +232,7 @@ def broadcast_to(x: MVal, shape: tuple[int, ...]) -> MVal:
 def binary(op: str, a: MVal, b: MVal) -> MVal:
     """An elementwise binary op with torch broadcasting, in fused elementwise formulas and Hadamard products."""
     if a.scalar and b.scalar:
-        return number(_BIN[op](a.number, b.number))
+        return number(BINARY[op](a.number, b.number))
     shape = tuple(torch.broadcast_shapes(a.shape, b.shape))
     rows_cols(shape)
     a, b = broadcast_to(a, shape), broadcast_to(b, shape)

@@ -119,6 +119,31 @@ class Evaluator:
                 self.labels.union(p.out[0], p.out[1])
                 p.out = (p.out[0], self.labels.new(1))
             return Term(shape, inner.products)
+        if isinstance(expr, ArrayTensorProduct | ArrayContraction | ArrayDiagonal | PermuteDims):
+            return self._index_term(expr, shape)
+        if isinstance(expr, ArrayAdd | sp.MatAdd):
+            prods = [p for a in expr.args for p in self.term(a).products]
+            if len(prods) > MAX_PRODUCTS:
+                raise Unsupported(f"the derivative expands into more than {MAX_PRODUCTS} terms")
+            return Term(shape, prods)
+        if isinstance(expr, sp.MatMul):
+            scalars = [a for a in expr.args if not getattr(a, "is_Matrix", False)]
+            mats = [a for a in expr.args if getattr(a, "is_Matrix", False)]
+            coeff = float(sp.Mul(*scalars)) if scalars else 1.0
+            t = self.term(to_array(sp.MatMul(*mats)) if len(mats) > 1 else mats[0])
+            for p in t.products:
+                p.coeff *= coeff
+            return Term(shape, t.products)
+        if isinstance(expr, sp.Transpose | sp.HadamardProduct | sp.Trace | sp.MatPow):
+            return self.term(to_array(expr))
+        if isinstance(expr, ElementwiseApplyFunction | ArrayElementwiseApplyFunc | sp.HadamardPower):
+            value, scale = self._apply(expr)
+            return self._dense(value, shape, scale)
+        raise Unsupported(f"evaluating {type(expr).__name__}")
+
+    def _index_term(self, expr: Any, shape: tuple[int, ...]) -> Term:
+        """The array operations that only combine or relabel indices: a tensor product, a contraction, a
+        diagonal, else a permutation (PermuteDims)."""
         if isinstance(expr, ArrayTensorProduct):
             parts = [self.term(a) for a in expr.args]
             prods = []
@@ -156,31 +181,11 @@ class Evaluator:
                         self.labels.union(p.out[g[0]], p.out[i])
                 p.out = tuple(a for i, a in enumerate(p.out) if i not in drop) + tuple(p.out[g[0]] for g in groups)
             return Term(shape, inner.products)
-        if isinstance(expr, PermuteDims):
-            inner = self.term(expr.expr)
-            perm = expr.permutation.array_form
-            for p in inner.products:
-                p.out = tuple(p.out[perm[i]] for i in range(len(perm)))
-            return Term(shape, inner.products)
-        if isinstance(expr, ArrayAdd | sp.MatAdd):
-            prods = [p for a in expr.args for p in self.term(a).products]
-            if len(prods) > MAX_PRODUCTS:
-                raise Unsupported(f"the derivative expands into more than {MAX_PRODUCTS} terms")
-            return Term(shape, prods)
-        if isinstance(expr, sp.MatMul):
-            scalars = [a for a in expr.args if not getattr(a, "is_Matrix", False)]
-            mats = [a for a in expr.args if getattr(a, "is_Matrix", False)]
-            coeff = float(sp.Mul(*scalars)) if scalars else 1.0
-            t = self.term(to_array(sp.MatMul(*mats)) if len(mats) > 1 else mats[0])
-            for p in t.products:
-                p.coeff *= coeff
-            return Term(shape, t.products)
-        if isinstance(expr, sp.Transpose | sp.HadamardProduct | sp.Trace | sp.MatPow):
-            return self.term(to_array(expr))
-        if isinstance(expr, ElementwiseApplyFunction | ArrayElementwiseApplyFunc | sp.HadamardPower):
-            value, scale = self._apply(expr)
-            return self._dense(value, shape, scale)
-        raise Unsupported(f"evaluating {type(expr).__name__}")
+        inner = self.term(expr.expr)
+        perm = expr.permutation.array_form
+        for p in inner.products:
+            p.out = tuple(p.out[perm[i]] for i in range(len(perm)))
+        return Term(shape, inner.products)
 
     def _apply(self, expr: Any) -> tuple[Any, Any]:
         """(the value of an elementwise function of a matrix, the scale of its rounding or None)."""

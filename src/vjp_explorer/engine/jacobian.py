@@ -86,7 +86,13 @@ def compute_jacobians(
         res.update(_diagonal_blocks(out, leaves, diag, v, budget, output_name))
     dense = [n for n in leaves if deps.get(n) == DENSE]
     if dense:
-        res.update(_dense_leaves(fwd, leaves, consts, dense, v, budget, output_name))
+        skipped, fits = _dense_fits(fwd, leaves, dense, budget)
+        res.update(skipped)
+        if fits:
+            blocks, method, why = _dense_blocks(fwd, leaves, consts, fits, out, output_name)
+            for n, J in zip(fits, blocks, strict=True):
+                jtv = torch.tensordot(v, J, dims=out.dim()) if out.dim() else v * J
+                res[n] = LeafJacobian("dense", method, J, None, jtv, why=why)
     return {n: res[n] for n in leaves}
 
 
@@ -161,16 +167,10 @@ def _diagonal_blocks(
     return res
 
 
-def _dense_leaves(
-    fwd: Forward,
-    leaves: dict[str, torch.Tensor],
-    consts: dict[str, torch.Tensor],
-    names: list[str],
-    v: torch.Tensor,
-    budget: _JacobianBudget,
-    output_name: str,
-) -> dict[str, LeafJacobian]:
-    """Dense blocks that fit the size and arithmetic budgets, built together; the others not materialised."""
+def _dense_fits(
+    fwd: Forward, leaves: dict[str, torch.Tensor], names: list[str], budget: _JacobianBudget
+) -> tuple[dict[str, LeafJacobian], list[str]]:
+    """The dense blocks over the size or the arithmetic budget, not materialised; and the names of those that fit."""
     out = fwd.output.v
     m = out.numel()
     limits = budget.limits
@@ -181,14 +181,9 @@ def _dense_leaves(
         if budget.take(entries):
             fits.append(n)
         else:
-            res[n] = LeafJacobian(
-                why="beyond the budget: Jᵀv comes from backward(v) alone, checked by a forward-mode JVP",
-                structure="dense",
-                method="not materialised",
-                full=None,
-                diagonal=None,
-                jtv=None,
-                reason=f"{m:,} x {leaves[n].numel():,} = {entries:,} entries exceed the budget "
+            res[n] = _not_materialised(
+                "beyond the budget",
+                f"{m:,} x {leaves[n].numel():,} = {entries:,} entries exceed the budget "
                 f"({limits.jacobian_entries:,} entries, {limits.jacobian_bytes:,} bytes; "
                 f"--max-jacobian N to change it)",
             )
@@ -199,23 +194,19 @@ def _dense_leaves(
     cost = passes * fwd.work * 2 // 3
     if fits and cost > limits.multiply_adds:
         for n in fits:
-            res[n] = LeafJacobian(
-                why="beyond the arithmetic budget: Jᵀv comes from backward(v) alone, checked by a forward-mode JVP",
-                structure="dense",
-                method="not materialised",
-                full=None,
-                diagonal=None,
-                jtv=None,
-                reason=f"{passes:,} passes through the program's matrix products, about {cost:.3g} "
+            res[n] = _not_materialised(
+                "beyond the arithmetic budget",
+                f"{passes:,} passes through the program's matrix products, about {cost:.3g} "
                 f"multiply-adds, exceed the budget ({limits.multiply_adds:.3g}; --limit multiply_adds=N)",
             )
         fits = []
-    if fits:
-        blocks, method, why = _dense_blocks(fwd, leaves, consts, fits, out, output_name)
-        for n, J in zip(fits, blocks, strict=True):
-            jtv = torch.tensordot(v, J, dims=out.dim()) if out.dim() else v * J
-            res[n] = LeafJacobian("dense", method, J, None, jtv, why=why)
-    return res
+    return res, fits
+
+
+def _not_materialised(beyond: str, reason: str) -> LeafJacobian:
+    """A dense block over a budget: no J, so Jᵀv comes from the real backward alone."""
+    why = f"{beyond}: Jᵀv comes from backward(v) alone, checked by a forward-mode JVP"
+    return LeafJacobian("dense", "not materialised", None, None, None, reason, why=why)
 
 
 def _dense_blocks(

@@ -18,7 +18,7 @@ from sympy.tensor.array.expressions.arrayexpr_derivatives import array_derive
 from oracle_programs import CASES, Case
 from test_oracle import RTOL64, arr, assert_close, case_fn, fd_vjp, magnitude, run_case
 from vjp_explorer import explore
-from vjp_explorer.engine.matrix_calculus import Evaluator
+from vjp_explorer.engine.matrix_einsum import Evaluator
 from vjp_explorer.limits import Limits
 
 # per-element sympy turned off (a budget of one derivative): every program that is not elementwise goes

@@ -263,7 +263,7 @@ def _sigmoid(x):
 def test_absolute_terms_counts_tanh_and_sigmoid_derivatives_at_the_size_torch_rounds_at():
     import sympy as sp
 
-    from vjp_explorer.engine.symbolic import absolute_terms
+    from vjp_explorer.engine.sizing import absolute_terms
 
     u, w = sp.symbols("u w", real=True)
     assert absolute_terms(sp.diff(sp.tanh(u), u)) == 1 + sp.tanh(u) ** 2
@@ -356,7 +356,7 @@ def test_product_rule_terms_that_cancel_are_allowed_for(x):
 def test_chain_size_is_the_product_rules_terms_before_they_cancel():
     import sympy as sp
 
-    from vjp_explorer.engine.symbolic import chain_size, term_size
+    from vjp_explorer.engine.sizing import chain_size, term_size
 
     x, c = sp.symbols("x c", real=True)
 

@@ -21,7 +21,7 @@ from ..errors import LimitError, ProgramError, ShapeError
 from ..language import program as P
 from ..limits import Limits
 from ..ops import REGISTRY, OpSpec
-from . import constructors, indexing, masks
+from . import budget, constructors, indexing, masks
 from .vals import DENSE, DIAG, Val, _dense, _first_line, _grow, _merge
 
 __all__ = ["DENSE", "DIAG", "Forward", "Interpreter", "Step", "Val", "replay"]
@@ -73,7 +73,7 @@ class Interpreter:
         self.control: list[ControlRecord] = []
         self.iterations = 0
         self.loop_values: dict[str, int] = {}
-        self.memory = 0  # the run's memory estimate so far, in bytes (see _charge)
+        self.memory = 0  # the run's memory estimate so far, in bytes (see budget.charge)
         # applied to each operand of + - * / and of the functions of several tensors (see replay)
         self.lift: Callable[[Any], Any] | None = None
         self.work = 0  # multiply-adds of the matrix products so far, backward included
@@ -262,50 +262,9 @@ class Interpreter:
     def _truth(self, x: Val, e: P.Expr) -> bool:
         return bool(x.v) if isinstance(x.v, bool) else self._scalar(x, e) != 0
 
-    def _check_numel(self, shape: tuple[int, ...], span: P.Span) -> None:
-        n = math.prod(shape)
-        if n > self.limits.elements:
-            raise self.err(
-                LimitError,
-                f"This operation would make a tensor of shape {list(shape)} ({n:,} elements); "
-                f"the limit is {self.limits.elements:,} (--limit elements=N).",
-                span,
-            )
-
     def _charge(self, shape: tuple[int, ...], span: P.Span, work: int = 0, transient: int = 0) -> None:
-        """Check an operation against the run's budgets before it runs, then count it.
-
-        Memory: every result the program computes is counted three times its size (the value, what
-        autograd saves for backward, the grad backward gives it), summed over the run with the inputs
-        (counted by run): a deterministic bound from shapes, not a measurement (freed buffers and
-        malloc's thresholds vary from run to run).
-        `transient` is memory the operation needs only while it runs (matmul's broadcast operands).
-        Work: a matrix product's multiply-adds, three times (the forward and the two products of its
-        backward), summed over the run.
-        """
-        self._check_numel(shape, span)
-        size = math.prod(shape) * self.dtype.itemsize
-        need = self.memory + 3 * size + transient
-        if need > self.limits.memory_bytes:
-            raise self.err(
-                LimitError,
-                f"This operation would bring the run's memory estimate to {_bytes(need)}: each value the program "
-                f"computes counts three times its size (the value, what autograd saves for backward, its grad), "
-                f"{_bytes(self.memory)} so far and {_bytes(3 * size + transient)} for this one (shape "
-                f"{list(shape)}). The limit is memory_bytes = {_bytes(self.limits.memory_bytes)}; raise it with "
-                f"--limit memory_bytes=N (bytes).",
-                span,
-            )
-        if self.work + 3 * work > self.limits.multiply_adds:
-            raise self.err(
-                LimitError,
-                f"This matrix product would bring the run's arithmetic to {self.work + 3 * work:.3g} multiply-adds "
-                f"({work:.3g} for its forward, twice that for its backward, {self.work:.3g} before it). The limit "
-                f"is multiply_adds = {self.limits.multiply_adds:.3g}; raise it with --limit multiply_adds=N.",
-                span,
-            )
-        self.memory += 3 * size
-        self.work += 3 * work
+        """Check an operation against the run's budgets before it runs, then count it (see budget.charge)."""
+        budget.charge(self, shape, span, work, transient)
 
     def _binop(self, e: P.BinOp, a: Val, b: Val) -> Val:
         op = e.op
@@ -346,7 +305,7 @@ class Interpreter:
             raise self.err(
                 ShapeError, "'@' (matmul) needs two tensors of at least 1 dimension; use '*' for scalars.", span
             )
-        shape = _matmul_shape(tuple(x.shape), tuple(y.shape))
+        shape = budget.matmul_shape(tuple(x.shape), tuple(y.shape))
         if shape is None:
             raise self.err(
                 ShapeError,
@@ -361,7 +320,7 @@ class Interpreter:
         batch = shape[:-2] if x.dim() > 1 and y.dim() > 1 else ()
         wider = [batch + tuple(t.shape[-2:]) for t in (x, y) if t.dim() > 1 and tuple(t.shape[:-2]) != batch]
         for operand in wider:  # a materialised intermediate like any other
-            self._check_numel(operand, span)
+            budget.check_numel(self, operand, span)
         expanded = sum(math.prod(operand) for operand in wider)
         self._charge(shape, span, work=math.prod(shape) * k, transient=expanded * self.dtype.itemsize)
         try:
@@ -451,14 +410,7 @@ class Interpreter:
         # doc says the same in words
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            try:
-                meta = spec.call_torch(*(torch.empty(x.shape, dtype=x.dtype, device="meta") for x in xs), **params)
-                shape = tuple(meta.shape)
-            except NotImplementedError:  # a shape that depends on the values (a boolean mask): at most the input's
-                shape = (max(x.numel() for x in xs),)
-            except AssertionError as err:  # some of torch's meta functions check their arguments with assert
-                raise RuntimeError(_first_line(err)) from None
-            self._charge(shape, e.span, work=work)
+            self._charge(budget.meta_shape(spec, xs, params), e.span, work=work)
             out = spec.call_torch(*xs, **params)
         n_in = sum(x.numel() for x in xs)
         deps = _dense(*args) if out.is_floating_point() else {}  # an index (argmax) carries no gradient
@@ -497,14 +449,6 @@ class Interpreter:
         return fn(t, dim=dim, keepdim=keep)
 
 
-def _bytes(n: int) -> str:
-    """A byte count as people read it: 8.59 GB, 750 MB."""
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n} bytes"
-
-
 def _span(e: P.Expr) -> P.Span:
     return e.span
 
@@ -535,34 +479,6 @@ def _tensor_op(op: str, x: Any, y: Any) -> Any:
     if op == "/":
         return x / y
     return torch.pow(x, y) if isinstance(x, torch.Tensor) else torch.pow(torch.as_tensor(x, dtype=y.dtype), y)
-
-
-def _compare(op: str, a: float, b: float) -> bool:
-    return {
-        "<": a < b,
-        "<=": a <= b,
-        ">": a > b,
-        ">=": a >= b,
-        "==": a == b,
-        "!=": a != b,
-    }[op]
-
-
-def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
-    a2 = (1, *a) if len(a) == 1 else a
-    b2 = (*b, 1) if len(b) == 1 else b
-    if a2[-1] != b2[-2]:
-        return None
-    try:
-        batch = tuple(torch.broadcast_shapes(a2[:-2], b2[:-2]))
-    except RuntimeError:
-        return None
-    out = (*batch, a2[-2], b2[-1])
-    if len(a) == 1:
-        out = out[:-2] + out[-1:]
-    if len(b) == 1:
-        out = out[:-1]
-    return out
 
 
 def _bind(expr: P.Expr, values: dict[str, int]) -> P.Expr:

@@ -79,100 +79,134 @@ def compute_jacobians(
     """Every leaf's Jacobian block; graph kept (retain_graph) for the real backward after."""
     out = fwd.output.v
     deps = fwd.output.deps
-    m = out.numel()
-    res: dict[str, LeafJacobian] = {}
-    bytes_per = out.element_size()
-    budget_bytes = limits.jacobian_bytes
-
+    budget = _JacobianBudget(limits, out.element_size())
+    res = {n: _zero_block(out, leaves[n], n, budget, output_name) for n in leaves if n not in deps}
     diag = [n for n in leaves if deps.get(n) == DIAG]
-    dense = [n for n in leaves if deps.get(n) == DENSE]
-    for n in leaves:
-        if n not in deps:
-            full = None
-            entries = m * leaves[n].numel()
-            reason = None
-            if entries <= limits.jacobian_entries and entries * bytes_per <= budget_bytes:
-                full = torch.zeros((*out.shape, *leaves[n].shape), dtype=out.dtype, device=out.device)
-                budget_bytes -= entries * bytes_per
-            else:
-                reason = "an all-zero block too large to materialise"
-            res[n] = LeafJacobian(
-                "zero",
-                "zero",
-                full,
-                None,
-                torch.zeros_like(leaves[n]),
-                reason,
-                why=f"the program shows {output_name} does not depend on {n}: a zero block, no autodiff",
-            )
-
     if diag:
-        grads = torch.autograd.grad(out, [leaves[n] for n in diag], torch.ones_like(out), retain_graph=True)
-        # Jᵀv = v * diagonal; with v = ones that is the diagonal itself (x·1 is exact): no full-size copy
-        v_is_ones = all_equal_to(v, 1.0)
-        for n, d in zip(diag, grads, strict=True):
-            entries = m * m
-            full = None
-            reason = None
-            if entries <= limits.jacobian_entries and entries * bytes_per <= budget_bytes:
-                full = torch.diag_embed(d.reshape(-1)).reshape((*out.shape, *d.shape))
-                budget_bytes -= entries * bytes_per
-            else:
-                reason = f"diagonal: {m:,} x {m:,} entries, only the {m:,} on the diagonal are kept"
-            res[n] = LeafJacobian(
-                "diagonal",
-                "diagonal",
-                full,
-                d,
-                d if v_is_ones else v * d,
-                reason,
-                why=f"the program shows {output_name} depends on {n} elementwise: one autograd.grad with v = ones "
-                f"gives every ∂{output_name}[k]/∂{n}[k]",
-            )
-
+        res.update(_diagonal_blocks(out, leaves, diag, v, budget, output_name))
+    dense = [n for n in leaves if deps.get(n) == DENSE]
     if dense:
-        fits = []
-        for n in dense:
-            entries = m * leaves[n].numel()
-            if entries <= limits.jacobian_entries and entries * bytes_per <= budget_bytes:
-                fits.append(n)
-                budget_bytes -= entries * bytes_per
-            else:
-                res[n] = LeafJacobian(
-                    why="beyond the budget: Jᵀv comes from backward(v) alone, checked by a forward-mode JVP",
-                    structure="dense",
-                    method="not materialised",
-                    full=None,
-                    diagonal=None,
-                    jtv=None,
-                    reason=f"{m:,} x {leaves[n].numel():,} = {entries:,} entries exceed the budget "
-                    f"({limits.jacobian_entries:,} entries, {limits.jacobian_bytes:,} bytes; "
-                    f"--max-jacobian N to change it)",
-                )
-        # each row (or column) of a dense block is one more pass through the program's products: about
-        # two thirds of the forward's count, which holds the forward and backward products (x3)
-        n_fits = sum(leaves[n].numel() for n in fits)
-        passes = m if m <= SMALL_ROWS else min(m, n_fits)
-        cost = passes * fwd.work * 2 // 3
-        if fits and cost > limits.multiply_adds:
-            for n in fits:
-                res[n] = LeafJacobian(
-                    why="beyond the arithmetic budget: Jᵀv comes from backward(v) alone, checked by a forward-mode JVP",
-                    structure="dense",
-                    method="not materialised",
-                    full=None,
-                    diagonal=None,
-                    jtv=None,
-                    reason=f"{passes:,} passes through the program's matrix products, about {cost:.3g} "
-                    f"multiply-adds, exceed the budget ({limits.multiply_adds:.3g}; --limit multiply_adds=N)",
-                )
-            fits = []
+        skipped, fits = _dense_fits(fwd, leaves, dense, budget)
+        res.update(skipped)
         if fits:
             blocks, method, why = _dense_blocks(fwd, leaves, consts, fits, out, output_name)
             for n, J in zip(fits, blocks, strict=True):
                 jtv = torch.tensordot(v, J, dims=out.dim()) if out.dim() else v * J
                 res[n] = LeafJacobian("dense", method, J, None, jtv, why=why)
     return {n: res[n] for n in leaves}
+
+
+class _JacobianBudget:
+    """The materialised Jacobians' share of the limits, taken block by block in the order they are built."""
+
+    def __init__(self, limits: Limits, bytes_per: int) -> None:
+        self.limits = limits
+        self.bytes_per = bytes_per
+        self.bytes = limits.jacobian_bytes
+
+    def take(self, entries: int) -> bool:
+        """True, and the block's bytes counted, where a block of `entries` still fits."""
+        if entries <= self.limits.jacobian_entries and entries * self.bytes_per <= self.bytes:
+            self.bytes -= entries * self.bytes_per
+            return True
+        return False
+
+
+def _zero_block(
+    out: torch.Tensor, leaf: torch.Tensor, n: str, budget: _JacobianBudget, output_name: str
+) -> LeafJacobian:
+    """A leaf the output does not depend on: zeros, materialised where they fit."""
+    full = None
+    reason = None
+    if budget.take(out.numel() * leaf.numel()):
+        full = torch.zeros((*out.shape, *leaf.shape), dtype=out.dtype, device=out.device)
+    else:
+        reason = "an all-zero block too large to materialise"
+    return LeafJacobian(
+        "zero",
+        "zero",
+        full,
+        None,
+        torch.zeros_like(leaf),
+        reason,
+        why=f"the program shows {output_name} does not depend on {n}: a zero block, no autodiff",
+    )
+
+
+def _diagonal_blocks(
+    out: torch.Tensor,
+    leaves: dict[str, torch.Tensor],
+    names: list[str],
+    v: torch.Tensor,
+    budget: _JacobianBudget,
+    output_name: str,
+) -> dict[str, LeafJacobian]:
+    """Leaves the output depends on elementwise: every diagonal from one autograd.grad with v = ones."""
+    m = out.numel()
+    res: dict[str, LeafJacobian] = {}
+    grads = torch.autograd.grad(out, [leaves[n] for n in names], torch.ones_like(out), retain_graph=True)
+    # Jᵀv = v * diagonal; with v = ones that is the diagonal itself (x·1 is exact): no full-size copy
+    v_is_ones = all_equal_to(v, 1.0)
+    for n, d in zip(names, grads, strict=True):
+        full = None
+        reason = None
+        if budget.take(m * m):
+            full = torch.diag_embed(d.reshape(-1)).reshape((*out.shape, *d.shape))
+        else:
+            reason = f"diagonal: {m:,} x {m:,} entries, only the {m:,} on the diagonal are kept"
+        res[n] = LeafJacobian(
+            "diagonal",
+            "diagonal",
+            full,
+            d,
+            d if v_is_ones else v * d,
+            reason,
+            why=f"the program shows {output_name} depends on {n} elementwise: one autograd.grad with v = ones "
+            f"gives every ∂{output_name}[k]/∂{n}[k]",
+        )
+    return res
+
+
+def _dense_fits(
+    fwd: Forward, leaves: dict[str, torch.Tensor], names: list[str], budget: _JacobianBudget
+) -> tuple[dict[str, LeafJacobian], list[str]]:
+    """The dense blocks over the size or the arithmetic budget, not materialised; and the names of those that fit."""
+    out = fwd.output.v
+    m = out.numel()
+    limits = budget.limits
+    res: dict[str, LeafJacobian] = {}
+    fits = []
+    for n in names:
+        entries = m * leaves[n].numel()
+        if budget.take(entries):
+            fits.append(n)
+        else:
+            res[n] = _not_materialised(
+                "beyond the budget",
+                f"{m:,} x {leaves[n].numel():,} = {entries:,} entries exceed the budget "
+                f"({limits.jacobian_entries:,} entries, {limits.jacobian_bytes:,} bytes; "
+                f"--max-jacobian N to change it)",
+            )
+    # each row (or column) of a dense block is one more pass through the program's products: about
+    # two thirds of the forward's count, which holds the forward and backward products (x3)
+    n_fits = sum(leaves[n].numel() for n in fits)
+    passes = m if m <= SMALL_ROWS else min(m, n_fits)
+    cost = passes * fwd.work * 2 // 3
+    if fits and cost > limits.multiply_adds:
+        for n in fits:
+            res[n] = _not_materialised(
+                "beyond the arithmetic budget",
+                f"{passes:,} passes through the program's matrix products, about {cost:.3g} "
+                f"multiply-adds, exceed the budget ({limits.multiply_adds:.3g}; --limit multiply_adds=N)",
+            )
+        fits = []
+    return res, fits
+
+
+def _not_materialised(beyond: str, reason: str) -> LeafJacobian:
+    """A dense block over a budget: no J, so Jᵀv comes from the real backward alone."""
+    why = f"{beyond}: Jᵀv comes from backward(v) alone, checked by a forward-mode JVP"
+    return LeafJacobian("dense", "not materialised", None, None, None, reason, why=why)
 
 
 def _dense_blocks(

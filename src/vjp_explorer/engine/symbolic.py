@@ -27,9 +27,9 @@ from ..language import program as P
 from ..ops import REGISTRY, OpSpec, bound_params
 from ..result import index_label
 from . import indexing
+from .differentiate import DPS, derivative, real_at, signed_infinity, to_float
 from .interpreter import Step
-
-DPS = 30
+from .sizing import term_size
 
 
 class SymbolicTimeout(Exception):
@@ -114,7 +114,7 @@ class SymbolicProgram:
             a, b = self.value_of(e.left), self.value_of(e.right)
             if e.op == "@":
                 return matmul(a, b)
-            out = broadcast(a, b, _BIN[e.op])
+            out = broadcast(a, b, BINARY[e.op])
             if e.op in ("&", "|"):
                 out.kind = "bool"
             return out
@@ -172,7 +172,7 @@ class SymbolicProgram:
         x = args[0]
         spec = REGISTRY[f]
         if spec.operator == "**":
-            return broadcast(x, args[1], _BIN["**"])
+            return broadcast(x, args[1], BINARY["**"])
         if spec.elementwise:
             fn = exact_rule(spec, e.params)
             if len(args) == 2:
@@ -286,10 +286,10 @@ def exact_rule(spec: OpSpec, params: tuple[tuple[str, Any], ...] = ()) -> Callab
 
 
 # the unary elementwise functions at their default parameters (matrix calculus and tests read these)
-_UNARY: dict[str, Callable[[Any], Any]] = {
+UNARY: dict[str, Callable[[Any], Any]] = {
     s.name: exact_rule(s) for s in REGISTRY.values() if s.elementwise and s.tensors == 1 and s.exact is not None
 }
-_BIN: dict[str, Callable[[Any, Any], Any]] = {
+BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,
@@ -448,22 +448,6 @@ class SymbolicJacobian:
         return self._sizes[leaf]
 
 
-def to_float(x: Any) -> float:
-    """A sympy number as a float; complex, zoo, nan -> nan; +-oo -> +-inf."""
-    if x is sp.zoo or x is sp.nan:
-        return math.nan
-    if x is sp.oo:
-        return math.inf
-    if x is sp.S.NegativeInfinity:
-        return -math.inf
-    try:
-        if getattr(x, "is_real", None) is False or (hasattr(x, "as_real_imag") and x.as_real_imag()[1] != 0):
-            return math.nan
-        return float(x)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def symbolic_jacobian(
     steps: list[Step],
     output: str,
@@ -502,7 +486,7 @@ def symbolic_jacobian(
     huge: dict[str, set[tuple[int, int]]] = {}
     # an output element that leaves the reals at the point has no real derivative there: sympy's are
     # complex-analytic ones, which can read real ((-1)**b differentiates to -pi at b = 1/2) where torch gives nan
-    real_at_point = [_real_at(y, subs) for y in out.items]
+    real_at_point = [real_at(y, subs) for y in out.items]
     for name in leaves:
         syms = env[name].items
         f_rows: list[list[Any]] = []
@@ -561,165 +545,3 @@ def as_written(build: Callable[[], list[Any]], evaluated: list[Any]) -> Callable
         return done[0]
 
     return get
-
-
-def signed_infinity(y: Any, d: Any, s: Any, subs: dict[Any, Any]) -> float:
-    """+inf or -inf where the derivative d = dy/ds is infinite at the point with one sign (sympy's zoo, 1/0,
-    has none): d grows without bound as s nears its value from each side where y is real, with the same
-    sign there (log'(x) = 1/x at 0 from the right, -1/x**2 at 0 from both). nan where it has no such limit."""
-    x0 = subs[s]
-    signs = set()
-    for side in (1, -1):
-        near, nearer = (
-            (to_float(d.xreplace(at).evalf(DPS)) if _real_at(y, at) else math.nan)
-            for h in ("1e-12", "1e-16")
-            for at in [{**subs, s: x0 + side * sp.Float(h, DPS)}]
-        )
-        if math.isnan(near) or math.isnan(nearer):
-            continue  # y is not real on this side (log, sqrt left of 0)
-        if abs(nearer) < 10 * abs(near) or (near > 0) != (nearer > 0):
-            return math.nan  # bounded, or changes sign: no infinite limit
-        signs.add(nearer > 0)
-    if len(signs) != 1:
-        return math.nan
-    return math.inf if signs.pop() else -math.inf
-
-
-def derivative(y: Any, s: Any) -> Any:
-    """dy/ds, the expression sympy's diff gives: its diff of each term of a sum that holds s.
-
-    sympy's diff of a sum is the sum of its terms' diffs (Add._eval_derivative); a term without s
-    contributes 0, so only the others are differentiated. With a cold cache that skips most of
-    diff's cost on a sum of separate leaves (the seed formula). Each term keeps its own diff whole,
-    numbers included: pulling a coefficient out, or a node's first-order `_eval_derivative` in place of
-    diff, gives a different expression for a product of three factors, in which a term that cancels
-    exactly no longer reads 0. test_symbolic_derivative pins the equality with diff.
-    """
-    return sp.Add(*[_diff(t, s) for t in (y.args if y.is_Add else (y,)) if t.has(s)])
-
-
-_ONE = sp.Integer(1)
-
-
-def _diff(t: Any, s: Any) -> Any:
-    """sympy's diff(t, s), for a symbol s free in t: the object diff's Derivative(t, s) gets from the
-    method it dispatches to, t._eval_derivative_n_times(s, 1), taken directly. Where Derivative would do
-    more with it (the method leaves a Derivative, or declines), or s is not free in t, diff itself. This
-    skips Derivative's bookkeeping on the top node (about a quarter of the seed formula's cold cost); the
-    nodes below go through diff as before."""
-    if not s.is_Symbol or s not in t.free_symbols:
-        return sp.diff(t, s)
-    d = t._eval_derivative_n_times(s, _ONE)
-    if d is None or d.has(sp.Derivative):
-        return sp.diff(t, s)
-    return d
-
-
-def _real_at(y: Any, subs: dict[Any, Any]) -> bool:
-    """False where computing y in real arithmetic, as torch does, leaves the reals at the point: the log of a
-    negative number, or a negative number to a power that is not an integer, anywhere inside y, whatever
-    the final value (torch's cos(sqrt(-1)) is nan; sympy's is cosh(1)). Only those subexpressions are evaluated."""
-    for e in y.atoms(sp.log, sp.Pow):
-        if isinstance(e, sp.log):
-            arg = e.args[0].xreplace(subs)
-            if arg.is_extended_negative or arg.is_extended_real is False:
-                return False
-            continue
-        base, exp = e.args
-        if exp.is_Integer:
-            continue
-        b = base.xreplace(subs)
-        if b.is_extended_real is False:
-            return False
-        if b.is_extended_negative:
-            k = exp.xreplace(subs)
-            if not (k.is_Number and k.is_finite and float(k).is_integer()):  # a float exponent may hold one
-                return False
-    return True
-
-
-def term_size(y: Any, s: Any, derivative: Any, cache: dict[Any, Any] | None = None) -> Any:
-    """The size of the numbers autograd adds up to get dy/ds, as one non-negative sympy expression
-    (chain_size), or None where that is |dy/ds| itself."""
-    t = chain_size(y, s, {} if cache is None else cache)
-    return None if t == 0 or t == derivative or t == _abs(derivative) else t
-
-
-def chain_size(e: Any, s: Any, cache: dict[Any, Any] | None = None) -> Any:
-    """Σ|terms| of de/ds as reverse mode forms them: the product rule's terms, each factor and local
-    derivative made non-negative; a local derivative that itself cancels (1 - tanh(u)**2) counts at the
-    size of its terms, sigmoid'(u) at the size of sigmoid(u) (torch computes it as s*(1 - s), which rounds
-    at the size of s). It reads e as given: the routes give the program as written (as_written), where
-    sympy's evaluated form has already combined some terms (x*x is x**2, exp(x) - exp(x) is 0). A bound
-    on the rounding of the terms, not of every float operation torch makes. Memoised per subexpression in
-    `cache` (a value used twice is sized once)."""
-    cache = {} if cache is None else cache
-    key = (e, s)
-    if key not in cache:
-        cache[key] = _chain_size(e, s, cache)
-    return cache[key]
-
-
-def _chain_size(e: Any, s: Any, cache: dict[Any, Any]) -> Any:
-    if not e.has(s):
-        return sp.Integer(0)
-    if e == s:
-        return sp.Integer(1)
-    if e.is_Add:
-        return sp.Add(*[chain_size(a, s, cache) for a in e.args])
-    if e.is_Mul:
-        terms = []
-        for k, f in enumerate(e.args):
-            df = chain_size(f, s, cache)
-            if df != 0:
-                terms.append(df * sp.Mul(*[_abs(g) for i, g in enumerate(e.args) if i != k]))
-        return sp.Add(*terms)
-    if e.is_Pow:
-        base, exp = e.args
-        if exp == -1 and base.is_Add and len(base.args) == 2 and sp.S.One in base.args:
-            other = base.args[0] if base.args[1] is sp.S.One else base.args[1]
-            if isinstance(other, sp.exp):  # sigmoid(u) = 1/(1 + exp(-u)): torch's s*(1 - s) rounds at s
-                return e * chain_size(-other.args[0], s, cache)
-        if not exp.has(s):
-            return _abs(exp) * _abs(base) ** (exp - 1) * chain_size(base, s, cache)
-        return _abs(e) * (
-            chain_size(exp, s, cache) * _abs(sp.log(base)) + _abs(exp) * chain_size(base, s, cache) / _abs(base)
-        )
-    if isinstance(e, sp.Function) and len(e.args) == 1 and not isinstance(e, sp.Piecewise):
-        u = sp.Dummy("u", real=True)
-        local = absolute_terms(sp.diff(e.func(u), u)).xreplace({u: e.args[0]})
-        return local * chain_size(e.args[0], s, cache)
-    return _abs(sp.diff(e, s))  # Piecewise, Max, Heaviside...: sympy's derivative is its own size
-
-
-def _abs(e: Any) -> Any:
-    """|e| without sympy's simplification of Abs (which costs more than the rest on a big expression)."""
-    if e.is_Number:
-        return abs(e)
-    return sp.Abs(e, evaluate=False)
-
-
-def absolute_terms(expr: Any) -> Any:
-    """expr with every term of a sum and every factor made non-negative: the size of the numbers its float
-    evaluation adds up, which bounds the scale of its rounding (for 1 - tanh(u)**2: 1 + tanh(u)**2).
-
-    sigmoid'(u), which sympy writes exp(-u)/(1 + exp(-u))**2, counts at the size of sigmoid(u): torch computes
-    it as s*(1 - s) from s = sigmoid(u), whose rounding is of that size where s saturates at 1.
-    """
-    if expr.is_Number:
-        return abs(expr)
-    if expr.is_Mul:
-        factors = list(expr.args)
-        for i, f in enumerate(factors):
-            base = f.base if f.is_Pow and f.exp == -2 else None
-            if base is not None and base.is_Add and len(base.args) == 2 and sp.S.One in base.args:
-                e = base.args[0] if base.args[1] is sp.S.One else base.args[1]
-                if isinstance(e, sp.exp) and e in factors:
-                    rest = [g for j, g in enumerate(factors) if j != i and j != factors.index(e)]
-                    return sp.Mul(*[absolute_terms(g) for g in rest], 1 / base)
-        return expr.func(*[absolute_terms(a) for a in expr.args])
-    if expr.is_Add:
-        return expr.func(*[absolute_terms(a) for a in expr.args])
-    if expr.is_Pow and expr.exp.is_Number:
-        return absolute_terms(expr.base) ** expr.exp
-    return sp.Abs(expr)

@@ -29,64 +29,8 @@ from .folding import _Undefined, const_truth, fold
 from .indexing import IndexParser
 from .scan import TextChecks
 from .unicode import first_bad_char, sentence, visible
+from .whitelist import BINOPS, CMPOPS, NAME, NODE_WORDS, RESERVED, WHY_NOT, names_the_namespace
 
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
-_BINOPS = {
-    ast.Add: "+",
-    ast.Sub: "-",
-    ast.Mult: "*",
-    ast.Div: "/",
-    ast.Pow: "**",
-    ast.MatMult: "@",
-    ast.BitAnd: "&",
-    ast.BitOr: "|",
-}
-_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
-_RESERVED = {"torch", "range", "True", "False", "None"}
-_WHY_NOT = {
-    ast.BitXor: "'^' is bitwise xor in Python; write powers as '**' (x**2)",
-    ast.FloorDiv: "'//' (floor division) has no derivative; use '/'",
-    ast.LShift: "Shifts are not supported",
-    ast.RShift: "Shifts are not supported",
-}
-_NODE_WORDS = {
-    ast.Lambda: "Lambdas are not part of the language",
-    ast.ListComp: "Comprehensions are not part of the language",
-    ast.SetComp: "Comprehensions are not part of the language",
-    ast.DictComp: "Comprehensions are not part of the language",
-    ast.GeneratorExp: "Generator expressions are not part of the language",
-    ast.NamedExpr: "':=' (walrus) is not part of the language; use a separate assignment",
-    ast.JoinedStr: "Strings are not part of the language; programs hold numbers, names and calls",
-    ast.Starred: "'*' unpacking is not part of the language",
-    ast.Import: "Imports are not part of the language",
-    ast.ImportFrom: "Imports are not part of the language",
-    ast.FunctionDef: "Defining functions is not part of the language",
-    ast.ClassDef: "Classes are not part of the language",
-    ast.Await: "'await' is not part of the language",
-    ast.Yield: "'yield' is not part of the language",
-    ast.IfExp: "'a if c else b' is not supported; use an if statement",
-    ast.List: "List literals are not part of programs; give values with --NAME VALUE",
-    ast.Dict: "Dict literals are not part of the language",
-    ast.Set: "Set literals are not part of the language",
-    ast.Slice: "Slices are not part of the language",
-    ast.AsyncFunctionDef: "Defining functions is not part of the language",
-    ast.Return: "'return' is not part of the language: the last statement is the output",
-    ast.Delete: "'del' is not part of the language",
-    ast.Global: "'global' is not part of the language",
-    ast.Nonlocal: "'nonlocal' is not part of the language",
-    ast.With: "'with' is not part of the language",
-    ast.AsyncWith: "'with' is not part of the language",
-    ast.AsyncFor: "'async for' is not part of the language",
-    ast.Try: "'try' is not part of the language",
-    ast.Raise: "'raise' is not part of the language",
-    ast.Assert: "'assert' is not part of the language",
-    ast.Break: "'break' is not part of the language; loops end by their condition or range",
-    ast.Continue: "'continue' is not part of the language",
-    ast.Match: "'match' is not part of the language; use if statements",
-    ast.YieldFrom: "'yield' is not part of the language",
-}
-if hasattr(ast, "TryStar"):  # Python 3.11+
-    _NODE_WORDS[ast.TryStar] = "'try' is not part of the language"
 # the names a bare final expression is assigned to, in order of preference
 _OUTPUT_NAMES = ("y", "out", "output", "result")
 
@@ -342,9 +286,9 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
         if isinstance(s, ast.AugAssign):
             if not isinstance(s.target, ast.Name):
                 raise self.err("Augmented assignment needs a plain name (y += ...).", s.target)
-            op = _BINOPS.get(type(s.op))
+            op = BINOPS.get(type(s.op))
             if op is None and not isinstance(s.op, ast.Mod):
-                raise self.err(_WHY_NOT.get(type(s.op), "This operator is not supported."), s)
+                raise self.err(WHY_NOT.get(type(s.op), "This operator is not supported."), s)
             target = self._target(s.target)
             tspan = self.span(s.target)
             left, right = P.Name(target, tspan), self._expr(s.value)
@@ -370,12 +314,12 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
             return P.While(test, self._block(s.body), sp)
         if isinstance(s, ast.For):
             return self._for(s, sp)
-        if isinstance(s, ast.Pass) or _names_the_namespace(s):
+        if isinstance(s, ast.Pass) or names_the_namespace(s):
             return None
         if isinstance(s, ast.AnnAssign):
             raise self.err("Type annotations are not part of the language; write 'y = ...'.", s)
         raise self.err(
-            _NODE_WORDS.get(type(s), f"'{type(s).__name__}' statements are not part of the language."),
+            NODE_WORDS.get(type(s), f"'{type(s).__name__}' statements are not part of the language."),
             s,
             "A program is assignments (y = ...), one final expression, and if/while/for.",
         )
@@ -392,9 +336,9 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
             raise self.err("A tuple cannot be assigned into.", target)
         value = self._expr(s.value)
         if isinstance(s, ast.AugAssign):
-            op = _BINOPS.get(type(s.op))
+            op = BINOPS.get(type(s.op))
             if op is None and not isinstance(s.op, ast.Mod):
-                raise self.err(_WHY_NOT.get(type(s.op), "This operator is not supported."), s)
+                raise self.err(WHY_NOT.get(type(s.op), "This operator is not supported."), s)
             value = P.Call("remainder", (index, value), (), sp) if op is None else P.BinOp(op, index, value, sp)
         return P.Assign(name, P.Update(index, value, sp), sp, augmented=True)
 
@@ -432,12 +376,12 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
         return node.id
 
     def _check_name(self, node: ast.Name) -> None:
-        if not _NAME.match(node.id):
+        if not NAME.match(node.id):
             raise self.err(
                 f"The name {node.id!r} is not allowed: names start with a letter and hold letters, digits and '_'.",
                 node,
             )
-        if node.id in _RESERVED:
+        if node.id in RESERVED:
             raise self.err(f"{node.id!r} is reserved and cannot be used as a variable.", node)
 
     def _int_literal(self, node: ast.expr, where: str) -> int:
@@ -501,7 +445,7 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
                 return P.Num(fv, sp, integral=float(fv).is_integer() and isinstance(v, int))
             if isinstance(v, complex):
                 raise self.err("Complex numbers are not supported.", node)
-            raise self.err(_NODE_WORDS[ast.JoinedStr], node)
+            raise self.err(NODE_WORDS[ast.JoinedStr], node)
         if isinstance(node, ast.Name):
             self._check_name(node)
             if is_function(node.id) and node.id not in self.variables:
@@ -510,9 +454,9 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):  # a % b on tensors is torch.remainder
             return P.Call("remainder", (self._expr(node.left), self._expr(node.right)), (), sp)
         if isinstance(node, ast.BinOp):
-            op = _BINOPS.get(type(node.op))
+            op = BINOPS.get(type(node.op))
             if op is None:
-                raise self.err(_WHY_NOT.get(type(node.op), "This operator is not supported."), self._op_span(node))
+                raise self.err(WHY_NOT.get(type(node.op), "This operator is not supported."), self._op_span(node))
             out = P.BinOp(op, self._expr(node.left), self._expr(node.right), sp)
             self._check_constant(out)
             return out
@@ -529,9 +473,9 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
         if isinstance(node, ast.Compare):
             ops = []
             for o in node.ops:
-                if type(o) not in _CMPOPS:
+                if type(o) not in CMPOPS:
                     raise self.err("Only < <= > >= == != compare values.", node)
-                ops.append(_CMPOPS[type(o)])
+                ops.append(CMPOPS[type(o)])
             return P.Compare(tuple(ops), tuple(self._expr(e) for e in [node.left, *node.comparators]), sp)
         if isinstance(node, ast.BoolOp):
             op = "and" if isinstance(node.op, ast.And) else "or"
@@ -544,7 +488,7 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
             return self._attribute(node, sp)
         if isinstance(node, ast.Tuple):
             raise self.err("Tuples are only allowed as keyword values such as dim=(0, 1).", node)
-        raise self.err(_NODE_WORDS.get(type(node), f"'{type(node).__name__}' is not part of the language."), node)
+        raise self.err(NODE_WORDS.get(type(node), f"'{type(node).__name__}' is not part of the language."), node)
 
     def _check_constant(self, node: P.BinOp) -> None:
         # constant subexpressions that overflow (a*9**9**9) or have no value (a*(1/0)) are
@@ -572,15 +516,6 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
             at = left_end + gap.index(stripped)
             return at, at + len(stripped)
         return self.span(node)
-
-
-# imports pasted code starts with that name what the language already has: torch, F, math (nothing runs)
-_KNOWN_IMPORTS = {("torch", None), ("math", None), ("torch.nn.functional", "F")}
-
-
-def _names_the_namespace(s: ast.stmt) -> bool:
-    """`import torch`, `import math`, `import torch.nn.functional as F`: statements with nothing to do."""
-    return isinstance(s, ast.Import) and all((a.name, a.asname) in _KNOWN_IMPORTS for a in s.names)
 
 
 def _first_target(s: ast.Assign | ast.AugAssign) -> ast.expr | None:

@@ -37,25 +37,8 @@ class Explainer:
 
         it = self.it
         assert it is not None
-        if len(self.events) >= it.limits.snippet_backward_calls:
-            raise LimitError(
-                f"The snippet calls backward or grad more than {it.limits.snippet_backward_calls:,} times.",
-                hint="Raise the limit with --limit snippet_backward_calls=N.",
-            )
-        fn = torch.Tensor.backward if receiver is not None else real
-        full = [receiver, *args] if receiver is not None else list(args)
-        try:
-            bound = inspect.signature(fn).bind(*full, **kwargs)
-        except TypeError as e:
-            raise SnippetRaised(e, node) from None
-        bound.apply_defaults()
-        p = bound.arguments
-        if qualname == "Tensor.backward":
-            outs, vs, inputs = [receiver], [p.get("gradient")], p.get("inputs")
-        elif qualname == "torch.autograd.backward":
-            outs, vs, inputs = _seq(p.get("tensors")), _seq(p.get("grad_tensors")), p.get("inputs")
-        else:
-            outs, vs, inputs = _seq(p.get("outputs")), _seq(p.get("grad_outputs")), p.get("inputs")
+        self._count_call(it)
+        p, outs, vs, inputs = _arguments(qualname, real, receiver, args, kwargs, node)
         odd_v = any(v is not None and not isinstance(v, torch.Tensor) for v in vs)  # torch decides what it does
         if not outs or not all(isinstance(o, torch.Tensor) for o in outs) or odd_v:
             return it.real(self._caller(receiver, real), *args, node=node, **kwargs)
@@ -68,20 +51,7 @@ class Explainer:
         is_grad = qualname == "torch.autograd.grad"
         before = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
         explain = len(self.events) < it.limits.snippet_explained_calls
-        kept = [(t, None if t.grad is None else t.grad.detach().clone()) for t in it.retained]
-        it.quiet = True  # the probes below may run the snippet's own backward code: no output, no steps
-        jac, why_not = (
-            self._jacobian(outs, default, leaves) if explain else (None, "only the first calls are explained")
-        )
-        customs = _custom_nodes(outs)
-        diagnosis = None
-        if jac is not None and _nonfinite_jtv(jac, default):
-            from .nonfinite import locate
-
-            diagnosis = locate(it, outs, default, leaves)
-        for t, g in kept:  # the probes above must leave no trace in a retain_grad() tensor's .grad
-            t.grad = g
-        it.quiet = False
+        jac, why_not, customs, diagnosis = self._probe(it, outs, default, leaves, explain)
         probe = None
         if self.graph and explain:
             from .graph import graph_probe
@@ -113,23 +83,10 @@ class Explainer:
             v_origin="grad_outputs" if is_grad and given else "given" if given else "scalar default 1",
             retain_graph=bool(p.get("retain_graph") if p.get("retain_graph") is not None else p.get("create_graph")),
             create_graph=bool(p.get("create_graph")),
-            inputs=[],
+            inputs=_leaf_grads(it, leaves, before, after, returned),
             diagnosis=diagnosis,
             graph=graph,
         )
-        for k, x in enumerate(leaves):
-            got = returned[k] if returned is not None else _delta(before[k], after[k])
-            event.inputs.append(
-                LeafGrad(
-                    name=name_of(it, x, None),
-                    shape=list(x.shape),
-                    dtype=str(x.dtype).removeprefix("torch."),
-                    value=_values(x),
-                    grad_before=_values(before[k]),
-                    grad_after=_values(after[k]) if not is_grad else None,
-                    grad=_values(got),
-                )
-            )
         if jac is not None:
             self._check_jtv(event, jac, default, leaves, before, after, returned)
         else:
@@ -144,18 +101,7 @@ class Explainer:
                 finite_difference_check(it, event, outs, default, leaves, before, after, returned, trace)
             finally:
                 it.replay, it.quiet = trace, False
-        fd = next((c for c in event.checks if c.name == "finite_difference"), None)
-        if customs and event.status == "disagree":
-            names = ", ".join(customs)
-            event.diagnosis = (event.diagnosis + " " if event.diagnosis else "") + (
-                f"The gradient passes through the custom Function {names}: finite differences of its forward "
-                "are the reference, so look at its backward first (a factor, a sign, a transposed or missing term)."
-            )
-        if event.diagnosis and fd is not None and fd.status == "agree":
-            event.diagnosis = (
-                "Finite differences find no finite derivative here either, so a non-finite grad is what the math "
-                "gives (the derivative is infinite or undefined at this point). " + event.diagnosis
-            )
+        _diagnose(event, customs)
         event.notes.extend(_notes(event, before))
         self.events.append(event)
         return value
@@ -168,11 +114,7 @@ class Explainer:
 
         it = self.it
         assert it is not None
-        if len(self.events) >= it.limits.snippet_backward_calls:
-            raise LimitError(
-                f"The snippet calls backward or grad more than {it.limits.snippet_backward_calls:,} times.",
-                hint="Raise the limit with --limit snippet_backward_calls=N.",
-            )
+        self._count_call(it)
         if len(self.events) >= it.limits.snippet_explained_calls:
             return
         event = explain(it, qualname, real, args, kwargs, node, value, len(self.events) + 1)
@@ -191,6 +133,32 @@ class Explainer:
         event = explain_transform(it, fn.qualname, made_from, args, kwargs, node, value, len(self.events) + 1)
         if event is not None:
             self.events.append(event)
+
+    def _count_call(self, it: Interpreter) -> None:
+        """Refuse a backward, grad or functional call beyond the limit, before it runs."""
+        if len(self.events) >= it.limits.snippet_backward_calls:
+            raise LimitError(
+                f"The snippet calls backward or grad more than {it.limits.snippet_backward_calls:,} times.",
+                hint="Raise the limit with --limit snippet_backward_calls=N.",
+            )
+
+    def _probe(
+        self, it: Interpreter, outs: list[Any], vs: list[Any], leaves: list[Any], explain: bool
+    ) -> tuple[list[Any] | None, str | None, list[str], str | None]:
+        """Before the real call: J (or why not), the custom Functions on the graph, where a nan or inf entered."""
+        kept = [(t, None if t.grad is None else t.grad.detach().clone()) for t in it.retained]
+        it.quiet = True  # the probes below may run the snippet's own backward code: no output, no steps
+        jac, why_not = self._jacobian(outs, vs, leaves) if explain else (None, "only the first calls are explained")
+        customs = _custom_nodes(outs)
+        diagnosis = None
+        if jac is not None and _nonfinite_jtv(jac, vs):
+            from .nonfinite import locate
+
+            diagnosis = locate(it, outs, vs, leaves)
+        for t, g in kept:  # the probes above must leave no trace in a retain_grad() tensor's .grad
+            t.grad = g
+        it.quiet = False
+        return jac, why_not, customs, diagnosis
 
     @staticmethod
     def _caller(receiver: Any, real: Any) -> Any:
@@ -292,6 +260,64 @@ class Explainer:
                 reason=("differs at " + ", ".join(bad[:10])) if bad else None,
                 undefined=undefined,
             )
+        )
+
+
+def _arguments(
+    qualname: str, real: Any, receiver: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST
+) -> tuple[dict[str, Any], list[Any], list[Any], Any]:
+    """The call's arguments bound as torch names them, then its outputs, their v and its inputs= (or None)."""
+    import torch
+
+    fn = torch.Tensor.backward if receiver is not None else real
+    full = [receiver, *args] if receiver is not None else list(args)
+    try:
+        bound = inspect.signature(fn).bind(*full, **kwargs)
+    except TypeError as e:
+        raise SnippetRaised(e, node) from None
+    bound.apply_defaults()
+    p = bound.arguments
+    if qualname == "Tensor.backward":
+        return p, [receiver], [p.get("gradient")], p.get("inputs")
+    if qualname == "torch.autograd.backward":
+        return p, _seq(p.get("tensors")), _seq(p.get("grad_tensors")), p.get("inputs")
+    return p, _seq(p.get("outputs")), _seq(p.get("grad_outputs")), p.get("inputs")
+
+
+def _leaf_grads(
+    it: Interpreter, leaves: list[Any], before: list[Any], after: list[Any], returned: list[Any] | None
+) -> list[LeafGrad]:
+    """Each input with its grad: returned by autograd.grad, or what backward added to .grad."""
+    out = []
+    for k, x in enumerate(leaves):
+        got = returned[k] if returned is not None else _delta(before[k], after[k])
+        out.append(
+            LeafGrad(
+                name=name_of(it, x, None),
+                shape=list(x.shape),
+                dtype=str(x.dtype).removeprefix("torch."),
+                value=_values(x),
+                grad_before=_values(before[k]),
+                grad_after=_values(after[k]) if returned is None else None,
+                grad=_values(got),
+            )
+        )
+    return out
+
+
+def _diagnose(event: Event, customs: list[str]) -> None:
+    """Complete the diagnosis once the checks ran: a custom Function to suspect, or a derivative that is not finite."""
+    fd = next((c for c in event.checks if c.name == "finite_difference"), None)
+    if customs and event.status == "disagree":
+        names = ", ".join(customs)
+        event.diagnosis = (event.diagnosis + " " if event.diagnosis else "") + (
+            f"The gradient passes through the custom Function {names}: finite differences of its forward "
+            "are the reference, so look at its backward first (a factor, a sign, a transposed or missing term)."
+        )
+    if event.diagnosis and fd is not None and fd.status == "agree":
+        event.diagnosis = (
+            "Finite differences find no finite derivative here either, so a non-finite grad is what the math "
+            "gives (the derivative is infinite or undefined at this point). " + event.diagnosis
         )
 
 

@@ -18,6 +18,7 @@ from ..errors import LimitError, VjpError
 from ..limits import Limits
 from . import guards
 from . import whitelist as W
+from .comprehensions import comprehension
 from .names import IMPLICIT, Autograd, Builtin, Fn, Method, Module, module_attr, refuse
 from .runtime import (
     _BINOPS,
@@ -55,10 +56,8 @@ class Interpreter:
         self.warnings: list[tuple[int, str]] = []
         self.current_line = 0
         self.quiet = False  # while the tool itself runs snippet code (probes, replays): no output, no step count
-        self.retained: list[Any] = []
-        self.uninitialised: list[
-            int
-        ] = []  # lines that made tensors from uninitialised memory  # tensors the snippet called .retain_grad() on
+        self.retained: list[Any] = []  # tensors the snippet called .retain_grad() on
+        self.uninitialised: list[int] = []  # lines that made tensors from uninitialised memory
         self.replay: Any = None  # the trace of tensor ops, for the finite-difference route (replay.py)
 
     def where(self, node: ast.AST | None) -> int:
@@ -436,7 +435,7 @@ class Interpreter:
         if isinstance(e, ast.Lambda):
             return self.make_function("<lambda>", e.args, e.body, scope)
         if isinstance(e, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
-            return self.eval_comprehension(e, scope)
+            return comprehension(self, e, scope)
         raise refuse(f"A {type(e).__name__} expression")
 
     def compare(self, cmp: Callable[[Any, Any], Any], left: Any, right: Any, node: ast.AST) -> Any:
@@ -476,34 +475,6 @@ class Interpreter:
             guards.check_format_text(spec)
             return str(self.real(format, value, spec, node=p))
         raise refuse("This f-string part")
-
-    def eval_comprehension(self, e: ast.expr, scope: Scope) -> Any:
-        inner = Scope(scope)
-        results: list[Any] = []
-        gens = e.generators  # type: ignore[attr-defined]
-
-        def loop(i: int) -> None:
-            if i == len(gens):
-                self.tick(e)
-                if isinstance(e, ast.DictComp):
-                    results.append((self.eval(e.key, inner), self.eval(e.value, inner)))
-                else:
-                    results.append(self.eval(e.elt, inner))  # type: ignore[attr-defined]
-                return
-            g = gens[i]
-            if g.is_async:
-                raise refuse("async comprehension")
-            for item in self.real(list, self.eval(g.iter, inner if i else scope), node=g.iter):
-                self.assign(g.target, item, inner)
-                if all(self.truth(self.eval(c, inner), c) for c in g.ifs):
-                    loop(i + 1)
-
-        loop(0)
-        if isinstance(e, ast.SetComp):
-            return set(results)
-        if isinstance(e, ast.DictComp):
-            return dict(results)
-        return results if isinstance(e, ast.ListComp) else iter(results)
 
     def truth(self, value: Any, node: ast.AST) -> bool:
         return bool(self.real(bool, value, node=node))

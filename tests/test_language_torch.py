@@ -285,5 +285,5 @@ def test_whole_number_constants_serve_where_torch_needs_integers(program, values
 def test_a_fractional_constant_is_no_index():
     with pytest.raises(VjpError, match="index must be"):
         explore("a[i] * 2", {"a": "1,2,3"}, consts={"i": "1.5"})
-    with pytest.raises(VjpError, match="whole numbers"):
+    with pytest.raises(VjpError, match="nll_loss.. failed.*int64"):
         explore("F.nll_loss(x, t)", {"x": "[[1, 2], [3, 4]]"}, consts={"t": "0.5,1"})

@@ -144,7 +144,8 @@ def finite_differences(
 ) -> FDResult:
     """Jᵀv by central differences (full within max_evals evaluations, directional otherwise)."""
     x0 = {n: t.detach().double().cpu() for n, t in leaves.items()}
-    env = {**x0, **{n: c.detach().double().cpu() for n, c in consts.items()}}
+    # integer constants (indices, class targets) stay integers, as in the run
+    env = {**x0, **{n: (c.double() if c.is_floating_point() else c).detach().cpu() for n, c in consts.items()}}
     vf = v.detach().double().cpu().reshape(-1)
     try:
         fn = Function64(steps, output, env)

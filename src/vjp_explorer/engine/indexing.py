@@ -43,10 +43,6 @@ def _index_value(it: Any, e: P.Index, env: dict[str, Val]) -> Any:
             raise it.err(ProgramError, f"An index must be an integer; this one is {v}.", e.span)
         if not isinstance(v, torch.Tensor):
             return int(v)  # a loop variable, or arithmetic on one: x[i], x[2 - i], x[i:i + 2]
-        if v.is_floating_point() and not v.requires_grad and bool((v == v.round()).all()):
-            # whole numbers in a float tensor: a constant from the command line or a file, which have no
-            # integer type (`--const i=1`); torch's own x[i] takes the int64 tensor such a user wrote
-            v = v.long()
         if v.ndim == 0 and v.dtype in _INDEX_DTYPES[2:]:
             return int(v)  # torch reads a 0-d integer index as the int (and the shape check runs on meta)
         if v.dtype not in _INDEX_DTYPES:

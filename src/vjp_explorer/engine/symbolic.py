@@ -156,14 +156,9 @@ class SymbolicProgram:
         """An index part that is an expression: an int (a loop variable) or a tensor of the values at the point."""
         m = self.value_of(item)
         if m.kind == "float":
-            # whole numbers: a loop variable (x[i]), or a constant given as floats, which the interpreter
-            # takes as int64 as torch's x[i] would (the interpreter refused any index that needs grad)
-            values = [to_float(self.numeric(v)) for v in m.items]
-            if not all(v.is_integer() for v in values):
-                raise Unsupported("an index tensor that is not a mask or integers")
-            if m.shape == ():
-                return int(values[0])
-            return torch.tensor([int(v) for v in values], dtype=torch.int64).reshape(m.shape)
+            if m.shape == () and m.items[0].is_Integer:  # a loop variable: x[i], x[i:i + 2]
+                return int(m.items[0])
+            raise Unsupported("an index tensor that is not a mask or integers")
         dtype = torch.bool if m.kind == "bool" else torch.int64
         return torch.tensor([int(v) for v in m.items], dtype=dtype).reshape(m.shape)
 
@@ -452,14 +447,21 @@ def symbolic_jacobian(
     steps: list[Step],
     output: str,
     leaves: dict[str, tuple[tuple[int, ...], list[float]]],
-    consts: dict[str, tuple[tuple[int, ...], list[float]]],
+    consts: dict[str, tuple[tuple[int, ...], list[float] | list[int]]],
     keep_formulas: bool = False,
 ) -> SymbolicJacobian:
-    """Build the program in sympy, differentiate every output element by every leaf element."""
+    """Build the program in sympy, differentiate every output element by every leaf element.
+
+    A constant given as Python ints is an integer tensor (indices): its values, not symbols."""
     t0 = time.perf_counter()
     env: dict[str, SymTensor] = {}
     subs: dict[Any, Any] = {}
+    integers = {n: c for n, c in consts.items() if c[1] and all(isinstance(v, int) for v in c[1])}
+    for name, (shape, ints) in integers.items():
+        env[name] = SymTensor(shape, [sp.Integer(v) for v in ints], "int")
     for name, (shape, vals) in {**leaves, **consts}.items():
+        if name in integers:
+            continue
         st = leaf_symbols(name, shape)
         env[name] = st
         for s, v in zip(st.items, vals, strict=True):

@@ -81,7 +81,6 @@ class OpSpec:
 
     def call_torch(self, *tensors: Any, **params: Any) -> Any:
         """The real torch function on these tensors, with the parameters the program gave."""
-        tensors = tuple(self._as_index(k, t, tensors) if k in self.index_args else t for k, t in enumerate(tensors))
         given = {k: v for k, v in params.items() if v is not None}
         lead = [given.pop(p.name) for p in self.leading if p.name in given]
         item, unpack = given.pop("item", None), given.pop("unpack", None)
@@ -102,19 +101,6 @@ class OpSpec:
         if not -len(out) <= item < len(out):
             raise IndexError(f"{shown}() gave {len(out)} tensors; there is no [{item}]")
         return out[item]
-
-    def _as_index(self, k: int, t: Any, tensors: tuple[Any, ...]) -> Any:
-        """An index operand given as whole numbers in a float tensor, as int64: the command line and
-        expression files have no integer type, so `--const target=1,0,4` arrives as floats."""
-        import torch
-
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.requires_grad:
-            return t
-        if self.probabilities and t.ndim == tensors[0].ndim:
-            return t  # probabilities, not class indices
-        if not t.is_meta and not bool((t == t.round()).all()):
-            raise ValueError(f"{self.shown}(): the indices must be whole numbers, not {t.flatten()[:4].tolist()}")
-        return t.long()
 
     def exact_route(self) -> str:
         """How the exact routes follow it, in words (for listings and docs)."""

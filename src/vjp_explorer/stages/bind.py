@@ -132,6 +132,47 @@ def probe_specs(req: Request, prog: P.Program) -> tuple[list[Any], list[ValueSpe
     return kinds, specs, None
 
 
+def integer_constants(prog: P.Program, specs: dict[str, ValueSpec], const_specs: dict[str, ValueSpec]) -> set[str]:
+    """The constants to bind as int64: whole numbers used where torch needs integers.
+
+    The command line and expression files have no integer type (`--const target=1,0,4` is floats), while the
+    torch code a program comes from holds an int64 tensor there: an index `x[i]`, or an operand the registry
+    marks as indices (the class targets of cross_entropy, nll_loss, one_hot; gather's index). cross_entropy's
+    target of the input's own rank holds probabilities and stays float.
+    """
+    from ..ops import REGISTRY
+
+    used: set[str] = set()
+    for stmt in P.iter_stmts(prog.body):
+        for top in P.stmt_exprs(stmt):
+            for e in P.walk_exprs(top):
+                if isinstance(e, P.Index):
+                    used |= {i.id for i in e.items if isinstance(i, P.Name)}
+                elif isinstance(e, P.Call) and e.func in REGISTRY:
+                    spec = REGISTRY[e.func]
+                    for k in spec.index_args:
+                        arg = e.args[k] if k < len(e.args) else None
+                        if isinstance(arg, P.Name) and not (spec.probabilities and _same_rank(arg, e.args[0], specs)):
+                            used.add(arg.id)
+    return {n for n in used if n in const_specs and _whole(const_specs[n])}
+
+
+def _same_rank(target: P.Name, input_: P.Expr, specs: dict[str, ValueSpec]) -> bool:
+    """Whether a target has the input's rank (probabilities); an input computed in the program counts as a
+    batch, so a target of one dimension holds its class indices."""
+    known = specs.get(input_.id) if isinstance(input_, P.Name) else None
+    rank = len(known.shape) if known is not None else 2
+    return target.id in specs and len(specs[target.id].shape) == rank
+
+
+def _whole(spec: ValueSpec) -> bool:
+    if spec.data is not None:
+        return all(float(v).is_integer() for v in spec.data)
+    if spec.generator in ("zeros", "ones", "eye"):
+        return True
+    return spec.generator in ("full", "arange") and all(float(a).is_integer() for a in spec.args)
+
+
 @dataclass
 class Bound:
     """The program's free names bound to tensors."""
@@ -179,6 +220,7 @@ def bind_values(
     consts: dict[str, torch.Tensor] = {}
     env: dict[str, Val] = {}
     dtype_origin = req.origins.of("dtype")
+    integers = integer_constants(prog, {**specs, **const_specs}, const_specs)
     for name in prog.free:  # program order, so random draws do not depend on option order
         origin = Origin(f"the leaf {name!r} the program makes") if name in prog.made else value_origin(req, name)
         if name in specs:
@@ -187,6 +229,8 @@ def bind_values(
             env[name] = Val(tensor, {name: DIAG}, (1, 1))
         else:
             tensor = make_tensor(const_specs[name], origin, dtype, gen, req.device, dtype_origin)
+            if name in integers:
+                tensor = tensor.long()
             consts[name] = tensor
             env[name] = Val(tensor, {})
     return Bound(dtype, seed, uses_random, gen, leaves, consts, env)

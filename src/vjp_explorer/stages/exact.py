@@ -60,7 +60,12 @@ def symbolic_route(
         )
     else:
         lv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in leaves.items()}
-        cv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in consts.items() if k in read}
+        # an integer constant (an index, class targets) goes as Python ints: a literal integer tensor in sympy
+        cv = {
+            k: (tuple(x.shape), (x.double() if x.is_floating_point() else x).detach().reshape(-1).tolist())
+            for k, x in consts.items()
+            if k in read
+        }
         t0 = time.perf_counter()
         try:
             with S.time_budget(budget):

@@ -14,7 +14,7 @@ import torch
 from ..errors import LimitError
 from ..language import program as P
 from ..ops import OpSpec
-from .vals import _first_line
+from .vals import first_line
 
 
 def check_numel(it: Any, shape: tuple[int, ...], span: P.Span) -> None:
@@ -91,7 +91,7 @@ def meta_shape(spec: OpSpec, xs: list[torch.Tensor], params: dict[str, Any]) -> 
     except NotImplementedError:  # a shape that depends on the values (a boolean mask): at most the input's
         return (max(x.numel() for x in xs),)
     except AssertionError as err:  # some of torch's meta functions check their arguments with assert
-        raise RuntimeError(_first_line(err)) from None
+        raise RuntimeError(first_line(err)) from None
 
 
 def _bytes(n: int) -> str:

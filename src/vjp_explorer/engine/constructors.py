@@ -11,7 +11,7 @@ import torch
 
 from ..errors import ProgramError
 from ..language import program as P
-from .vals import Val, _first_line
+from .vals import Val, first_line
 
 DTYPES = {
     "float32": torch.float32,
@@ -42,7 +42,7 @@ def make(it: Any, e: P.Const, env: dict[str, Val]) -> Val:
     try:
         out = _build(spec, shape, dtype, it.gen)
     except (RuntimeError, ValueError, TypeError) as err:
-        raise it.err(ProgramError, f"{spec.generator or 'tensor'}() failed: {_first_line(err)}", e.span) from None
+        raise it.err(ProgramError, f"{spec.generator or 'tensor'}() failed: {first_line(err)}", e.span) from None
     it.fixed[id(e)] = out
     return Val(out, {})
 

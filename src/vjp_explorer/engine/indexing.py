@@ -13,7 +13,7 @@ import torch
 
 from ..errors import ProgramError
 from ..language import program as P
-from .vals import Val, _dense, _first_line, _grow
+from .vals import Val, dense, first_line, grow
 
 _INDEX_DTYPES = (torch.bool, torch.uint8, torch.int64, torch.int32, torch.int16, torch.int8)
 
@@ -75,8 +75,8 @@ def index(it: Any, e: P.Index, env: dict[str, Val]) -> Val:
         it._charge(shape, e.span)
         out = t[k]
     except (IndexError, RuntimeError, ValueError, TypeError) as err:
-        raise it.err(ProgramError, f"Indexing failed: {_first_line(err)}", e.span, _hint(err)) from None
-    return Val(out, _dense(x), _grow(x.size))
+        raise it.err(ProgramError, f"Indexing failed: {first_line(err)}", e.span, _hint(err)) from None
+    return Val(out, dense(x), grow(x.size))
 
 
 def update(it: Any, e: P.Update, env: dict[str, Val]) -> Val:
@@ -113,8 +113,8 @@ def update(it: Any, e: P.Update, env: dict[str, Val]) -> Val:
         out = t.clone()
         out[k] = v
     except (IndexError, RuntimeError, ValueError, TypeError) as err:
-        raise it.err(ProgramError, f"Assigning into the index failed: {_first_line(err)}", e.span, _hint(err)) from None
-    return Val(out, _dense(y, val), _grow(y.size, val.size))
+        raise it.err(ProgramError, f"Assigning into the index failed: {first_line(err)}", e.span, _hint(err)) from None
+    return Val(out, dense(y, val), grow(y.size, val.size))
 
 
 def _hint(err: BaseException) -> str | None:

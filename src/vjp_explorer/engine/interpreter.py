@@ -22,7 +22,7 @@ from ..language import program as P
 from ..limits import Limits
 from ..ops import REGISTRY, OpSpec
 from . import budget, constructors, indexing, masks
-from .vals import DENSE, DIAG, Val, _dense, _first_line, _grow, _merge
+from .vals import DENSE, DIAG, Val, dense, first_line, grow, merge
 
 __all__ = ["DENSE", "DIAG", "Forward", "Interpreter", "Step", "Val", "replay"]
 
@@ -185,7 +185,7 @@ class Interpreter:
             if e.op == "-":
                 if isinstance(x.v, torch.Tensor):
                     self._charge(tuple(x.v.shape), e.span)
-                return Val(-x.v, dict(x.deps), _grow(x.size))
+                return Val(-x.v, dict(x.deps), grow(x.size))
             if e.op == "~":
                 return masks.invert(self, e, x)
             return Val(not self._truth(x, e))
@@ -295,9 +295,9 @@ class Interpreter:
             try:
                 v = _tensor_op(op, x, y)
             except RuntimeError as err:  # a bool mask in arithmetic torch refuses (1 - mask): torch's words
-                raise self.err(ProgramError, f"'{op}' failed: {_first_line(err)}", e.span) from None
-        deps = _merge(a, b, shape=shape)
-        return Val(v, deps, _grow(a.size, b.size))
+                raise self.err(ProgramError, f"'{op}' failed: {first_line(err)}", e.span) from None
+        deps = merge(a, b, shape=shape)
+        return Val(v, deps, grow(a.size, b.size))
 
     def _matmul(self, span: P.Span, a: Val, b: Val) -> Val:
         x, y = a.v, b.v
@@ -326,8 +326,8 @@ class Interpreter:
         try:
             out = torch.matmul(x, y)
         except RuntimeError as err:  # a mask or an integer tensor on one side: torch's words
-            raise self.err(ProgramError, f"'@' (matmul) failed: {_first_line(err)}", span) from None
-        return Val(out, _dense(a, b), _grow(a.size, b.size, times=k))
+            raise self.err(ProgramError, f"'@' (matmul) failed: {first_line(err)}", span) from None
+        return Val(out, dense(a, b), grow(a.size, b.size, times=k))
 
     def _call(self, e: P.Call, args: list[Val]) -> Val:
         f = e.func
@@ -345,7 +345,7 @@ class Interpreter:
                 return self._generic(e, spec, args)
             if spec.elementwise:
                 self._charge(tuple(t.shape), e.span)
-                return Val(spec.call_torch(t, **dict(e.params)), dict(x.deps), _grow(x.size))
+                return Val(spec.call_torch(t, **dict(e.params)), dict(x.deps), grow(x.size))
             if spec.structure == "matmul":
                 if f == "mm" and (t.dim() != 2 or getattr(args[1].v, "ndim", 0) != 2):
                     raise self.err(ShapeError, "mm() multiplies two 2-D matrices; use matmul or @ otherwise.", e.span)
@@ -354,12 +354,12 @@ class Interpreter:
                 return Val(t.detach(), {})
             if spec.structure == "reduction":
                 r = self._reduce(e, t)
-                return Val(r, _dense(x), _grow(x.size, times=max(1, t.numel() // max(1, r.numel()))))
+                return Val(r, dense(x), grow(x.size, times=max(1, t.numel() // max(1, r.numel()))))
             if spec.structure == "softmax":
                 self._charge(tuple(t.shape), e.span)
                 dim = self._dim(e, t, e.param("dim"))
                 width = int(t.shape[dim]) if t.dim() else 1
-                return Val(spec.call_torch(t, dim=dim), _dense(x), _grow(x.size, times=2 * width))
+                return Val(spec.call_torch(t, dim=dim), dense(x), grow(x.size, times=2 * width))
             if f == "t":
                 if t.dim() > 2:
                     raise self.err(
@@ -368,15 +368,15 @@ class Interpreter:
                         e.span,
                         "Use transpose(x, dim0, dim1).",
                     )
-                return Val(t.t() if t.dim() == 2 else t, dict(x.deps) if t.dim() < 2 else _dense(x), x.size)
+                return Val(t.t() if t.dim() == 2 else t, dict(x.deps) if t.dim() < 2 else dense(x), x.size)
             if f == "transpose":
                 d0 = self._dim(e, t, e.param("dim0"))
                 d1 = self._dim(e, t, e.param("dim1"))
-                return Val(t.transpose(d0, d1), dict(x.deps) if d0 == d1 else _dense(x), x.size)
+                return Val(t.transpose(d0, d1), dict(x.deps) if d0 == d1 else dense(x), x.size)
         except RecursionError:
             raise
         except (RuntimeError, ValueError, IndexError, TypeError) as err:  # F checks some arguments with ValueError
-            raise self.err(ProgramError, f"{spec.shown}() failed: {_first_line(err)}", e.span) from None
+            raise self.err(ProgramError, f"{spec.shown}() failed: {first_line(err)}", e.span) from None
         raise AssertionError(f)  # pragma: no cover
 
     def _broadcasting(self, e: P.Call, spec: OpSpec, args: list[Val]) -> Val:
@@ -393,7 +393,7 @@ class Interpreter:
             ) from None
         self._charge(shape, e.span)
         out = spec.call_torch(*self._tensors(args), **dict(e.params))
-        return Val(out, _merge(*args, shape=shape), _grow(*(a.size for a in args)))
+        return Val(out, merge(*args, shape=shape), grow(*(a.size for a in args)))
 
     def _tensors(self, args: list[Val]) -> list[torch.Tensor]:
         xs = [a.v if isinstance(a.v, torch.Tensor) else torch.as_tensor(float(a.v), dtype=self.dtype) for a in args]
@@ -413,8 +413,8 @@ class Interpreter:
             self._charge(budget.meta_shape(spec, xs, params), e.span, work=work)
             out = spec.call_torch(*xs, **params)
         n_in = sum(x.numel() for x in xs)
-        deps = _dense(*args) if out.is_floating_point() else {}  # an index (argmax) carries no gradient
-        return Val(out, deps, _grow(*(a.size for a in args), times=max(1, n_in // max(1, out.numel()))))
+        deps = dense(*args) if out.is_floating_point() else {}  # an index (argmax) carries no gradient
+        return Val(out, deps, grow(*(a.size for a in args), times=max(1, n_in // max(1, out.numel()))))
 
     def _dim(self, e: P.Call, t: torch.Tensor, d: Any) -> Any:
         nd = max(t.dim(), 1)

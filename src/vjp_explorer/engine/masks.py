@@ -13,7 +13,7 @@ import torch
 
 from ..errors import ProgramError, ShapeError
 from ..language import program as P
-from .vals import Val, _first_line
+from .vals import Val, first_line
 
 _TORCH = {"<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge, "==": torch.eq, "!=": torch.ne}
 _PY = {
@@ -83,4 +83,4 @@ def _apply(it: Any, e: Any, fn: Any, a: Val, b: Val, op: str) -> Any:
     try:
         return fn(x, y)
     except (RuntimeError, TypeError) as err:
-        raise it.err(ProgramError, f"'{op}' failed: {_first_line(err)}", e.span) from None
+        raise it.err(ProgramError, f"'{op}' failed: {first_line(err)}", e.span) from None

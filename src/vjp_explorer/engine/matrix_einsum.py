@@ -95,7 +95,7 @@ class Evaluator:
             return Term((), [Product(float(expr))])
         shape = tuple(int(s) for s in expr.shape)
         if isinstance(expr, sp.MatrixSymbol):
-            return self._dense(self.values[expr.name], shape)
+            return self.dense(self.values[expr.name], shape)
         if isinstance(expr, sp.Identity):
             a = self.labels.new(shape[0])
             return Term(shape, [Product(1.0, [], (a, a))])
@@ -138,7 +138,7 @@ class Evaluator:
             return self.term(to_array(expr))
         if isinstance(expr, ElementwiseApplyFunction | ArrayElementwiseApplyFunc | sp.HadamardPower):
             value, scale = self._apply(expr)
-            return self._dense(value, shape, scale)
+            return self.dense(value, shape, scale)
         raise Unsupported(f"evaluating {type(expr).__name__}")
 
     def _index_term(self, expr: Any, shape: tuple[int, ...]) -> Term:
@@ -220,7 +220,7 @@ class Evaluator:
             scale = scale if scale.shape == x.shape else scale.expand(x.shape)
         return (value if value.shape == x.shape else value.expand(x.shape)), scale
 
-    def _dense(self, t: Any, shape: tuple[int, ...], scale: Any = None) -> Term:
+    def dense(self, t: Any, shape: tuple[int, ...], scale: Any = None) -> Term:
         t = t.reshape(shape)
         if scale is not None:
             self.scales[id(t)] = scale.reshape(shape)

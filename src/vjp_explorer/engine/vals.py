@@ -30,18 +30,18 @@ class Val:
 _CAP = 10**15
 
 
-def _grow(*sizes: tuple[int, int], times: int = 1) -> tuple[int, int]:
+def grow(*sizes: tuple[int, int], times: int = 1) -> tuple[int, int]:
     """The formula size of an op on operands of these sizes, repeated `times` (matmul, reductions)."""
     nodes = times * (sum(s[0] for s in sizes) + 1)
     syms = times * sum(s[1] for s in sizes)
     return min(nodes, _CAP), min(syms, _CAP)
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
-def _merge(*sides: Val, shape: tuple[int, ...]) -> dict[str, str]:
+def merge(*sides: Val, shape: tuple[int, ...]) -> dict[str, str]:
     # an elementwise op keeps a diagonal dependence only if the operand was not broadcast up
     deps: dict[str, str] = {}
     for side in sides:
@@ -52,5 +52,5 @@ def _merge(*sides: Val, shape: tuple[int, ...]) -> dict[str, str]:
     return deps
 
 
-def _dense(*vals: Val) -> dict[str, str]:
+def dense(*vals: Val) -> dict[str, str]:
     return {leaf: DENSE for v in vals for leaf in v.deps}

@@ -287,3 +287,68 @@ def test_a_fractional_constant_is_no_index():
         explore("a[i] * 2", {"a": "1,2,3"}, consts={"i": "1.5"})
     with pytest.raises(VjpError, match="nll_loss.. failed.*int64"):
         explore("F.nll_loss(x, t)", {"x": "[[1, 2], [3, 4]]"}, consts={"t": "0.5,1"})
+
+
+# ---------------------------------------------------------------- sizes, dims and ranges read when the call runs
+
+
+@pytest.mark.parametrize(
+    ("program", "values", "consts"),
+    [
+        ("h = x.view(x.size(0), -1)\nout = (h * h).sum()", {"x": "[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]"}, {}),
+        ("out = (x.view(len(x), -1) ** 2).sum()", {"x": "[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]"}, {}),
+        ("out = ((y - x.reshape(y.shape)) ** 2).sum()", {"x": "1,2,3,4", "y": "[[1, 0], [2, 5]]"}, {}),
+        ("out = (x.sum(dim=d) ** 2).sum()", {"x": "[[1, 2, 3], [4, 5, 6]]"}, {"d": "1"}),
+        ("out = (x.flatten(0, x.dim() - 1) * 3).sum()", {"x": "[[1, 2], [3, 4]]"}, {}),
+        (
+            "a, b = x.size()\nout = (x.view(a * b) / (a * b)).sum()",
+            {"x": "[[1, 2, 3], [4, 5, 6]]"},
+            {},
+        ),
+        ("out = (x.sum(dim=len(x.shape) - 1) ** 2).sum()", {"x": "[[1, 2, 3], [4, 5, 6]]"}, {}),
+        ("out = -torch.log(p[range(len(p)), t]).mean()", {"p": "[[0.1, 0.3, 0.6], [0.3, 0.2, 0.5]]"}, {"t": "0,2"}),
+        ("out = (x[list(range(1, 3))] ** 2).sum()", {"x": "1,2,3"}, {}),
+        ("out = torch.einsum('ik,kj->ij', [a, b]).sum()", {"a": "[[1, 2], [3, 4]]", "b": "[[5, 6], [7, 8]]"}, {}),
+        ("m, _ = x.max(dim=1)\nout = (m * m).sum()", {"x": "[[1, 5, 3], [4, 2, 6]]"}, {}),
+    ],
+)
+def test_sizes_read_when_the_call_runs_match_torch(program, values, consts):
+    r = explore(program, values, consts=consts)
+    ns = {n: torch.tensor(eval_value(v), dtype=torch.float32, requires_grad=True) for n, v in values.items()}
+    names = {n: torch.tensor(eval_value(v), dtype=torch.int64) for n, v in consts.items()}
+    scope_consts = {n: int(t) if t.ndim == 0 else t for n, t in names.items()}  # Python ints where torch wants them
+    out = _torch_program(program, {**ns, **scope_consts})
+    out.backward()
+    for n, t in ns.items():
+        assert list(r.grads[n].flat) == pytest.approx(t.grad.flatten().tolist(), rel=1e-5, abs=1e-6), n
+    assert {c.status for c in r.checks.values()} <= {"agree", "skipped"}, r.checks
+    assert r.checks["symbolic"].status == "agree"
+
+
+@pytest.mark.parametrize(
+    ("program", "values", "consts", "words"),
+    [
+        ("x.sum(dim=d)", {"x": "[[1, 2], [3, 4]]"}, {"d": "0.5"}, "must be a whole number, not 0.5"),
+        ("x.view(x, -1)", {"x": "1,2,3,4"}, {}, "is one number; this is a tensor of shape [4]"),
+        ("a, b = x.size()\nx * a", {"x": "[[[1]]]"}, {}, "too many values to unpack (expected 2, got 3)"),
+        ("a, b, c = x.shape\nx * a", {"x": "[[1]]"}, {}, "not enough values to unpack (expected 3, got 2)"),
+        ("x[range(0)] * 2", {"x": "1,2"}, {}, "range is empty"),
+        ("x[range(0, 2, 0)] * 2", {"x": "1,2"}, {}, "must not be zero"),
+        ("x.view(len(x) * 3)", {"x": "1,2"}, {}, "view"),
+    ],
+)
+def test_sizes_that_do_not_fit_are_clear_errors(program, values, consts, words):
+    with pytest.raises(VjpError) as caught:
+        explore(program, values, consts=consts)
+    assert words in caught.value.render() and caught.value.source is not None, caught.value.render()
+
+
+def test_a_recorded_step_holds_the_sizes_as_read():
+    """Every route after the forward reads the trace: the Sizes are plain numbers there."""
+    from vjp_explorer.language import program as P
+
+    r = explore("h = x.view(x.size(0), -1)\ny = h * 2", {"x": "[[[1, 2]], [[3, 4]]]"}, grad="ones")
+    assert r.checks["symbolic"].status == "agree"
+    prog = parse_program("h = x.view(x.size(0), -1)\ny = h * 2")
+    call = prog.body[0].value
+    assert isinstance(call, P.Call) and call.sized and "x" in prog.free

@@ -36,15 +36,7 @@ CASES: list[dict[str, Any]] = tomllib.loads((HERE / "cases.toml").read_text(enco
 
 # case id -> the constructs that stop it today, the first one the parser meets first. Keep current: a case
 # that starts to pass makes its xfail(strict=True) fail.
-EXPECTED_TO_FAIL: dict[str, tuple[str, ...]] = {
-    "d2l_squared_loss": (".shape as a value",),
-    "d2l_cross_entropy_scratch": ("list()", "len"),
-    "gram_matrix_style_transfer": (".size()", "tuple unpacking", ".view of a shape from values"),
-    "wgan_gradient_penalty": ("len", ".view of a shape from values"),
-    "stable_logsumexp_max_values": ("dim from a variable",),
-    "log_softmax_from_logits": ("len", ".size()", "tuple unpacking"),
-    "einsum_matmul_operand_list": ("einsum operand list",),
-}
+EXPECTED_TO_FAIL: dict[str, tuple[str, ...]] = {}
 
 RTOL = 1e-5
 ATOL = 1e-6  # scaled by the size of the reference grad (at least 1)

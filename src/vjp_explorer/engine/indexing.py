@@ -27,6 +27,8 @@ def resolve(items: tuple[Any, ...], value: Any) -> tuple[Any, ...]:
             out.append(value(item))
         elif isinstance(item, P.Slice):
             out.append(slice(*(value(b) if P.is_expr(b) else b for b in item.bounds())))
+        elif isinstance(item, P.Range):
+            out.append(list(range(*(value(b) if P.is_expr(b) else b for b in item.bounds()))))
         elif isinstance(item, tuple):
             out.append(list(item))
         else:

@@ -21,7 +21,7 @@ from ..errors import LimitError, ProgramError, ShapeError
 from ..language import program as P
 from ..limits import Limits
 from ..ops import REGISTRY, OpSpec
-from . import budget, constructors, indexing, masks
+from . import budget, constructors, indexing, masks, sizes
 from .vals import DENSE, DIAG, Val, dense, first_line, grow, merge
 
 __all__ = ["DENSE", "DIAG", "Forward", "Interpreter", "Step", "Val", "replay"]
@@ -114,6 +114,7 @@ class Interpreter:
                         s.span,
                     )
                 expr = _bind(s.value, self.loop_values) if self.loop_values else s.value
+                expr = sizes.resolve(self, expr, env)  # the trace records the sizes as read now
                 self.fixed = {}
                 env[s.target] = self.value_of(expr, env)
                 self.steps.append(Step(s.target, expr, self.fixed))
@@ -204,6 +205,10 @@ class Interpreter:
                 return Val(all(self._truth(self.value_of(v, env), e) for v in e.values))
             return Val(any(self._truth(self.value_of(v, env), e) for v in e.values))
         if isinstance(e, P.Call):
+            if e.sized:  # in a condition: assignments were resolved before they ran
+                resolved = sizes.resolve(self, e, env)
+                assert isinstance(resolved, P.Call)
+                e = resolved
             return self._call(e, [self.value_of(a, env) for a in e.args])
         raise AssertionError(e)  # pragma: no cover
 
@@ -217,6 +222,14 @@ class Interpreter:
             if not isinstance(v, torch.Tensor):
                 raise self.err(ProgramError, f"{e.what}() reads a tensor's sizes; this is a number.", e.span)
             shape = tuple(v.shape)
+            if e.count is not None and e.count != len(shape):  # Python's own check of a, b = x.size()
+                many = "too many" if len(shape) > e.count else "not enough"
+                raise self.err(
+                    ProgramError,
+                    f"{many} values to unpack (expected {e.count}, got {len(shape)}): the tensor has shape "
+                    f"{list(shape)}.",
+                    e.span,
+                )
             if e.what == "numel":
                 return float(v.numel())
             if e.what == "dim":

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 _OTHER_MODULES = {"np", "numpy", "F", "nn", "math", "jnp", "sp", "scipy"}
 _MAX_DIM = 64  # a dim= value, or the length of a dim=(...) tuple: no tensor here has more dims
 _MAX_STRING = 200  # a string parameter: reduction='mean', an einsum equation
+# the parameter kinds that may be read from the program's values when the call runs (P.Sizes)
+_SIZED = frozenset({"int", "dim", "dims", "dimlist", "shape", "intlist"})
 # the functions whose tuple torch names (values, indices), for entries marked tuple_result
 NAMED_TUPLES = frozenset(
     {"max", "min", "max_dim", "min_dim", "sort", "topk", "kthvalue", "median", "mode", "cummax", "cummin"}
@@ -47,6 +49,8 @@ class CallParser:
         def _constructor(self, name: str, node: ast.Call, sp: P.Span) -> P.Const: ...
 
         def _requires_grad_(self, node: ast.Call, receiver: P.Expr) -> P.Const: ...
+
+        def span(self, node: ast.AST) -> P.Span: ...
 
     def _attribute(self, node: ast.Attribute, sp: P.Span) -> P.Expr:
         attr = node.attr
@@ -162,9 +166,12 @@ class CallParser:
             if kw.arg is None:
                 raise self.err("'**' unpacking is not part of the language.", kw.value)
         positional = list(node.args)
-        if spec.variadic and not spec.leading and positional and isinstance(positional[0], ast.List | ast.Tuple):
-            positional = list(positional[0].elts) + positional[1:]  # torch.cat([a, b], dim=0)
-        params: dict[str, P.Static] = {}
+        lead = len(spec.leading)
+        listed = positional[lead] if spec.variadic and len(positional) > lead else None
+        if isinstance(listed, ast.List | ast.Tuple):
+            # torch.cat([a, b], dim=0), torch.einsum("ik,kj->ij", [a, b]): the operands as one list
+            positional = positional[:lead] + list(listed.elts) + positional[lead + 1 :]
+        params: dict[str, P.Static | P.Sizes] = {}
         for p in spec.leading:  # einsum("ij,j->i", W, x): parameters before the tensors
             if positional and receiver is None:
                 params[p.name] = self._static(p, positional.pop(0), name)
@@ -272,6 +279,10 @@ class CallParser:
                 return None  # math.pi and the like are constants, not calls; anything else is refused later
             if len(node.args) != 1 or node.keywords:
                 raise self.err(f"{name}() takes one argument.", node)
+            if what == "len" and self._whole_shape(node.args[0]):  # len(x.size()), len(x.shape): x.dim()
+                x = node.args[0]
+                x = x.value if isinstance(x, ast.Attribute) else x.func.value  # type: ignore[attr-defined]
+                return P.Scalar("dim", self._expr(x), None, sp)
             return P.Scalar(what, self._expr(node.args[0]), None, sp)
         if not isinstance(func, ast.Attribute) or name.startswith(("torch.", "math.", "F.")):
             return None
@@ -286,13 +297,16 @@ class CallParser:
         return None
 
     def _positional_params(
-        self, spec: OpSpec, extra: list[ast.expr], params: dict[str, P.Static], node: ast.Call
+        self, spec: OpSpec, extra: list[ast.expr], params: dict[str, P.Static | P.Sizes], node: ast.Call
     ) -> None:
         """The parameters given by position after the tensors, into params."""
         name = spec.shown
         for k, (p, a) in enumerate(zip(spec.params, extra, strict=False)):
             if p.kind == "shape" and len(extra) > k + 1:  # reshape(2, 3): the rest of the positionals
-                params[p.name] = self._shape(extra[k:], name, p.name, node)
+                literal = all(literal_number(e) is not None for e in extra[k:])
+                params[p.name] = (
+                    self._shape(extra[k:], name, p.name, node) if literal else self._sizes(p, extra[k:], node, name)
+                )
                 return
             last = k == len(spec.params) - 1
             if p.kind in ("dims", "dimlist") and last and len(extra) > k + 1:  # x.permute(1, 0), x.flip(0, 1)
@@ -313,7 +327,53 @@ class CallParser:
         parts = lead + tensors + [p.name if p.required else f"{p.name}=..." for p in spec.params]
         return f"{spec.name}({', '.join(parts)})"
 
-    def _static(self, p: Param, node: ast.expr, fname: str) -> P.Static:
+    def _literal(self, node: ast.expr) -> bool:
+        """Whether a parameter is written as number literals only (checked as such below)."""
+        if isinstance(node, ast.Tuple | ast.List):
+            return all(literal_number(e) is not None for e in node.elts)
+        return literal_number(node) is not None
+
+    def _sizes(self, p: Param, nodes: list[ast.expr], at: ast.AST, fname: str) -> P.Sizes:
+        """A size or dim written with the program's values: len(x), x.shape, x.size(0), a constant d."""
+        if len(nodes) > _MAX_DIM:
+            raise self.err(f"{fname}(): {p.name} has more than {_MAX_DIM} parts.", at)
+        for n in nodes:
+            if isinstance(n, ast.Constant) and (isinstance(n.value, bool) or not isinstance(n.value, int | float)):
+                what = "integers: literals" if p.kind in ("shape", "intlist") else "an integer: a literal"
+                raise self.err(
+                    f"{fname}(): {p.name} must be {what}, or sizes read from the program (x.size(0), len(x), x.shape).",
+                    n,
+                )
+        one = p.kind in ("int", "dim") or p.kind == "dims" and len(nodes) == 1 and not self._whole_shape(nodes[0])
+        if one and len(nodes) != 1:
+            raise self.err(f"{p.name} takes one number here.", at)
+        parts: list[int | P.Expr] = []
+        for n in nodes:
+            v = literal_number(n)
+            if v is not None and float(v).is_integer():
+                parts.append(int(v))
+            elif self._whole_shape(n):  # x.shape or x.size(): every size of x
+                value = n.value if isinstance(n, ast.Attribute) else n.func.value  # type: ignore[attr-defined]
+                parts.append(P.Scalar("shape", self._expr(value), None, self.span(n)))
+            else:
+                parts.append(self._expr(n))
+        return P.Sizes(tuple(parts), one, self.span(at))
+
+    @staticmethod
+    def _whole_shape(n: ast.expr) -> bool:
+        if isinstance(n, ast.Attribute) and n.attr == "shape":
+            return True
+        return (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "size"
+            and not n.args
+            and not n.keywords
+        )
+
+    def _static(self, p: Param, node: ast.expr, fname: str) -> P.Static | P.Sizes:
+        if p.kind in _SIZED and not self._literal(node):
+            return self._sizes(p, list(node.elts) if isinstance(node, ast.Tuple | ast.List) else [node], node, fname)
         if p.kind in ("choice", "string"):
             if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
                 want = " or ".join(repr(c) for c in p.choices) if p.choices else "a string literal"

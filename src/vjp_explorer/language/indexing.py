@@ -97,6 +97,13 @@ class IndexParser:
                 )
         if isinstance(node, ast.Constant | ast.UnaryOp) and literal_number(node) is not None:
             return self._index_int(node, "an index")
+        ranged = _range_call(node)
+        if ranged is not None:  # x[range(len(x)), y], x[list(range(n)), y]
+            if not 1 <= len(ranged.args) <= 3 or ranged.keywords:
+                raise self.err("range() takes stop, or start, stop[, step].", ranged)
+            bounds = [self._bound(a, "a range bound") for a in ranged.args]
+            start, stop, step = ([None, *bounds] if len(bounds) == 1 else bounds) + [None] * (3 - max(2, len(bounds)))
+            return P.Range(start, stop, step)
         if isinstance(node, ast.List | ast.Tuple):
             if len(node.elts) > self.limits.elements:
                 raise self.err(f"This index list is longer than the elements limit ({self.limits.elements:,}).", node)
@@ -129,3 +136,17 @@ class IndexParser:
                 cls=LimitError,
             )
         return int(v)
+
+
+def _range_call(node: ast.expr) -> ast.Call | None:
+    """The range(...) call of `range(...)` or `list(range(...))`, else None."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "list"
+        and len(node.args) == 1
+    ):
+        node = node.args[0]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
+        return node
+    return None

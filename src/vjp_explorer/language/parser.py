@@ -269,10 +269,20 @@ class _Parser(TextChecks, CallParser, IndexParser, ConstructorParser):
         if not all(isinstance(n, ast.Name) for n in names) or not 1 <= len(names) <= self.limits.call_operands:
             raise self.err("Unpack into plain names: a, b = x.chunk(2).", s.targets[0])
         sp = self.span(s)
+        # `_` takes a value nobody reads (m, _ = x.max(dim=1)); the first name always runs, so that the
+        # unpacking's own check (as many values as names) runs too
+        kept = [(k, n) for k, n in enumerate(names) if n.id != "_" or k == 0]  # type: ignore[attr-defined]
+        if self._whole_shape(s.value):  # a, b = x.size() (or x.shape): one size each
+            x = s.value.value if isinstance(s.value, ast.Attribute) else s.value.func.value  # type: ignore[attr-defined]
+            tensor = self._expr(x)
+            return [P.Assign(self._unpacked(n), P.Scalar("size", tensor, k, sp, count=len(names)), sp) for k, n in kept]
         return [
-            P.Assign(self._target(n), self._take(s.value, k, s.value, sp, unpack=len(names)), sp)
-            for k, n in enumerate(names)
+            P.Assign(self._unpacked(n), self._take(s.value, k, s.value, sp, unpack=len(names)), sp) for k, n in kept
         ]
+
+    def _unpacked(self, n: ast.Name) -> str:
+        """An unpacking's target; `_` (a value nobody reads) keeps its name, which no other statement may assign."""
+        return "_" if n.id == "_" else self._target(n)
 
     def _stmt(self, s: ast.stmt) -> P.Stmt | None:
         sp = self.span(s)

@@ -73,26 +73,57 @@ Static = int | float | bool | str | tuple[int, ...] | None
 
 
 @dataclass(frozen=True)
+class Sizes:
+    """A size or dim parameter read from the program's values when the call runs, as PyTorch code writes
+    one: `x.view(len(x), -1)`, `y.reshape(x.shape)`, `x.sum(dim=d)`. The interpreter replaces it by the
+    plain number or tuple before the step is recorded, so every route after the forward sees a static one."""
+
+    # ints, expressions of one whole number, and Scalar("shape", x): every size of x, in order
+    parts: tuple[int | Expr, ...]
+    one: bool  # an int or dim parameter: one number, not a tuple
+    span: Span
+
+    def exprs(self) -> tuple[Expr, ...]:
+        return tuple(p for p in self.parts if not isinstance(p, int))
+
+    def rebuild(self, kids: tuple[Expr, ...]) -> Sizes:
+        rest = iter(kids)
+        return replace(self, parts=tuple(p if isinstance(p, int) else next(rest) for p in self.parts))
+
+
+@dataclass(frozen=True)
 class Call:
     """A whitelisted function: `f(x)`, `torch.f(x)` or `x.f()` all become this.
 
-    `args` are the tensor operands; `params` the parse-time constants (dim, keepdim, p).
+    `args` are the tensor operands; `params` the parse-time constants (dim, keepdim, p), or Sizes read
+    when the call runs.
     """
 
     func: str
     args: tuple[Expr, ...]
-    params: tuple[tuple[str, Static], ...]
+    params: tuple[tuple[str, Static | Sizes], ...]
     span: Span
 
     def param(self, name: str) -> Static:
         """The value of a static parameter (None where not given)."""
-        return dict(self.params).get(name)
+        value = dict(self.params).get(name)
+        assert not isinstance(value, Sizes), "Sizes are resolved by the interpreter before any route reads them"
+        return value
+
+    @property
+    def sized(self) -> bool:
+        """Whether a parameter is still to be read from the program's values (Sizes)."""
+        return any(isinstance(v, Sizes) for _, v in self.params)
 
     def children(self) -> tuple[Expr, ...]:
-        return self.args
+        return self.args + tuple(e for _, v in self.params if isinstance(v, Sizes) for e in v.exprs())
 
     def rebuild(self, kids: tuple[Expr, ...]) -> Call:
-        return replace(self, args=kids)
+        args, rest = kids[: len(self.args)], iter(kids[len(self.args) :])
+        params = tuple(
+            (n, v.rebuild(tuple(next(rest) for _ in v.exprs())) if isinstance(v, Sizes) else v) for n, v in self.params
+        )
+        return replace(self, args=args, params=params)
 
 
 @dataclass(frozen=True)
@@ -138,9 +169,22 @@ class Slice:
         return (self.start, self.stop, self.step)
 
 
-# one part of an index: an int, a slice, None (a new axis), `...`, a list of ints, or an expression (a mask, an
-# index tensor, or an integer such as a loop variable)
-IndexItem = int | Slice | None | EllipsisType | tuple[int, ...] | Any
+@dataclass(frozen=True)
+class Range:
+    """`range(a, b)` or `list(range(a, b))` inside an index: the list of ints it gives, its bounds integer
+    literals or expressions read when it runs (`x[range(len(x)), y]`); the trace records the list."""
+
+    start: Any
+    stop: Any
+    step: Any
+
+    def bounds(self) -> tuple[Any, Any, Any]:
+        return (self.start, self.stop, self.step)
+
+
+# one part of an index: an int, a slice, a range, None (a new axis), `...`, a list of ints, or an expression (a
+# mask, an index tensor, or an integer such as a loop variable)
+IndexItem = int | Slice | Range | None | EllipsisType | tuple[int, ...] | Any
 
 
 @dataclass(frozen=True)
@@ -157,7 +201,7 @@ class Index:
         for i in self.items:
             if is_expr(i):
                 parts.append(i)  # type: ignore[arg-type]
-            elif isinstance(i, Slice):
+            elif isinstance(i, Slice | Range):
                 parts += [b for b in i.bounds() if is_expr(b)]
         return tuple(parts)
 
@@ -167,8 +211,8 @@ class Index:
         def one(i: IndexItem) -> IndexItem:
             if is_expr(i):
                 return next(rest)
-            if isinstance(i, Slice):
-                return Slice(*(next(rest) if is_expr(b) else b for b in i.bounds()))
+            if isinstance(i, Slice | Range):
+                return type(i)(*(next(rest) if is_expr(b) else b for b in i.bounds()))
             return i
 
         return replace(self, value=kids[0], items=tuple(one(i) for i in self.items))
@@ -221,10 +265,11 @@ class Scalar:
     `x.shape[0]`, `x.numel()`, `x.dim()`), or a `math` function of one element (`math.sqrt(d)`). A constant
     to backward, as the Python number is."""
 
-    what: str  # len | size | numel | dim, or a math function: sqrt, exp, log, ...
+    what: str  # len | size | numel | dim, or a math function: sqrt, exp, log, ...; shape only inside Sizes
     value: Expr
     dim: int | None
     span: Span
+    count: int | None = None  # `a, b = x.size()`: the names the sizes are unpacked into (x must have as many)
 
     def children(self) -> tuple[Expr, ...]:
         return (self.value,)

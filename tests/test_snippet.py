@@ -580,3 +580,29 @@ print(t)
         [math.cos(a) * b for a, b in zip(xs, ys, strict=True)], rel=1e-6
     )
     assert not any(s.warnings for s in got.steps)  # torch's own deprecation warnings stay hidden, as in a script
+
+
+# ---------------------------------------------------------------- numpy, as autograd snippets use it
+
+
+NUMPY_SNIPPET = """import numpy as np
+import torch
+a = np.array([1.0, 2.0, 3.0])
+x = torch.tensor(a, requires_grad=True)
+(x ** 2).sum().backward()
+print(x.grad.numpy())
+g = x.grad.numpy()
+print(np.allclose(g, 2 * a), g.shape, g.dtype)
+x.grad.numpy()
+z = torch.from_numpy(np.ones((2, 2), dtype=np.float32))
+print(z.dtype, np.round(np.exp(a), 3).tolist(), a.reshape(3, 1).T.sum())
+"""
+
+
+def test_numpy_in_a_snippet_prints_what_python_prints():
+    (want,) = plain_python([NUMPY_SNIPPET], seed=0)
+    got = run_snippet(NUMPY_SNIPPET, seed=0)
+    assert want["error"] is None and got.error is None
+    assert got.stdout == want["stdout"]
+    assert "[2. 4. 6.]" in got.stdout and "array([2., 4., 6.])" in got.stdout
+    assert [x.grad for x in got.events[0].inputs] == [[2.0, 4.0, 6.0]]

@@ -162,6 +162,8 @@ def call_method(it: Interpreter, m: Method, args: list[Any], kwargs: dict[str, A
         return it.traced(
             kind, name, (obj, *args), kwargs, lambda: it.real(getattr(obj, name), *args, node=node, **kwargs)
         )
+    if type(obj).__module__ == "numpy":  # a numpy array's method: sized as the torch calls are
+        guards.check_call(f"ndarray.{name}", (obj, *args), kwargs, it.limits.elements)
     if isinstance(obj, str):
         if name == "format":
             _check_format_fields(obj)
@@ -279,6 +281,16 @@ def get_attribute(it: Interpreter, obj: Any, name: str, node: ast.AST) -> Any:  
         return _no(obj, name)
     if type(obj).__name__ == "RemovableHandle" and name == "remove":
         return Method(obj, name)
+    if type(obj).__module__ == "numpy":  # an array or a numpy scalar (numpy is loaded: it made obj)
+        import numpy
+
+        if name in W.NDARRAY_ATTRS and hasattr(obj, name):
+            return it.real(getattr, obj, name, node=node)
+        if name in W.NDARRAY_METHODS and hasattr(obj, name):
+            return Method(obj, name)
+        if isinstance(obj, numpy.dtype) and name in ("name", "itemsize", "kind"):
+            return getattr(obj, name)
+        return _no(obj, name)
     if isinstance(obj, torch.Size):
         return Method(obj, name) if name in ("numel", "index", "count") else _no(obj, name)
     if isinstance(obj, tuple) and hasattr(obj, "_fields") and name in obj._fields:  # torch.return_types
@@ -308,11 +320,10 @@ def _no(obj: Any, name: str) -> Any:
 
 
 def _tensor_hint(name: str) -> str | None:
-    if name in ("numpy", "cuda", "storage", "untyped_storage", "data_ptr"):
-        return {
-            "numpy": "Print the tensor itself, or use .tolist().",
-            "cuda": "Snippets run on the CPU.",
-        }.get(name, "Storage and pointers are outside what a snippet can see.")
+    if name in ("cuda", "storage", "untyped_storage", "data_ptr"):
+        if name == "cuda":
+            return "Snippets run on the CPU."
+        return "Storage and pointers are outside what a snippet can see."
     import difflib
 
     near = difflib.get_close_matches(name, sorted(W.TENSOR_METHODS | W.TENSOR_ATTRS), n=3, cutoff=0.75)

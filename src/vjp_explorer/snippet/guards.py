@@ -59,9 +59,21 @@ def numel(shape: list[int]) -> int:
     return n
 
 
+def _shape_only(value: Any) -> Any:
+    """A numpy array as a tensor of its shape on the meta device (no data): the checks below read shapes."""
+    if type(value).__name__ == "ndarray" and type(value).__module__ == "numpy":
+        import torch
+
+        return torch.empty(value.shape, device="meta")
+    return value
+
+
 def check_call(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], elements: int) -> None:
     """Refuse a call whose result would exceed `elements` elements or the arithmetic budget, before it runs."""
     import torch
+
+    args = tuple(_shape_only(a) for a in args)
+    kwargs = {k: _shape_only(v) for k, v in kwargs.items()}
 
     base = name.rsplit(".", 1)[-1]
     need = 0
@@ -88,6 +100,9 @@ def check_call(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], element
             need = numel(shape)
     elif base in ("full", "new_full") and args:
         shape = _shape_of((args[0],))
+        need = numel(shape) if shape is not None else 0
+    elif base in ("normal", "uniform") and "size" in kwargs or base in ("normal", "uniform") and len(args) > 2:
+        shape = _shape_of((kwargs.get("size", args[2] if len(args) > 2 else None),))
         need = numel(shape) if shape is not None else 0
     elif base in ("randint",) and args:
         shape = _shape_of((kwargs.get("size", args[-1]),))
@@ -118,15 +133,16 @@ def check_call(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], element
         need = _parameter_elements(base, args, kwargs)
     elif base in ("expand", "broadcast_to"):
         need = 0  # a view: nothing is allocated until it is used, and then the next op is checked
-    elif base in ("matmul", "mm", "bmm", "mv", "einsum", "tensordot", "kron", "outer", "cdist", "inner"):
-        _check_product(base, args)
+    elif base in ("matmul", "mm", "bmm", "mv", "dot", "einsum", "tensordot", "kron", "outer", "cdist", "inner"):
+        need = _check_product(base, args)
     tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
     if len(tensors) >= 2 and base not in ("cat", "concat", "concatenate", "stack", "where", "index_select", "gather"):
         shape = broadcast(*(t.shape for t in tensors))
         if shape is not None:  # shapes that do not broadcast: the call itself raises torch's own message
             need = max(need, numel(shape))
     if need > elements:
-        raise limit_error(f"{name} would make a tensor of {need:,} elements", need, elements, "elements")
+        what = "an array" if name.startswith(("np.", "ndarray.")) else "a tensor"
+        raise limit_error(f"{name} would make {what} of {need:,} elements", need, elements, "elements")
 
 
 # nn modules whose parameters are sized by their arguments: the argument names, in torch's order
@@ -155,36 +171,42 @@ def _parameter_elements(base: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     return n
 
 
-def _check_product(base: str, args: tuple[Any, ...]) -> None:
+def _check_product(base: str, args: tuple[Any, ...]) -> int:
+    """Refuse a product past the arithmetic budget; the elements of its result (0: not known here)."""
     import torch
 
     ts = [a for a in args if isinstance(a, torch.Tensor)]
     if len(ts) < 2:
-        return
+        return 0
     a, b = ts[0], ts[1]
     if base in ("kron", "outer", "cdist"):
-        flops = a.numel() * b.numel()
+        flops = out = a.numel() * b.numel()
     elif a.dim() == 0 or b.dim() == 0:
-        flops = a.numel() * b.numel()
+        flops = out = a.numel() * b.numel()
     else:
         k = a.shape[-1]
         n = b.shape[-1] if b.dim() > 1 else 1
         batch_shape = broadcast(a.shape[:-2], b.shape[:-2]) if a.dim() > 2 or b.dim() > 2 else []
         if batch_shape is None:
-            return
+            return 0
         batch = numel(batch_shape)
         m = a.shape[-2] if a.dim() > 1 else 1
         flops = batch * m * n * k
+        # an equation or axes decide einsum's and tensordot's result: the work is bounded, not the size
+        out = 0 if base in ("einsum", "tensordot") else batch * m * n
     if flops > MAX_FLOPS:
         raise LimitError(
             f"{base} of shapes {list(a.shape)} and {list(b.shape)} needs about {flops:,} multiply-adds; the limit "
             f"is {MAX_FLOPS:,} (a snippet explains autograd, it is not a benchmark)."
         )
+    return out
 
 
 def check_binop(op: str, left: Any, right: Any, elements: int) -> None:
     """Python-level bombs (`10**10**9`, `[0]*10**10`, `'a'*10**10`) and tensor broadcasts, before they run."""
     import torch
+
+    left, right = _shape_only(left), _shape_only(right)
 
     if op == "**" and isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
         if right * abs(left).bit_length() > MAX_INT_BITS:

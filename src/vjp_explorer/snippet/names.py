@@ -87,6 +87,7 @@ MODULE_ALIASES = {
 }
 
 _SUBMODULES = {
+    "numpy": {"random"},
     "torch": {"nn", "autograd", "linalg", "special", "func", "optim"},
     "torch.nn": {"functional"},
     "torch.autograd": {"functional"},
@@ -138,6 +139,14 @@ def module_attr(mod: Module, name: str) -> Any:
     elif mod.name == "torch.optim":
         if name in W.OPTIMIZERS:
             return Fn(f"torch.optim.{name}", getattr(torch.optim, name))
+    elif mod.name in ("numpy", "numpy.random"):
+        import numpy
+
+        where = numpy if mod.name == "numpy" else numpy.random
+        if name in (W.NUMPY if mod.name == "numpy" else W.NUMPY_RANDOM):
+            return Fn(f"{'np' if mod.name == 'numpy' else 'np.random'}.{name}", getattr(where, name))
+        if mod.name == "numpy" and name in W.NUMPY_VALUES:
+            return getattr(numpy, name)
     raise refuse(f"{mod.name}.{name}", hint=_closest(mod.name, name))
 
 
@@ -148,6 +157,7 @@ def _closest(modname: str, name: str) -> str | None:
         "torch": W.TORCH_FUNCTIONS | W.TORCH_DTYPES | W.TORCH_OTHER,
         "torch.nn.functional": W.FUNCTIONAL,
         "math": W.MATH,
+        "numpy": W.NUMPY | W.NUMPY_VALUES,
         "torch.nn": W.NN_MODULES,
         "torch.linalg": W.LINALG,
     }.get(modname, frozenset())

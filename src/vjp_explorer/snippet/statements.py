@@ -92,6 +92,6 @@ def run_import(it: Interpreter, s: ast.Import | ast.ImportFrom, scope: Scope) ->
 # ------------------------------------------------------------------ assignment
 
 _IMPORT_HINT = (
-    "A snippet may import torch, torch.nn, torch.nn.functional, torch.autograd (Variable, Function, grad), "
+    "A snippet may import torch, torch.nn, torch.nn.functional, torch.autograd (Variable, Function, grad), numpy, "
     "torch.autograd.functional, torch.func, torch.linalg, torch.special, torch.optim and math."
 )

@@ -27,7 +27,7 @@ sqrt square squeeze stack std std_mean sub subtract sum swapaxes swapdims t take
 tensordot tile topk trace transpose trapezoid trapz tril triu true_divide trunc unbind unflatten unique
 unique_consecutive unsqueeze vander var var_mean vdot view_as_real vsplit vstack where xlogy
 relu selu celu rrelu hardshrink softshrink threshold cdist cosine_similarity pairwise_distance pdist
-clone detach is_tensor is_floating_point is_complex numel result_type promote_types can_cast
+clone detach is_tensor is_floating_point is_complex numel result_type promote_types can_cast from_numpy
 """
 
 # made from shapes or data: their sizes are checked before the call
@@ -93,7 +93,7 @@ TENSOR_METHODS = (
         masked_fill_ scatter_ scatter_add_ unsqueeze_ squeeze_ t_ transpose_ relu_ sigmoid_ tanh_ sin_ cos_
         floor_ ceil_ round_ sign_ reciprocal_ addcmul_ addcdiv_ lerp_ fmod_ remainder_ square_ sub mul add div
         is_contiguous all any tril_ triu_ fill_diagonal_ exponential_ bernoulli_ bernoulli multinomial repeat
-        masked_fill index_put index_put_ sum_to_size""".split()
+        masked_fill index_put index_put_ sum_to_size numpy""".split()
     )
     | TORCH_FUNCTIONS
 ) - FACTORIES
@@ -131,9 +131,32 @@ STR_METHODS = frozenset(
     zfill splitlines""".split()
 )
 
+# numpy.NAME: what autograd snippets do with numpy (make inputs, convert, compare, print): array arithmetic
+# only; no file, buffer, memory-map or Python-object function (load, save, fromfile, frombuffer, ...)
+NUMPY = frozenset(
+    """array asarray zeros ones empty full arange linspace eye identity zeros_like ones_like full_like exp log log2
+    log10 log1p expm1 sqrt square abs absolute sin cos tan tanh sinh cosh arcsin arccos arctan arctan2 sign maximum
+    minimum clip sum mean prod max min amax amin argmax argmin std var dot matmul outer inner transpose reshape
+    concatenate stack hstack vstack where allclose isclose array_equal round around floor ceil power sort argsort
+    cumsum cumprod diag trace isnan isinf isfinite all any squeeze expand_dims swapaxes add subtract multiply divide
+    negative reciprocal einsum""".split()
+)
+NUMPY_VALUES = frozenset(
+    """pi e inf nan newaxis float32 float64 float16 int32 int64 int8 uint8 bool_ ndarray""".split()
+)
+NUMPY_RANDOM = frozenset({"seed", "rand", "randn", "normal", "uniform", "randint", "random"})
+# a.NAME on a numpy array (and a.NAME(...))
+NDARRAY_ATTRS = frozenset({"shape", "ndim", "size", "dtype", "T"})
+NDARRAY_METHODS = frozenset(
+    """sum mean prod max min argmax argmin std var reshape transpose flatten ravel astype tolist item copy dot
+    squeeze round clip cumsum all any""".split()
+)
+
 # `import X` / `from X import Y` that a snippet may write (anything else is refused by name)
 IMPORTABLE_MODULES = frozenset(
     {
+        "numpy",
+        "numpy.random",
         "torch",
         "torch.nn",
         "torch.nn.functional",

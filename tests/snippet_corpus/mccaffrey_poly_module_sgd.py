@@ -1,6 +1,6 @@
 # low_level.py
 # approximate sin(x) using 3rd degree polynomial
-import math
+import numpy as np
 import torch as T
 device = T.device('cpu')
 
@@ -20,7 +20,7 @@ class Poly(T.nn.Module):
 
 T.manual_seed(1)
 poly = Poly().to(device)
-lo = -math.pi; hi = math.pi  # range of input vals
+lo = -np.pi; hi = np.pi  # range of input vals
 loss_func = T.nn.MSELoss()
 optimizer = T.optim.SGD(poly.parameters(), lr=1.0e-4)
 for i in range(3):

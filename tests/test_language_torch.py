@@ -310,6 +310,8 @@ def test_a_fractional_constant_is_no_index():
         ("out = (x[list(range(1, 3))] ** 2).sum()", {"x": "1,2,3"}, {}),
         ("out = torch.einsum('ik,kj->ij', [a, b]).sum()", {"a": "[[1, 2], [3, 4]]", "b": "[[5, 6], [7, 8]]"}, {}),
         ("m, _ = x.max(dim=1)\nout = (m * m).sum()", {"x": "[[1, 5, 3], [4, 2, 6]]"}, {}),
+        ("out = (x.unsqueeze(0).expand(3, -1, -1) * 2).sum()", {"x": "[[1, 5], [4, 2]]"}, {}),
+        ("out = (x.unsqueeze(0).expand(len(x), -1, -1) ** 2).sum()", {"x": "[[1, 5], [4, 2]]"}, {}),
     ],
 )
 def test_sizes_read_when_the_call_runs_match_torch(program, values, consts):

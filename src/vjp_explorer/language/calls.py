@@ -441,7 +441,7 @@ class CallParser:
                     n,
                 )
             sizes.append(int(v))
-        if sizes.count(-1) > 1:
+        if sizes.count(-1) > 1 and fname not in ("expand", "broadcast_to"):  # there -1 keeps a size
             raise self.err(f"{fname}(): only one size can be -1 (inferred).", at)
         return tuple(sizes)
 

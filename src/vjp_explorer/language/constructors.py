@@ -161,7 +161,10 @@ class ConstructorParser:
         for a in args:
             v = literal_number(a)
             if v is None or not math.isfinite(v) and not (name == "full" and a is args[-1]):
-                raise self.err(f"torch.{name}() takes number literals here.", a)
+                like = (
+                    f" (for a tensor shaped like x: torch.{name}_like(x))" if name in ("zeros", "ones", "full") else ""
+                )
+                raise self.err(f"torch.{name}() takes number literals here{like}.", a)
             nums.append(v)
         integral = all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in args)
         text = self.src[slice(*self.span(node))]

@@ -311,6 +311,9 @@ def test_a_fractional_constant_is_no_index():
         ("out = torch.einsum('ik,kj->ij', [a, b]).sum()", {"a": "[[1, 2], [3, 4]]", "b": "[[5, 6], [7, 8]]"}, {}),
         ("m, _ = x.max(dim=1)\nout = (m * m).sum()", {"x": "[[1, 5, 3], [4, 2, 6]]"}, {}),
         ("out = (x.unsqueeze(0).expand(3, -1, -1) * 2).sum()", {"x": "[[1, 5], [4, 2]]"}, {}),
+        ("out = (x * torch.ones(x.shape)).sum() + (x @ torch.eye(x.size(1))).sum()", {"x": "[[1, 5], [4, 2]]"}, {}),
+        ("out = ((x + torch.full((len(x), 1), 0.5)) ** 2).sum()", {"x": "[[1, 5], [4, 2]]"}, {}),
+        ("out = (x[torch.arange(len(x))] * torch.zeros(x.size(0), 2).add(3)).sum()", {"x": "[[1, 5], [4, 2]]"}, {}),
         ("out = (x.unsqueeze(0).expand(len(x), -1, -1) ** 2).sum()", {"x": "[[1, 5], [4, 2]]"}, {}),
     ],
 )
@@ -337,6 +340,9 @@ def test_sizes_read_when_the_call_runs_match_torch(program, values, consts):
         ("x[range(0)] * 2", {"x": "1,2"}, {}, "range is empty"),
         ("x[range(0, 2, 0)] * 2", {"x": "1,2"}, {}, "must not be zero"),
         ("x.view(len(x) * 3)", {"x": "1,2"}, {}, "view"),
+        ("x + torch.zeros(len(x) * 10**9)", {"x": "1,2"}, {}, "torch.zeros(): the value would have 2,000,000,000"),
+        ("x + torch.ones(len(x) + 0.5)", {"x": "1,2"}, {}, "torch.ones(): sizes must be positive integers, got 2.5"),
+        ("x + torch.ones(x)", {"x": "1,2"}, {}, "a size is one number; this is a tensor of shape [2]"),
     ],
 )
 def test_sizes_that_do_not_fit_are_clear_errors(program, values, consts, words):

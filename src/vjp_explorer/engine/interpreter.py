@@ -199,6 +199,8 @@ class Interpreter:
         if isinstance(e, P.Update):
             return indexing.update(self, e, env)
         if isinstance(e, P.Const):
+            if e.sizes is not None:  # in a condition: assignments were resolved before they ran
+                e = sizes.made(self, e, env)
             return constructors.make(self, e, env)
         if isinstance(e, P.BoolOp):
             if e.op == "and":

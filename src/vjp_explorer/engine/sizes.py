@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ProgramError
+from ..errors import Origin, ProgramError, VjpError
 from ..language import program as P
 
 
@@ -24,6 +24,8 @@ def resolve(it: Any, expr: P.Expr, env: dict[str, Any]) -> P.Expr:
         if isinstance(e, P.Call) and e.sized:
             params = tuple((n, read(it, v, env, e) if isinstance(v, P.Sizes) else v) for n, v in e.params)
             return replace(e, params=params)
+        if isinstance(e, P.Const) and e.sizes is not None:
+            return made(it, e, env)
         if isinstance(e, P.Index) and any(isinstance(i, P.Range) for i in e.items):
             return replace(e, items=tuple(indices(it, i, env, e) if isinstance(i, P.Range) else i for i in e.items))
         return e
@@ -77,3 +79,36 @@ def indices(it: Any, r: P.Range, env: dict[str, Any], at: P.Index) -> tuple[int,
     if not out:
         raise it.err(ProgramError, "This range is empty, so the index selects nothing.", at.span)
     return tuple(out)
+
+
+def made(it: Any, e: P.Const, env: dict[str, Any]) -> P.Const:
+    """torch.zeros(len(x), 3) and friends: the spec their numbers give now, checked as literal ones are
+    (positive whole sizes, the elements limit) before anything is made."""
+    from ..language.values import generator_spec
+
+    assert e.sizes is not None
+    name = e.spec.generator
+    numbers: list[float] = []
+    for part in e.sizes.parts:
+        if isinstance(part, int):
+            numbers.append(float(part))
+            continue
+        if isinstance(part, P.Scalar) and part.what == "shape":  # torch.zeros(x.shape): every size of x
+            numbers.extend(float(d) for d in getattr(it.value_of(part.value, env).v, "shape", ()))
+            continue
+        value = it.value_of(part, env).v
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise it.err(
+                    ProgramError,
+                    f"torch.{name}(): a size is one number; this is a tensor of shape {list(value.shape)}.",
+                    e.span,
+                )
+            value = value.item()
+        numbers.append(float(value))
+    try:
+        spec = generator_spec(name, tuple(numbers), e.spec.text, Origin(f"torch.{name}()"), it.limits)
+    except VjpError as err:  # pointed at the call in the program
+        message = f"torch.{name}(): {err.message.removeprefix(f'{name}(): ')}"
+        raise it.err(type(err), message, e.span, err.hint) from None
+    return replace(e, spec=spec, sizes=None)

@@ -74,6 +74,8 @@ class ConstructorParser:
 
         def span(self, node: ast.AST) -> P.Span: ...
 
+        def _whole_shape(self, n: ast.expr) -> bool: ...
+
     def _constructor(self, name: str, node: ast.Call, sp: P.Span) -> P.Const:
         kw = self._maker_keywords(name, node)
         if name in LIKE:
@@ -92,10 +94,19 @@ class ConstructorParser:
             if len(node.args) != 1:
                 raise self.err(f"torch.{name}() takes one value: a number or a (nested) list of numbers.", node)
             spec, inferred = self._data(node.args[0])
+            sizes = None
         else:
-            spec, inferred = self._generated(name, node)
+            spec, inferred, sizes = self._generated(name, node)
         dtype = kw.get("dtype", inferred)
         grad = bool(kw.get("requires_grad", False))
+        if sizes is not None:
+            if grad:
+                raise self.err(
+                    f"torch.{name}(..., requires_grad=True) makes a leaf, whose shape is needed before the run: "
+                    "write its sizes as integer literals.",
+                    node,
+                )
+            return P.Const(spec, dtype, sp, None, False, sizes)
         if grad and dtype not in (None, *FLOATING):
             raise self.err(
                 f"Only tensors of floating point dtype can require gradients (torch's words); this one is {dtype}.",
@@ -146,7 +157,7 @@ class ConstructorParser:
         spec = ValueSpec(name, (), None, name.removesuffix("_like"), args)
         return P.Const(spec, kw.get("dtype"), sp, self._expr(node.args[0]))
 
-    def _generated(self, name: str, node: ast.Call) -> tuple[ValueSpec, str | None]:
+    def _generated(self, name: str, node: ast.Call) -> tuple[ValueSpec, str | None, P.Sizes | None]:
         args = list(node.args)
         if name in SIZED or name == "full":
             fill = []
@@ -157,6 +168,9 @@ class ConstructorParser:
             if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
                 args = list(args[0].elts)
             args += fill
+        read = [a for a in (args[:-1] if name == "full" else args) if literal_number(a) is None]
+        if read and not any(isinstance(a, ast.Constant) and not isinstance(a.value, int | float) for a in args):
+            return self._read_sizes(name, node, args)  # torch.zeros(len(x), 3): sizes read when it runs
         nums = []
         for a in args:
             v = literal_number(a)
@@ -173,7 +187,31 @@ class ConstructorParser:
         except VjpError as e:  # pointed at the call in the program instead
             raise self.err(e.message, node, e.hint, cls=type(e)) from None
         # torch.arange(5) counts in integers, as torch does; every other maker gives the default float dtype
-        return spec, "int64" if name == "arange" and integral else None
+        return spec, "int64" if name == "arange" and integral else None, None
+
+    def _read_sizes(self, name: str, node: ast.Call, args: list[ast.expr]) -> tuple[ValueSpec, str | None, P.Sizes]:
+        """A maker whose numbers the program computes: the parts as Sizes, a placeholder spec naming the maker."""
+        if name == "full" and literal_number(args[-1]) is None:
+            raise self.err("torch.full(): the fill value must be a number literal.", args[-1])
+        parts: list[int | P.Expr] = []
+        for a in args:
+            v = literal_number(a)
+            if v is not None and float(v).is_integer():
+                parts.append(int(v))
+            elif self._whole_shape(a):  # torch.zeros(x.shape), torch.ones(x.size())
+                x = a.value if isinstance(a, ast.Attribute) else a.func.value  # type: ignore[attr-defined]
+                parts.append(P.Scalar("shape", self._expr(x), None, self.span(a)))
+            else:
+                parts.append(self._expr(a))
+        if name == "full":  # the fill value stays a literal number, and may be fractional
+            parts[-1] = P.Num(float(literal_number(args[-1]) or 0.0), self.span(args[-1]))
+        text = self.src[slice(*self.span(node))]
+        integral = name == "arange" and all(not isinstance(a, ast.Constant) or isinstance(a.value, int) for a in args)
+        return (
+            ValueSpec(text, (), generator=name),
+            "int64" if integral else None,
+            P.Sizes(tuple(parts), False, self.span(node)),
+        )
 
     def _data(self, node: ast.expr) -> tuple[ValueSpec, str | None]:
         """The nested list of number literals (or True/False) of torch.tensor(...)."""

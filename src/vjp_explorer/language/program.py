@@ -240,19 +240,23 @@ class Const:
 
     `spec` is a language.values.ValueSpec (sizes checked by the parser); `dtype` None means the run's own
     floating dtype (torch's default dtype), "int64" or "bool" what torch.tensor infers or dtype= names.
-    `like` is the tensor whose shape a *_like form copies (zeros_like(x))."""
+    `like` is the tensor whose shape a *_like form copies (zeros_like(x)). `sizes`: the maker's number
+    arguments read from the program's values (torch.zeros(len(x), 3)); the interpreter writes the spec they
+    give before the step is recorded."""
 
     spec: Any
     dtype: str | None
     span: Span
     like: Expr | None = None
     requires_grad: bool = False  # a leaf: lifted out of the body by the parser (Program.made)
+    sizes: Sizes | None = None
 
     def children(self) -> tuple[Expr, ...]:
-        return () if self.like is None else (self.like,)
+        return (() if self.like is None else (self.like,)) + (() if self.sizes is None else self.sizes.exprs())
 
     def rebuild(self, kids: tuple[Expr, ...]) -> Const:
-        return replace(self, like=kids[0]) if kids else self
+        like, rest = (kids[0], kids[1:]) if self.like is not None else (None, kids)
+        return replace(self, like=like, sizes=self.sizes.rebuild(rest) if self.sizes is not None else None)
 
 
 # the math module's functions of one number a program may call (math.sqrt(d)); each gives a Python float

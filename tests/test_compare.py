@@ -18,7 +18,7 @@ import torch
 from vjp_explorer.engine import compare as C
 from vjp_explorer.engine import tensors as T
 from vjp_explorer.engine.elementwise_route import evaluate
-from vjp_explorer.engine.tensors import Computed, to_data
+from vjp_explorer.engine.tensors import to_data
 from vjp_explorer.result import Tolerance, element_label
 
 
@@ -250,25 +250,6 @@ def test_the_worst_element_is_named_when_a_later_chunk_reuses_the_buffer(monkeyp
         check = C.compare_tensors("t", "t", [("x", got, want)], C.TOLERANCES["float32"])
         assert (check.status, check.worst) == (status, f"x[{where}]")
         assert check.max_abs_diff == abs(float(got[where]) - float(want[where]))
-
-
-def test_a_computed_tensor_applies_its_rule_to_the_same_spans_always(monkeypatch):
-    """torch may compute the last elements of a span by another routine (pow differs there in the last
-    bit): a Computed applies its rule to the chunks [k·CHUNK, (k+1)·CHUNK) only, so its numbers do not
-    depend on who reads them. The rule here marks the last element of whatever span it is given."""
-    monkeypatch.setattr(T, "CHUNK", 256)
-    n = 1001
-
-    def fill(start, end, out):
-        out.copy_(torch.arange(start, end, dtype=torch.float64))
-        out[-1] += 0.5
-
-    t = Computed((7, 143), fill).materialise()
-    want = torch.arange(n, dtype=torch.float64)
-    want[[255, 511, 767, 1000]] += 0.5
-    assert t.dtype == torch.float64 and t.shape == (7, 143)
-    assert torch.equal(t.reshape(-1), want)
-    assert T.materialised(t) is t  # a tensor stays itself
 
 
 def test_the_result_holds_numbers_not_rules():

@@ -90,10 +90,10 @@ def test_big_elementwise_keeps_the_diagonal_and_checks_symbolically():
 
 
 @pytest.mark.parametrize("calls", [1, 2])
-def test_the_elementwise_routes_jtv_is_computed_where_read_and_reads_as_the_closed_form(calls):
-    """Past the per-element budget Jᵀv is evaluated chunk by chunk where it is compared, and again where it
-    is shown or written: its values, its summary and its JSON are those of the closed form (4b and 1/c,
-    from the float32 inputs widened exactly), times the number of backward calls."""
+def test_the_elementwise_routes_jtv_reads_as_the_closed_form(calls):
+    """Past the per-element budget Jᵀv is evaluated chunk by chunk into one float64 array per leaf: its
+    values, its summary and its JSON are those of the closed form (4b and 1/c, from the float32 inputs
+    widened exactly), times the number of backward calls."""
     n = 300_001
     r = explore(
         "3*a + 2*b*b + torch.log(c)", dict.fromkeys("abc", f"linspace(1, 2, {n})"), grad="ones", backward_calls=calls

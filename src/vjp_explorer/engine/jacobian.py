@@ -144,10 +144,12 @@ def _diagonal_blocks(
     """Leaves the output depends on elementwise: every diagonal from one autograd.grad with v = ones."""
     m = out.numel()
     res: dict[str, LeafJacobian] = {}
-    grads = torch.autograd.grad(out, [leaves[n] for n in names], torch.ones_like(out), retain_graph=True)
     # Jᵀv = v * diagonal; with v = ones that is the diagonal itself (x·1 is exact): no full-size copy
     v_is_ones = all_equal_to(v, 1.0)
+    ones = v if v_is_ones else torch.ones_like(out)
+    grads = torch.autograd.grad(out, [leaves[n] for n in names], ones, retain_graph=True)
     for n, d in zip(names, grads, strict=True):
+        d = constant_view(d)
         full = None
         reason = None
         if budget.take(m * m):
@@ -257,6 +259,14 @@ def _dense_blocks(
             method = "jacfwd"
             why = f"{n_total:,} inputs < {m:,} outputs: forward mode, all columns at once (torch.func.jacfwd)"
     return list(blocks), method, why
+
+
+def constant_view(d: torch.Tensor) -> torch.Tensor:
+    """d itself, or, where every element is the same finite number (the 3 of 3*a), that number as a stride-0
+    view: the copy of the same number n times is freed, and the checks read the view as a constant."""
+    if d.numel() < 2 or d.stride() == (0,) * d.dim() or not all_equal_to(d, c := float(d.reshape(-1)[0])):
+        return d
+    return torch.full((), c, dtype=d.dtype, device=d.device).expand(d.shape) if math.isfinite(c) else d
 
 
 def random_vjp_check(

@@ -131,6 +131,76 @@ def test_a_constant_derivative_that_autograd_misses_is_a_disagreement_even_on_th
     assert check.status == "disagree" and check.worst == "a[123456]" and check.max_abs_diff == 0.5
 
 
+def test_a_wrong_grad_at_one_element_of_a_large_input_is_caught_and_named(monkeypatch):
+    """Whatever the result keeps at scale, every check compares every element: backward made wrong at one
+    element of 10^6 is a disagreement of the symbolic and jtv checks, which name that element."""
+    from vjp_explorer.stages import call
+
+    real = call.backward
+
+    def off_by_one_element(*args):
+        before, grads, none = real(*args)
+        grads["c"][654_321] += 1e-3
+        return before, grads, none
+
+    monkeypatch.setattr(call, "backward", off_by_one_element)
+    n = 1_000_000
+    r = explore("3*a + 2*b*b + torch.log(c)", dict.fromkeys("abc", f"linspace(1, 2, {n})"), grad="ones")
+    for name in ("symbolic", "jtv"):
+        check = r.checks[name]
+        assert (check.status, check.worst) == ("disagree", "c[654321]"), name
+    assert r.exit_code == 3
+
+
+def test_the_diagonal_keeps_a_constant_as_one_number_and_jtv_is_the_diagonal_for_ones():
+    """At scale the Jacobian's diagonal of 3*a is 3 n times: held as one number (no array of n threes), and
+    with v = ones Jᵀv is the diagonal itself, not a copy."""
+    from vjp_explorer.result import Repeated
+
+    n = 300_000
+    r = explore("3*a + 2*b*b + torch.log(c)", dict.fromkeys("abc", f"linspace(1, 2, {n})"), grad="ones")
+    a = r.jacobians["a"].diagonal
+    assert a is not None and isinstance(a.flat, Repeated) and a.flat.value == 3.0 and a.shape == (n,)
+    b = r.jacobians["b"].diagonal
+    assert b is not None and isinstance(b.flat, memoryview) and r.jtv["b"] is not None
+    jtv = r.jtv["b"].flat
+    assert isinstance(jtv, memoryview) and jtv.obj.ctypes.data == b.flat.obj.ctypes.data  # one buffer
+    assert r.checks["jtv"].status == "agree"
+
+
+def test_the_adjoint_check_of_an_elementwise_program_replays_a_span_at_a_time(monkeypatch):
+    """At scale the forward-mode replay of an elementwise program sees CHUNK elements at a time (no dual
+    numbers of the full size), and the identity still tells a right backward from a wrong one."""
+    from vjp_explorer.engine import jacobian
+    from vjp_explorer.engine.tensors import CHUNK
+
+    seen = []
+    real = jacobian.replay
+
+    def replay(steps, output, env, dtype, lift=None):
+        seen.append(max(t.numel() for t in env.values() if isinstance(t, torch.Tensor)))
+        return real(steps, output, env, dtype, lift)
+
+    monkeypatch.setattr(jacobian, "replay", replay)
+    n = 2 * CHUNK + 1001
+    r = explore("y = a * 0.5 + torch.exp(b) * a", dict.fromkeys("ab", f"linspace(-1, 1, {n})"), grad="ones")
+    assert r.checks["jvp"].status == "agree"
+    assert len(seen) == 3 and max(seen) == CHUNK
+
+    from vjp_explorer.stages import call
+
+    real_backward = call.backward
+
+    def flipped(*args):  # b's grads of the wrong sign (a sum of random terms checks nothing finer at scale)
+        before, grads, none = real_backward(*args)
+        grads["b"].neg_()
+        return before, grads, none
+
+    monkeypatch.setattr(call, "backward", flipped)
+    r = explore("y = a * 0.5 + torch.exp(b) * a", dict.fromkeys("ab", f"linspace(-1, 1, {n})"), grad="ones")
+    assert r.checks["jvp"].status == "disagree"
+
+
 def test_large_dense_is_checked_by_matrix_calculus():
     r = explore("torch.tanh(W @ x)", {"x": "linspace(0, 1, 300)"}, consts={"W": "randn(300, 300)"}, seed=0, grad="ones")
     sym = r.checks["symbolic"]

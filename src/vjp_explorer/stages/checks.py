@@ -293,9 +293,8 @@ def jtv_checks(
         checks["jtv"] = compare.compare_tensors("jtv", JTV, have, tol, mags, how["big"], autodiff=True)
     missing = [n for n, j in jacs.items() if j.jtv is None]
     names = list(jacs)
-    adjoint = (
-        random_vjp_check(fwd, leaves, consts, names, {n: grads[n] / calls for n in names}, v, output) if names else None
-    )
+    once = grads if calls == 1 else {n: grads[n] / calls for n in names}  # no copies of the grads for one call
+    adjoint = random_vjp_check(fwd, leaves, consts, names, once, v, output) if names else None
     if adjoint is not None and not all(math.isfinite(x) for x in adjoint):
         checks["jvp"] = compare.skipped(
             "jvp", JVP, "<Ju, v> is not finite at this point: the adjoint identity compares finite sums"

@@ -152,20 +152,28 @@ def test_a_wrong_grad_at_one_element_of_a_large_input_is_caught_and_named(monkey
     assert r.exit_code == 3
 
 
-def test_the_diagonal_keeps_a_constant_as_one_number_and_jtv_is_the_diagonal_for_ones():
-    """At scale the Jacobian's diagonal of 3*a is 3 n times: held as one number (no array of n threes), and
-    with v = ones Jᵀv is the diagonal itself, not a copy."""
+def test_equal_arrays_are_held_once_and_a_constant_diagonal_as_one_number():
+    """At scale the Jacobian's diagonal of 3*a is 3 n times: held as one number. With v = ones the diagonal
+    of b, its Jᵀv and b's grad are the same numbers from the same autograd pass, held in one buffer once the
+    jtv check has compared them; so are v and the output's grad."""
     from vjp_explorer.result import Repeated
 
+    def buffer(td):
+        assert isinstance(td.flat, memoryview)
+        return td.flat.obj.ctypes.data
+
     n = 300_000
-    r = explore("3*a + 2*b*b + torch.log(c)", dict.fromkeys("abc", f"linspace(1, 2, {n})"), grad="ones")
+    r = explore("y = 3*a + 2*b*b + torch.log(c)", dict.fromkeys("abc", f"linspace(1, 2, {n})"), grad="ones")
     a = r.jacobians["a"].diagonal
     assert a is not None and isinstance(a.flat, Repeated) and a.flat.value == 3.0 and a.shape == (n,)
-    b = r.jacobians["b"].diagonal
-    assert b is not None and isinstance(b.flat, memoryview) and r.jtv["b"] is not None
-    jtv = r.jtv["b"].flat
-    assert isinstance(jtv, memoryview) and jtv.obj.ctypes.data == b.flat.obj.ctypes.data  # one buffer
+    b, jtv = r.jacobians["b"].diagonal, r.jtv["b"]
+    assert b is not None and jtv is not None
+    assert buffer(b) == buffer(jtv) == buffer(r.grads["b"])
+    y = r.intermediates["y"].grad
+    assert y is not None and buffer(y) == buffer(r.grad)
     assert r.checks["jtv"].status == "agree"
+    x = torch.linspace(1, 2, n)
+    assert torch.equal(torch.tensor(b.flat), 4 * x) and list(y.flat[:3]) == [1.0] * 3
 
 
 def test_the_adjoint_check_of_an_elementwise_program_replays_a_span_at_a_time(monkeypatch):

@@ -1,6 +1,8 @@
-"""Which traced programs compute element by element: each output element from the same elements of the
-inputs. Such a program may be evaluated, and differentiated, a span of elements at a time (the elementwise
-route, the adjoint check at scale). No sympy here, so that the autodiff checks can ask without importing it.
+"""Which traced programs compute element by element, so that a span of elements can be run on its own.
+
+Each output element comes from the same elements of the inputs: the elementwise route evaluates such a
+program's derivative a span at a time, and the adjoint check replays it so. No sympy here, so that the
+autodiff checks can ask without importing it.
 """
 
 from __future__ import annotations

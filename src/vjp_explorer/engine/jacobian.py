@@ -319,26 +319,33 @@ def random_vjp_check(
     jvp: list[float] = []
     vjp: list[float] = []
     size: list[float] = []
-    with quiet_torch_internals(), _plain_forward_ad(), fwad.dual_level():
-        for start, end in bounds:
-            env = {k: part(t, start, end, copy=True) for k, t in fixed.items()}
-            us, masked, got = {}, {}, {}
-            for k in names:
-                shape_k = (end - start,) if spans else leaves[k].shape
-                u = torch.randn(shape_k, generator=g, dtype=torch.float64).to(leaves[k])
-                got[k] = part(grads[k], start, end)
-                masked[k] = not all_finite(got[k])
-                us[k] = torch.where(torch.isfinite(got[k]), u, torch.zeros_like(u)) if masked[k] else u
-            for k in names:
-                env[k] = fwad.make_dual(env[k], us[k])
-            env = {k: lift(t) for k, t in env.items()}
-            tangent = fwad.unpack_dual(replay(fwd.steps, output_name, env, v.dtype, lift)).tangent
-            if tangent is not None:
-                jvp.append(float((tangent.double() * part(v, start, end).double()).sum()))
-            for k, u in us.items():
-                terms = u.double() * got[k].double()
-                if masked[k]:  # where u is 0 for a non-finite grad, its term is 0, not 0·inf
-                    terms = torch.where(u != 0, terms, 0.0)
-                vjp.append(float(terms.sum()))
-                size.append(float(terms.abs_().sum()))  # Σ|terms|: the scale for the tolerance
+    threads = torch.get_num_threads()
+    if spans:  # a span's ops are too small to share: on a busy machine each would wait for a second thread
+        torch.set_num_threads(1)
+    try:
+        with quiet_torch_internals(), _plain_forward_ad(), fwad.dual_level():
+            for start, end in bounds:
+                env = {k: part(t, start, end, copy=True) for k, t in fixed.items()}
+                us, masked, got = {}, {}, {}
+                for k in names:
+                    shape_k = (end - start,) if spans else leaves[k].shape
+                    u = torch.randn(shape_k, generator=g, dtype=torch.float64).to(leaves[k])
+                    got[k] = part(grads[k], start, end)
+                    masked[k] = not all_finite(got[k])
+                    us[k] = torch.where(torch.isfinite(got[k]), u, torch.zeros_like(u)) if masked[k] else u
+                for k in names:
+                    env[k] = fwad.make_dual(env[k], us[k])
+                env = {k: lift(t) for k, t in env.items()}
+                tangent = fwad.unpack_dual(replay(fwd.steps, output_name, env, v.dtype, lift)).tangent
+                if tangent is not None:
+                    jvp.append(float((tangent.double() * part(v, start, end).double()).sum()))
+                for k, u in us.items():
+                    terms = u.double() * got[k].double()
+                    if masked[k]:  # where u is 0 for a non-finite grad, its term is 0, not 0·inf
+                        terms = torch.where(u != 0, terms, 0.0)
+                    vjp.append(float(terms.sum()))
+                    size.append(float(terms.abs_().sum()))  # Σ|terms|: the scale for the tolerance
+    finally:
+        if spans:
+            torch.set_num_threads(threads)
     return math.fsum(vjp), math.fsum(jvp), math.fsum(size)

@@ -18,7 +18,7 @@ import torch
 from vjp_explorer.engine import compare as C
 from vjp_explorer.engine import tensors as T
 from vjp_explorer.engine.elementwise_route import evaluate
-from vjp_explorer.engine.tensors import Computed, to_data
+from vjp_explorer.engine.tensors import to_data
 from vjp_explorer.result import Tolerance, element_label
 
 
@@ -142,8 +142,8 @@ def test_argmax_finds_the_first_largest_element(n):
         if ties:
             d = torch.round(d * 3)
         want = max(range(n), key=lambda k: (d[k].item(), -k))
-        assert C._argmax(d) == want
-        assert C._argmax(d, lowest=True) == min(range(n), key=lambda k: (d[k].item(), k))
+        assert C.first_argmax(d) == want
+        assert C.first_argmax(d, lowest=True) == min(range(n), key=lambda k: (d[k].item(), k))
 
 
 @pytest.mark.parametrize("n", [1, 3, 513, 1025, 5000])
@@ -156,7 +156,7 @@ def test_argmax_abs_finds_the_first_largest_magnitude_on_either_side(n):
         if kind == "tie":
             d[j] = 5.0
         want = max(range(n), key=lambda i: (abs(d[i].item()), -i))
-        assert C._argmax_abs(d) == want, kind
+        assert C.first_argmax_abs(d) == want, kind
 
 
 x, y = sp.symbols("x y", real=True)
@@ -250,25 +250,6 @@ def test_the_worst_element_is_named_when_a_later_chunk_reuses_the_buffer(monkeyp
         check = C.compare_tensors("t", "t", [("x", got, want)], C.TOLERANCES["float32"])
         assert (check.status, check.worst) == (status, f"x[{where}]")
         assert check.max_abs_diff == abs(float(got[where]) - float(want[where]))
-
-
-def test_a_computed_tensor_applies_its_rule_to_the_same_spans_always(monkeypatch):
-    """torch may compute the last elements of a span by another routine (pow differs there in the last
-    bit): a Computed applies its rule to the chunks [k·CHUNK, (k+1)·CHUNK) only, so its numbers do not
-    depend on who reads them. The rule here marks the last element of whatever span it is given."""
-    monkeypatch.setattr(T, "CHUNK", 256)
-    n = 1001
-
-    def fill(start, end, out):
-        out.copy_(torch.arange(start, end, dtype=torch.float64))
-        out[-1] += 0.5
-
-    t = Computed((7, 143), fill).materialise()
-    want = torch.arange(n, dtype=torch.float64)
-    want[[255, 511, 767, 1000]] += 0.5
-    assert t.dtype == torch.float64 and t.shape == (7, 143)
-    assert torch.equal(t.reshape(-1), want)
-    assert T.materialised(t) is t  # a tensor stays itself
 
 
 def test_the_result_holds_numbers_not_rules():

@@ -90,10 +90,10 @@ def test_big_elementwise_keeps_the_diagonal_and_checks_symbolically():
 
 
 @pytest.mark.parametrize("calls", [1, 2])
-def test_the_elementwise_routes_jtv_is_computed_where_read_and_reads_as_the_closed_form(calls):
-    """Past the per-element budget Jᵀv is evaluated chunk by chunk where it is compared, and again where it
-    is shown or written: its values, its summary and its JSON are those of the closed form (4b and 1/c,
-    from the float32 inputs widened exactly), times the number of backward calls."""
+def test_the_elementwise_routes_jtv_reads_as_the_closed_form(calls):
+    """Past the per-element budget Jᵀv is evaluated chunk by chunk into one float64 array per leaf: its
+    values, its summary and its JSON are those of the closed form (4b and 1/c, from the float32 inputs
+    widened exactly), times the number of backward calls."""
     n = 300_001
     r = explore(
         "3*a + 2*b*b + torch.log(c)", dict.fromkeys("abc", f"linspace(1, 2, {n})"), grad="ones", backward_calls=calls
@@ -129,6 +129,84 @@ def test_a_constant_derivative_that_autograd_misses_is_a_disagreement_even_on_th
     r = explore("3*a + 2*b*b + torch.log(c)", dict.fromkeys("abc", f"linspace(1, 2, {n})"), grad="ones")
     check = r.checks["symbolic"]
     assert check.status == "disagree" and check.worst == "a[123456]" and check.max_abs_diff == 0.5
+
+
+def test_a_wrong_grad_at_one_element_of_a_large_input_is_caught_and_named(monkeypatch):
+    """Whatever the result keeps at scale, every check compares every element: backward made wrong at one
+    element of 10^6 is a disagreement of the symbolic and jtv checks, which name that element."""
+    from vjp_explorer.stages import call
+
+    real = call.backward
+
+    def off_by_one_element(*args):
+        before, grads, none = real(*args)
+        grads["c"][654_321] += 1e-3
+        return before, grads, none
+
+    monkeypatch.setattr(call, "backward", off_by_one_element)
+    n = 1_000_000
+    r = explore("3*a + 2*b*b + torch.log(c)", dict.fromkeys("abc", f"linspace(1, 2, {n})"), grad="ones")
+    for name in ("symbolic", "jtv"):
+        check = r.checks[name]
+        assert (check.status, check.worst) == ("disagree", "c[654321]"), name
+    assert r.exit_code == 3
+
+
+def test_equal_arrays_are_held_once_and_a_constant_diagonal_as_one_number():
+    """At scale the Jacobian's diagonal of 3*a is 3 n times: held as one number. With v = ones the diagonal
+    of b, its Jᵀv and b's grad are the same numbers from the same autograd pass, held in one buffer once the
+    jtv check has compared them; so are v and the output's grad."""
+    from vjp_explorer.result import Repeated
+
+    def buffer(td):
+        assert isinstance(td.flat, memoryview)
+        return td.flat.obj.ctypes.data
+
+    n = 300_000
+    r = explore("y = 3*a + 2*b*b + torch.log(c)", dict.fromkeys("abc", f"linspace(1, 2, {n})"), grad="ones")
+    a = r.jacobians["a"].diagonal
+    assert a is not None and isinstance(a.flat, Repeated) and a.flat.value == 3.0 and a.shape == (n,)
+    b, jtv = r.jacobians["b"].diagonal, r.jtv["b"]
+    assert b is not None and jtv is not None
+    assert buffer(b) == buffer(jtv) == buffer(r.grads["b"])
+    y = r.intermediates["y"].grad
+    assert y is not None and buffer(y) == buffer(r.grad)
+    assert r.checks["jtv"].status == "agree"
+    x = torch.linspace(1, 2, n)
+    assert torch.equal(torch.tensor(b.flat), 4 * x) and list(y.flat[:3]) == [1.0] * 3
+
+
+def test_the_adjoint_check_of_an_elementwise_program_replays_a_span_at_a_time(monkeypatch):
+    """At scale the forward-mode replay of an elementwise program sees CHUNK elements at a time (no dual
+    numbers of the full size), and the identity still tells a right backward from a wrong one."""
+    from vjp_explorer.engine import jacobian
+    from vjp_explorer.engine.tensors import CHUNK
+
+    seen = []
+    real = jacobian.replay
+
+    def replay(steps, output, env, dtype, lift=None):
+        seen.append(max(t.numel() for t in env.values() if isinstance(t, torch.Tensor)))
+        return real(steps, output, env, dtype, lift)
+
+    monkeypatch.setattr(jacobian, "replay", replay)
+    n = 2 * CHUNK + 1001
+    r = explore("y = a * 0.5 + torch.exp(b) * a", dict.fromkeys("ab", f"linspace(-1, 1, {n})"), grad="ones")
+    assert r.checks["jvp"].status == "agree"
+    assert len(seen) == 3 and max(seen) == CHUNK
+
+    from vjp_explorer.stages import call
+
+    real_backward = call.backward
+
+    def flipped(*args):  # b's grads of the wrong sign (a sum of random terms checks nothing finer at scale)
+        before, grads, none = real_backward(*args)
+        grads["b"].neg_()
+        return before, grads, none
+
+    monkeypatch.setattr(call, "backward", flipped)
+    r = explore("y = a * 0.5 + torch.exp(b) * a", dict.fromkeys("ab", f"linspace(-1, 1, {n})"), grad="ones")
+    assert r.checks["jvp"].status == "disagree"
 
 
 def test_large_dense_is_checked_by_matrix_calculus():

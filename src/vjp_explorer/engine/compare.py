@@ -17,7 +17,7 @@ TOLERANCES = {
 }
 
 
-def _argmax(d: Any, lowest: bool = False) -> int:
+def first_argmax(d: Any, lowest: bool = False) -> int:
     """The first index of the largest (or, with lowest, the smallest) element of a finite 1-d tensor, in
     about one pass: the extreme of each block of 512, then the first block and the first element within it
     that hold it (on CPU, torch.argmax and max-with-index run several times slower than amax)."""
@@ -39,17 +39,17 @@ def _argmax(d: Any, lowest: bool = False) -> int:
     return k
 
 
-def _argmax_abs(d: Any) -> int:
+def first_argmax_abs(d: Any) -> int:
     """The first index of the largest |element| of a finite 1-d tensor: where that is the largest element
     alone, or the smallest alone, without an abs pass."""
     import torch
 
     lo, hi = (float(x) for x in torch.aminmax(d))
     if hi > -lo:
-        return _argmax(d)
+        return first_argmax(d)
     if -lo > hi:
-        return _argmax(d, lowest=True)
-    return _argmax(d.abs())  # as large on both sides: the first of either
+        return first_argmax(d, lowest=True)
+    return first_argmax(d.abs())  # as large on both sides: the first of either
 
 
 def _absmax(t: Any) -> float:
@@ -204,10 +204,10 @@ def compare_tensors(
                     qbuf = None  # kept: the next chunk divides into a new buffer
     if worst is None and worst_bad is not None:  # a disagreement: name an element that fails
         _, leaf, shape, start, q = worst_bad
-        worst = _label(leaf, shape, start + _argmax(q.nan_to_num(-math.inf)))
+        worst = _label(leaf, shape, start + first_argmax(q.nan_to_num(-math.inf)))
     if worst is None and worst_at is not None:  # else the largest difference
         leaf, shape, start, d = worst_at
-        worst = _label(leaf, shape, start + _argmax_abs(d))
+        worst = _label(leaf, shape, start + first_argmax_abs(d))
     if n_undefined > len(undefined):
         undefined.append(f"... {n_undefined - len(undefined)} more")
     return Check(

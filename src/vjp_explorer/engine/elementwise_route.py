@@ -14,31 +14,10 @@ from typing import Any
 import sympy as sp
 import torch
 
-from ..language import program as P
 from ..ops import REGISTRY, resolve
 from .interpreter import Step
 from .symbolic import SymbolicProgram, SymTensor, Unsupported, as_written, derivative, term_size
-from .tensors import CHUNK, Computed
-
-# ---------------------------------------------------------------------------- elementwise route
-_ELEMENTWISE_CALLS = frozenset(s.name for s in REGISTRY.values() if s.elementwise and s.exact is not None)
-
-
-def is_elementwise(steps: list[Step], deps: dict[str, str]) -> bool:
-    """True if every op is elementwise and the output depends on each leaf diagonally."""
-    if any(kind != "diag" for kind in deps.values()):
-        return False
-    for s in steps:
-        for node in P.walk_exprs(s.expr):
-            if isinstance(node, P.BinOp) and node.op == "@":
-                return False
-            if isinstance(node, P.Call) and node.func not in _ELEMENTWISE_CALLS:
-                return False
-            if isinstance(node, P.Compare | P.BoolOp | P.Index | P.Update | P.Const):  # masks, picks, made tensors
-                return False
-            if isinstance(node, P.BinOp | P.UnaryOp) and node.op in ("&", "|", "~"):
-                return False
-    return True
+from .tensors import CHUNK
 
 
 def elementwise_vjp(
@@ -112,17 +91,18 @@ def elementwise_vjp(
 
         return fill
 
-    # the rest is computed where it is read, a chunk at a time (Computed): the comparison evaluates each
-    # chunk while it is in cache, and a summary reads a few numbers; no float64 array of the full size
+    # the rest in spans of CHUNK elements: the float64 copies of the inputs (and v) a span needs stay in
+    # cache, and no float64 temporary of the full size is made besides the Jᵀv itself
     grads = {}
     for name, x in leaves.items():
         if name in constant:
             grads[name] = evaluate(constant[name], {}).expand(x.shape)
         elif name in formulas:
             fill = rule(formulas[name], used[name])
-            if n:  # a formula torch cannot evaluate fails here, within the route, not later in the comparison
-                fill(0, 1, torch.empty(1, dtype=torch.float64))
-            grads[name] = Computed(tuple(x.shape), fill)
+            out = torch.empty(n, dtype=torch.float64)
+            for start in range(0, n, CHUNK):
+                fill(start, min(n, start + CHUNK), out[start : start + CHUNK])
+            grads[name] = out.reshape(x.shape)
         else:  # a leaf that does not reach the output: a zero grad of its own shape, whatever the output's
             grads[name] = torch.zeros((), dtype=torch.float64).expand(x.shape)
 

@@ -26,7 +26,8 @@ import torch
 
 from ..limits import Limits
 from .interpreter import DENSE, DIAG, Forward, replay
-from .tensors import all_equal_to
+from .pointwise import is_elementwise
+from .tensors import CHUNK, all_equal_to, all_finite
 
 SMALL_ROWS = 64  # at most this many output elements: a plain loop of autograd.grad is fastest
 
@@ -144,10 +145,12 @@ def _diagonal_blocks(
     """Leaves the output depends on elementwise: every diagonal from one autograd.grad with v = ones."""
     m = out.numel()
     res: dict[str, LeafJacobian] = {}
-    grads = torch.autograd.grad(out, [leaves[n] for n in names], torch.ones_like(out), retain_graph=True)
     # Jᵀv = v * diagonal; with v = ones that is the diagonal itself (x·1 is exact): no full-size copy
     v_is_ones = all_equal_to(v, 1.0)
+    ones = v if v_is_ones else torch.ones_like(out)
+    grads = torch.autograd.grad(out, [leaves[n] for n in names], ones, retain_graph=True)
     for n, d in zip(names, grads, strict=True):
+        d = constant_view(d)
         full = None
         reason = None
         if budget.take(m * m):
@@ -259,6 +262,14 @@ def _dense_blocks(
     return list(blocks), method, why
 
 
+def constant_view(d: torch.Tensor) -> torch.Tensor:
+    """d itself, or, where every element is the same finite number (the 3 of 3*a), that number as a stride-0
+    view: the copy of the same number n times is freed, and the checks read the view as a constant."""
+    if d.numel() < 2 or d.stride() == (0,) * d.dim() or not all_equal_to(d, c := float(d.reshape(-1)[0])):
+        return d
+    return torch.full((), c, dtype=d.dtype, device=d.device).expand(d.shape) if math.isfinite(c) else d
+
+
 def random_vjp_check(
     fwd: Forward,
     leaves: dict[str, torch.Tensor],
@@ -272,16 +283,32 @@ def random_vjp_check(
     """<u, Jᵀv> from backward and <Ju, v> from a forward-mode JVP, for a random u; and Σ|u·Jᵀv| for the scale.
 
     u is 0 on the elements where backward gave nan or ±inf (the other checks name those): the identity
-    holds for any u, and this one keeps both sides finite. None where v itself is not finite."""
+    holds for any u, and this one keeps both sides finite. None where v itself is not finite.
+
+    A program that computes element by element is replayed a span of CHUNK elements at a time, u drawn span
+    by span: the same sums, without the dual numbers of every intermediate (and u) at full size."""
     import torch.autograd.forward_ad as fwad
 
-    if not bool(torch.isfinite(v).all()):
+    if not all_finite(v):
         return None
     g = torch.Generator().manual_seed(seed)
-    env: dict[str, Any] = {k: t.detach() for k, t in leaves.items()}
-    env.update(consts)
-    us = {n: torch.randn(leaves[n].shape, generator=g, dtype=torch.float64).to(leaves[n]) for n in names}
-    us = {n: torch.where(torch.isfinite(grads[n]), u, torch.zeros_like(u)) for n, u in us.items()}
+    fixed: dict[str, Any] = {k: t.detach() for k, t in leaves.items()}
+    fixed.update(consts)
+    shape, n = tuple(v.shape), v.numel()
+    # spans of the flat elements where every tensor is the output's shape (or one number, which broadcasts)
+    spans = (
+        n > CHUNK
+        and all(tuple(t.shape) == shape or t.numel() == 1 for t in fixed.values() if isinstance(t, torch.Tensor))
+        and all(tuple(leaves[k].shape) == shape for k in names)
+        and is_elementwise(fwd.steps, fwd.output.deps)
+    )
+    bounds = [(s, min(n, s + CHUNK)) for s in range(0, n, CHUNK)] if spans else [(0, n)]
+
+    def part(t: Any, start: int, end: int, copy: bool = False) -> Any:
+        if not spans or not isinstance(t, torch.Tensor) or t.numel() == 1:
+            return t
+        # a copy for forward AD, not a view: it would give a view of a leaf a zero tangent of the whole leaf
+        return t.reshape(-1)[start:end].clone() if copy else t.reshape(-1)[start:end]
 
     def lift(x: Any) -> Any:
         if isinstance(x, torch.Tensor) and not x.is_floating_point():
@@ -289,14 +316,36 @@ def random_vjp_check(
         t = torch.as_tensor(x, dtype=v.dtype)
         return t if fwad.unpack_dual(t).tangent is not None else fwad.make_dual(t, torch.zeros_like(t))
 
-    with quiet_torch_internals(), _plain_forward_ad(), fwad.dual_level():
-        for n in names:
-            env[n] = fwad.make_dual(env[n], us[n])
-        env = {k: lift(t) for k, t in env.items()}
-        out = replay(fwd.steps, output_name, env, v.dtype, lift)
-        tangent = fwad.unpack_dual(out).tangent
-    jvp = 0.0 if tangent is None else float((tangent.double() * v.double()).sum())
-    terms = [torch.where(u != 0, u.double() * grads[n].double(), 0.0) for n, u in us.items()]
-    vjp = math.fsum(float(t.sum()) for t in terms)
-    size = math.fsum(float(t.abs().sum()) for t in terms)  # Σ|terms|: the scale for the tolerance
-    return vjp, jvp, size
+    jvp: list[float] = []
+    vjp: list[float] = []
+    size: list[float] = []
+    threads = torch.get_num_threads()
+    if spans:  # a span's ops are too small to share: on a busy machine each would wait for a second thread
+        torch.set_num_threads(1)
+    try:
+        with quiet_torch_internals(), _plain_forward_ad(), fwad.dual_level():
+            for start, end in bounds:
+                env = {k: part(t, start, end, copy=True) for k, t in fixed.items()}
+                us, masked, got = {}, {}, {}
+                for k in names:
+                    shape_k = (end - start,) if spans else leaves[k].shape
+                    u = torch.randn(shape_k, generator=g, dtype=torch.float64).to(leaves[k])
+                    got[k] = part(grads[k], start, end)
+                    masked[k] = not all_finite(got[k])
+                    us[k] = torch.where(torch.isfinite(got[k]), u, torch.zeros_like(u)) if masked[k] else u
+                for k in names:
+                    env[k] = fwad.make_dual(env[k], us[k])
+                env = {k: lift(t) for k, t in env.items()}
+                tangent = fwad.unpack_dual(replay(fwd.steps, output_name, env, v.dtype, lift)).tangent
+                if tangent is not None:
+                    jvp.append(float((tangent.double() * part(v, start, end).double()).sum()))
+                for k, u in us.items():
+                    terms = u.double() * got[k].double()
+                    if masked[k]:  # where u is 0 for a non-finite grad, its term is 0, not 0·inf
+                        terms = torch.where(u != 0, terms, 0.0)
+                    vjp.append(float(terms.sum()))
+                    size.append(float(terms.abs_().sum()))  # Σ|terms|: the scale for the tolerance
+    finally:
+        if spans:
+            torch.set_num_threads(threads)
+    return math.fsum(vjp), math.fsum(jvp), math.fsum(size)

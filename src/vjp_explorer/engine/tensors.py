@@ -11,7 +11,7 @@ from ..errors import Origin, ValueSyntaxError
 from ..language.values import ValueSpec
 from ..result import Repeated, Stats, TensorData
 
-# the comparison's chunk, here so that Computed and compare read one value (compare imports this module)
+# the span the comparison and the elementwise route work in, a chunk at a time
 CHUNK = 1 << 18  # elements per chunk: 1-2 MB temporaries stay in cache (1 << 20 runs twice as slow here)
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -106,40 +106,6 @@ def _norm(flat: torch.Tensor, top: float) -> float:
         return 0.0
     # no square overflows once scaled by the largest element (and underflow loses only negligible terms)
     return top * float(torch.linalg.vector_norm(flat.double() / top))
-
-
-class Computed:
-    """A float64 tensor given by a rule that fills spans of its flat (row-major) elements: how the symbolic
-    route's elementwise formula hands over its Jᵀv. `materialise()` turns it into a plain tensor before
-    anything compares or shows it, so no result holds a rule.
-
-    The rule is always applied to the spans [k·CHUNK, (k+1)·CHUNK): torch may compute the last elements of a
-    span by another routine than the rest (pow differs there in the last bit), so fixed spans give the same
-    numbers on every run. fill(start, end, out) writes elements [start, end) into out (float64).
-    """
-
-    dtype = torch.float64
-
-    def __init__(self, shape: tuple[int, ...], fill: Any) -> None:
-        self.shape = tuple(shape)
-        self.n = math.prod(self.shape)
-        self._fill = fill
-
-    def numel(self) -> int:
-        return self.n
-
-    def materialise(self) -> torch.Tensor:
-        """All the elements, as a float64 tensor of the shape."""
-        out = torch.empty(self.n, dtype=torch.float64)
-        for start in range(0, self.n, CHUNK):
-            end = min(self.n, start + CHUNK)
-            self._fill(start, end, out[start:end])
-        return out.reshape(self.shape)
-
-
-def materialised(t: torch.Tensor | Computed) -> torch.Tensor:
-    """A tensor, whichever form it came in."""
-    return t.materialise() if isinstance(t, Computed) else t
 
 
 def _stats(flat: torch.Tensor) -> Stats:

@@ -30,6 +30,7 @@ def symbolic_route(
 
     from ..engine import elementwise_route
     from ..engine import symbolic as S
+    from ..engine.pointwise import is_elementwise
 
     m = out.numel()
     n = sum(x.numel() for x in leaves.values())
@@ -39,7 +40,7 @@ def symbolic_route(
     read = {e.id for s in fwd.steps for e in P.walk_exprs(s.expr) if isinstance(e, P.Name)}
     consts_read = sum(x.numel() for k, x in consts.items() if k in read)
     budget = ctx.limits.symbolic_seconds
-    elementwise = elementwise_route.is_elementwise(fwd.steps, fwd.output.deps)
+    elementwise = is_elementwise(fwd.steps, fwd.output.deps)
     reason = None
     if entries > ctx.limits.symbolic_entries:
         reason = (

@@ -54,3 +54,21 @@ def test_renderers_never_import_torch_or_sympy():
 
 def _imports(text: str, module: str) -> bool:
     return re.search(rf"^\s*(import|from)\s+{module}\b", text, re.M) is not None
+
+
+def test_modules_and_functions_stay_small():
+    """Issue 16's bounds: no module in src/ over 600 lines, no function over 100 (a reader holds each)."""
+    import ast
+
+    too_long = []
+    for path in sorted((ROOT / "src/vjp_explorer").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(ROOT).as_posix()
+        if text.count("\n") > 600:
+            too_long.append(f"{rel}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if lines > 100:
+                    too_long.append(f"{rel}: {node.name}() {lines} lines")
+    assert not too_long, too_long

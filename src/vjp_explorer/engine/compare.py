@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..result import Check, Tolerance
@@ -95,19 +96,7 @@ def compare_tensors(
     """
     import torch
 
-    max_abs = 0.0
-    max_rel = 0.0
-    worst: str | None = None
-    bad = False
-    undefined: list[str] = []
-    overflow: list[str] = []
-    spurious: list[str] = []
-    n_undefined = 0
-    worst_at: tuple[str, tuple[int, ...], int, Any] | None = None  # leaf, shape, chunk start, its diff
-    # of a disagreement: where |diff| - rtol·scale is largest (the element that breaks the tolerance the most)
-    worst_bad: tuple[float, str, tuple[int, ...], int, Any] | None = None
-    conv: Any = None  # float32 grads are compared in float64: converted, a chunk at a time, into this buffer
-    qbuf: Any = None  # and the relative differences of a chunk go into this one
+    tally = _Tally(tol, exact, overflow_at)
     for leaf, got_t, want_t in items:
         shape = tuple(got_t.shape)
         g_all = got_t.detach().reshape(-1).cpu()
@@ -129,97 +118,164 @@ def compare_tensors(
         if not g_all.is_floating_point():
             g_all = g_all.to(work)
         for start in range(0, g_all.numel(), tensors.CHUNK):
-            g = g_all[start : start + tensors.CHUNK]
-            w = w_all[start : start + tensors.CHUNK].to(work)
-            # signed. float32 - float64 would be computed in float64 by a mixed-dtype loop, several times
-            # slower than converting into the buffer and subtracting in place
-            if g.dtype == work or g.shape != w.shape:  # (a reference may broadcast against got)
-                d = torch.sub(g, w)
-            else:
-                if conv is None or conv.numel() < g.numel():
-                    conv = torch.empty(g.numel(), dtype=work)
-                d = conv[: g.numel()].copy_(g).sub_(w)
-            # float reductions only: on CPU a comparison to a bool tensor and .any() cost several times a
-            # float pass, and max-with-index several times amax. One aminmax (nan propagates) gives the
-            # finite test and the size of the worst element, without an abs pass
+            end = start + tensors.CHUNK
+            chunk = _Chunk(leaf, shape, start, work)
+            tally.add(
+                chunk,
+                g_all[start:end],
+                w_all[start:end].to(work),
+                None if m_all is None else m_all[start:end],
+                None if f_all is None else f_all[start:end],
+            )
+    return tally.check(name, compares, autodiff)
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """Where a chunk of elements sits: its leaf, the leaf's shape, its first flat index, the dtype compared in."""
+
+    leaf: str
+    shape: tuple[int, ...]
+    start: int
+    work: Any
+
+
+@dataclass
+class _Tally:
+    """What compare_tensors has seen so far, over every chunk of every leaf."""
+
+    tol: Tolerance
+    exact: bool
+    overflow_at: float
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    worst: str | None = None
+    bad: bool = False
+    undefined: list[str] = field(default_factory=list)
+    overflow: list[str] = field(default_factory=list)
+    spurious: list[str] = field(default_factory=list)
+    n_undefined: int = 0
+    worst_at: tuple[_Chunk, Any] | None = None  # the chunk of the largest difference, and its diff
+    # of a disagreement: where |diff| - rtol·scale is largest (the element that breaks the tolerance the most)
+    worst_bad: tuple[float, _Chunk, Any] | None = None
+    conv: Any = None  # float32 grads are compared in float64: converted, a chunk at a time, into this buffer
+    qbuf: Any = None  # and the relative differences of a chunk go into this one
+
+    def add(self, at: _Chunk, g: Any, w: Any, m: Any, f: Any) -> None:
+        """One chunk: got g against reference w, with the magnitudes m and the finite marks f (or None)."""
+        import torch
+
+        # signed. float32 - float64 would be computed in float64 by a mixed-dtype loop, several times
+        # slower than converting into the buffer and subtracting in place
+        if g.dtype == at.work or g.shape != w.shape:  # (a reference may broadcast against got)
+            d = torch.sub(g, w)
+        else:
+            if self.conv is None or self.conv.numel() < g.numel():
+                self.conv = torch.empty(g.numel(), dtype=at.work)
+            d = self.conv[: g.numel()].copy_(g).sub_(w)
+        # float reductions only: on CPU a comparison to a bool tensor and .any() cost several times a
+        # float pass, and max-with-index several times amax. One aminmax (nan propagates) gives the
+        # finite test and the size of the worst element, without an abs pass
+        hi = _absmax(d)
+        if not math.isfinite(hi):  # (rare) sort out the non-finite elements
+            d, w = self._nonfinite(at, g, w, d, f)
             hi = _absmax(d)
-            if not math.isfinite(hi):  # (rare) sort out the non-finite elements
-                ok = torch.isfinite(g) & torch.isfinite(w)
-                if exact:  # only the exact value says what is undefined
-                    und = ~ok & ~torch.isfinite(w) & (torch.isnan(w) | torch.isnan(g) | (g == w))
-                else:
-                    und = ~ok & (torch.isnan(g) | torch.isnan(w) | (g == w))
-                over = ~ok & ~und & torch.isinf(g) & (w.abs() > overflow_at)
-                if f_all is not None:  # the same inf where the exact value is finite: both overflowed
-                    both = und & f_all[start : start + tensors.CHUNK] & torch.isinf(g) & (g == w)
-                    und, over = und & ~both, over | both
-                mismatch = ~ok & ~und & ~over
-                if exact:
-                    wrong = mismatch & torch.isfinite(w) & ~torch.isfinite(g)
-                    spurious += [_label(leaf, shape, int(k) + start) for k in wrong.nonzero().reshape(-1)[:20]]
-                if bool(mismatch.any()):
-                    bad = True
-                    if max_abs != math.inf:
-                        max_abs, worst = math.inf, _label(leaf, shape, start + int(mismatch.nonzero()[0]))
-                k_und = und.nonzero().reshape(-1) + start
-                n_undefined += int(k_und.numel())
-                undefined += [_label(leaf, shape, int(k)) for k in k_und[: max(0, 20 - len(undefined))]]
-                overflow += [_label(leaf, shape, int(k) + start) for k in over.nonzero().reshape(-1)[:20]]
-                d = torch.where(ok, d, 0.0)
-                w = torch.where(ok, w, 0.0)
-                hi = _absmax(d)
-            if hi == 0:  # identical chunk (common: the same arithmetic on both sides): nothing to weigh
-                continue
-            if hi > max_abs:  # where the worst element is: found once, at the end, in this d
-                if conv is not None and d.data_ptr() == conv.data_ptr():
-                    conv = None  # kept: the next chunk converts into a new buffer
-                max_abs, worst_at = hi, (leaf, shape, start, d)
-            # signed relative differences; a zero reference gives nan (0/0) or ±inf
-            if qbuf is None or qbuf.numel() < d.numel() or qbuf.dtype != d.dtype:
-                qbuf = torch.empty(d.numel(), dtype=d.dtype)
-            q = torch.div(d, w, out=qbuf[: d.numel()])
-            rel = _absmax(q)
-            if rel != rel:  # 0/0 where a reference and its difference are both 0 (zero grads): counts as 0
-                rel = _absmax(q.nan_to_num_(0.0, math.inf, -math.inf))
-            if rel <= tol.rtol:
-                # every element within rtol of its reference (no zero reference with d > 0): within the
-                # tolerance, whose scale is never below |reference|. The common case: no second pass.
-                max_rel = max(max_rel, rel)
-                continue
-            # some element is off by more than rtol, or has a zero reference: weigh each one. Relative to
-            # nonzero references only (0/0 counts as 0)
-            wabs = w.abs()  # not in place: .to() of a tensor already in that dtype is the tensor itself
-            q.abs_()
-            max_rel = max(max_rel, float(torch.where(wabs != 0, q, 0.0).amax()))
-            d = d.abs()
-            scale = wabs
-            if m_all is not None:
-                scale = torch.maximum(wabs, m_all[start : start + tensors.CHUNK].to(work).nan_to_num(0.0, 0.0, 0.0))
-            # d > atol + rtol * scale somewhere, as one fused pass and a float reduction
-            excess = float(torch.add(d, scale, alpha=-tol.rtol, out=q).amax())
-            if excess > tol.atol:
-                bad = True
-                if worst_bad is None or excess > worst_bad[0]:
-                    worst_bad = (excess, leaf, shape, start, q)
-                    qbuf = None  # kept: the next chunk divides into a new buffer
-    if worst is None and worst_bad is not None:  # a disagreement: name an element that fails
-        _, leaf, shape, start, q = worst_bad
-        worst = _label(leaf, shape, start + first_argmax(q.nan_to_num(-math.inf)))
-    if worst is None and worst_at is not None:  # else the largest difference
-        leaf, shape, start, d = worst_at
-        worst = _label(leaf, shape, start + first_argmax_abs(d))
-    if n_undefined > len(undefined):
-        undefined.append(f"... {n_undefined - len(undefined)} more")
-    return Check(
-        name=name,
-        status="disagree" if bad else "agree",
-        compares=compares,
-        max_abs_diff=max_abs,
-        max_rel_diff=max_rel,
-        tolerance=tol,
-        undefined=() if autodiff else tuple(undefined),
-        nonfinite=tuple(undefined) if autodiff else (),
-        overflow=tuple(overflow[:20]),
-        spurious=tuple(spurious[:20]),
-        worst=worst,
-    )
+        if hi == 0:  # identical chunk (common: the same arithmetic on both sides): nothing to weigh
+            return
+        if hi > self.max_abs:  # where the worst element is: found once, at the end, in this d
+            if self.conv is not None and d.data_ptr() == self.conv.data_ptr():
+                self.conv = None  # kept: the next chunk converts into a new buffer
+            self.max_abs, self.worst_at = hi, (at, d)
+        self._weigh(at, d, w, m)
+
+    def _nonfinite(self, at: _Chunk, g: Any, w: Any, d: Any, f: Any) -> tuple[Any, Any]:
+        """Sort the non-finite elements of a chunk into undefined, overflow, spurious and mismatches; the
+        finite rest (d and w with 0 elsewhere) is weighed as usual."""
+        import torch
+
+        ok = torch.isfinite(g) & torch.isfinite(w)
+        if self.exact:  # only the exact value says what is undefined
+            und = ~ok & ~torch.isfinite(w) & (torch.isnan(w) | torch.isnan(g) | (g == w))
+        else:
+            und = ~ok & (torch.isnan(g) | torch.isnan(w) | (g == w))
+        over = ~ok & ~und & torch.isinf(g) & (w.abs() > self.overflow_at)
+        if f is not None:  # the same inf where the exact value is finite: both overflowed
+            both = und & f & torch.isinf(g) & (g == w)
+            und, over = und & ~both, over | both
+        mismatch = ~ok & ~und & ~over
+
+        def label(k: Any) -> str:
+            return _label(at.leaf, at.shape, int(k) + at.start)
+
+        if self.exact:
+            wrong = mismatch & torch.isfinite(w) & ~torch.isfinite(g)
+            self.spurious += [label(k) for k in wrong.nonzero().reshape(-1)[:20]]
+        if bool(mismatch.any()):
+            self.bad = True
+            if self.max_abs != math.inf:
+                self.max_abs, self.worst = math.inf, label(mismatch.nonzero()[0])
+        k_und = und.nonzero().reshape(-1)
+        self.n_undefined += int(k_und.numel())
+        self.undefined += [label(k) for k in k_und[: max(0, 20 - len(self.undefined))]]
+        self.overflow += [label(k) for k in over.nonzero().reshape(-1)[:20]]
+        return torch.where(ok, d, 0.0), torch.where(ok, w, 0.0)
+
+    def _weigh(self, at: _Chunk, d: Any, w: Any, m: Any) -> None:
+        """The relative differences of a chunk, and each element against its tolerance where needed."""
+        import torch
+
+        tol = self.tol
+        # signed relative differences; a zero reference gives nan (0/0) or ±inf
+        if self.qbuf is None or self.qbuf.numel() < d.numel() or self.qbuf.dtype != d.dtype:
+            self.qbuf = torch.empty(d.numel(), dtype=d.dtype)
+        q = torch.div(d, w, out=self.qbuf[: d.numel()])
+        rel = _absmax(q)
+        if rel != rel:  # 0/0 where a reference and its difference are both 0 (zero grads): counts as 0
+            rel = _absmax(q.nan_to_num_(0.0, math.inf, -math.inf))
+        if rel <= tol.rtol:
+            # every element within rtol of its reference (no zero reference with d > 0): within the
+            # tolerance, whose scale is never below |reference|. The common case: no second pass.
+            self.max_rel = max(self.max_rel, rel)
+            return
+        # some element is off by more than rtol, or has a zero reference: weigh each one. Relative to
+        # nonzero references only (0/0 counts as 0)
+        wabs = w.abs()  # not in place: .to() of a tensor already in that dtype is the tensor itself
+        q.abs_()
+        self.max_rel = max(self.max_rel, float(torch.where(wabs != 0, q, 0.0).amax()))
+        d = d.abs()
+        scale = wabs
+        if m is not None:
+            scale = torch.maximum(wabs, m.to(at.work).nan_to_num(0.0, 0.0, 0.0))
+        # d > atol + rtol * scale somewhere, as one fused pass and a float reduction
+        excess = float(torch.add(d, scale, alpha=-tol.rtol, out=q).amax())
+        if excess > tol.atol:
+            self.bad = True
+            if self.worst_bad is None or excess > self.worst_bad[0]:
+                self.worst_bad = (excess, at, q)
+                self.qbuf = None  # kept: the next chunk divides into a new buffer
+
+    def check(self, name: str, compares: str, autodiff: bool) -> Check:
+        """The verdict, naming the element that fails the most (or the largest difference)."""
+        worst = self.worst
+        if worst is None and self.worst_bad is not None:  # a disagreement: name an element that fails
+            _, at, q = self.worst_bad
+            worst = _label(at.leaf, at.shape, at.start + first_argmax(q.nan_to_num(-math.inf)))
+        if worst is None and self.worst_at is not None:  # else the largest difference
+            at, d = self.worst_at
+            worst = _label(at.leaf, at.shape, at.start + first_argmax_abs(d))
+        undefined = list(self.undefined)
+        if self.n_undefined > len(undefined):
+            undefined.append(f"... {self.n_undefined - len(undefined)} more")
+        return Check(
+            name=name,
+            status="disagree" if self.bad else "agree",
+            compares=compares,
+            max_abs_diff=self.max_abs,
+            max_rel_diff=self.max_rel,
+            tolerance=self.tol,
+            undefined=() if autodiff else tuple(undefined),
+            nonfinite=tuple(undefined) if autodiff else (),
+            overflow=tuple(self.overflow[:20]),
+            spurious=tuple(self.spurious[:20]),
+            worst=worst,
+        )

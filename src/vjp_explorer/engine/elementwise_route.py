@@ -68,29 +68,6 @@ def elementwise_vjp(
     # stride-0 view that costs no pass to fill, and that the comparison reads as a constant
     constant = {name: f for name, f in formulas.items() if v_ones and n and not f.free_symbols}
 
-    def rule(formula: Any, names: list[str]) -> Callable[[int, int, Any], None]:
-        """Elements [start, end) of v * formula, in float64: the formula evaluated on float64 copies of the
-        inputs it reads (only those), times v."""
-
-        scratch: dict[str, Any] = {}  # float64 copies of a span of each input (and of v), reused span after span
-
-        def widened(key: str, span: Any) -> Any:
-            buf = scratch.get(key)
-            if buf is None or buf.numel() < span.numel():
-                buf = scratch[key] = torch.empty(span.numel(), dtype=torch.float64)
-            return buf[: span.numel()].copy_(span)
-
-        def fill(start: int, end: int, out: Any) -> None:
-            arrays = {k: widened(k, flat[k][start:end]) for k in names}
-            if v_ones:
-                evaluate(formula, arrays, out=out)
-                return
-            # (a 0-d float64 derivative times float32 v would compute in float32)
-            vc = widened("", vflat[start:end])
-            torch.mul(vc, evaluate(formula, arrays), out=out)
-
-        return fill
-
     # the rest in spans of CHUNK elements: the float64 copies of the inputs (and v) a span needs stay in
     # cache, and no float64 temporary of the full size is made besides the Jᵀv itself
     grads = {}
@@ -98,7 +75,7 @@ def elementwise_vjp(
         if name in constant:
             grads[name] = evaluate(constant[name], {}).expand(x.shape)
         elif name in formulas:
-            fill = rule(formulas[name], used[name])
+            fill = _span_rule(formulas[name], used[name], flat, vflat, v_ones)
             out = torch.empty(n, dtype=torch.float64)
             for start in range(0, n, CHUNK):
                 fill(start, min(n, start + CHUNK), out[start : start + CHUNK])
@@ -109,37 +86,75 @@ def elementwise_vjp(
     done: dict[str, Any] = {}
 
     def sizes() -> dict[str, Any]:
-        if "result" in done:  # asked by more than one failed check: computed once
-            return done["result"]
-        scales = {}
-        sized: dict[Any, Any] = {}
-        y_written = written()[0]
-        for name, f in formulas.items():
-            t = term_size(y_written, env[name].items[0], f, sized)
-            if t is not None:
-                scales[name] = t
-        for t in scales.values():
-            for k in t.free_symbols:
-                if k.name not in flat:
-                    flat[k.name] = flat_input(k.name)
-        result = {name: torch.empty(n, dtype=torch.float64) for name in scales}
-        reads = {name: sorted(s.name for s in terms.free_symbols) for name, terms in scales.items()}
-        for start in range(0, n, CHUNK):
-            end = min(n, start + CHUNK)
-            cache: dict[str, Any] = {}
-            av = None if v_ones else vflat[start:end].double().abs()  # once per chunk, for every leaf
-            for name, terms in scales.items():
-                for k in reads[name]:  # each input converted once per chunk, for every leaf that reads it
-                    if k not in cache:
-                        cache[k] = flat[k][start:end].double()
-                dest = result[name][start:end]
-                evaluate(terms, {k: cache[k] for k in reads[name]}, out=dest)
-                if av is not None:
-                    dest.mul_(av)
-        done["result"] = {name: result[name].reshape(leaves[name].shape) for name in result}
+        if "result" not in done:  # asked by more than one failed check: computed once
+            sized = _term_sizes(written()[0], env, formulas, flat, flat_input, None if v_ones else vflat, n)
+            done["result"] = {name: t.reshape(leaves[name].shape) for name, t in sized.items()}
         return done["result"]
 
     return grads, sizes
+
+
+def _span_rule(
+    formula: Any, names: list[str], flat: dict[str, Any], vflat: Any, v_ones: bool
+) -> Callable[[int, int, Any], None]:
+    """Elements [start, end) of v * formula, in float64: the formula evaluated on float64 copies of the
+    inputs it reads (only those), times v."""
+    scratch: dict[str, Any] = {}  # float64 copies of a span of each input (and of v), reused span after span
+
+    def widened(key: str, span: Any) -> Any:
+        buf = scratch.get(key)
+        if buf is None or buf.numel() < span.numel():
+            buf = scratch[key] = torch.empty(span.numel(), dtype=torch.float64)
+        return buf[: span.numel()].copy_(span)
+
+    def fill(start: int, end: int, out: Any) -> None:
+        arrays = {k: widened(k, flat[k][start:end]) for k in names}
+        if v_ones:
+            evaluate(formula, arrays, out=out)
+            return
+        # (a 0-d float64 derivative times float32 v would compute in float32)
+        vc = widened("", vflat[start:end])
+        torch.mul(vc, evaluate(formula, arrays), out=out)
+
+    return fill
+
+
+def _term_sizes(
+    y: Any,
+    env: dict[str, SymTensor],
+    formulas: dict[str, Any],
+    flat: dict[str, Any],
+    flat_input: Callable[[str], Any],
+    vflat: Any,
+    n: int,
+) -> dict[str, Any]:
+    """For the leaves whose derivative adds up numbers larger than itself, the size of those numbers times
+    |v| (flat float64; vflat None for v = ones), in spans of CHUNK elements."""
+    scales = {}
+    sized: dict[Any, Any] = {}
+    for name, f in formulas.items():
+        t = term_size(y, env[name].items[0], f, sized)
+        if t is not None:
+            scales[name] = t
+    for t in scales.values():
+        for k in t.free_symbols:
+            if k.name not in flat:
+                flat[k.name] = flat_input(k.name)
+    result = {name: torch.empty(n, dtype=torch.float64) for name in scales}
+    reads = {name: sorted(s.name for s in terms.free_symbols) for name, terms in scales.items()}
+    for start in range(0, n, CHUNK):
+        end = min(n, start + CHUNK)
+        cache: dict[str, Any] = {}
+        av = None if vflat is None else vflat[start:end].double().abs()  # once per chunk, for every leaf
+        for name, terms in scales.items():
+            for k in reads[name]:  # each input converted once per chunk, for every leaf that reads it
+                if k not in cache:
+                    cache[k] = flat[k][start:end].double()
+            dest = result[name][start:end]
+            evaluate(terms, {k: cache[k] for k in reads[name]}, out=dest)
+            if av is not None:
+                dest.mul_(av)
+    return result
 
 
 def evaluate(expr: Any, arrays: dict[str, Any], out: Any = None) -> Any:

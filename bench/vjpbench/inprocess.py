@@ -17,15 +17,10 @@ import torch
 import torch.func
 
 from vjp_explorer import Result, explore
-from vjp_explorer.cli_output import keep_freed_memory
 
 from .common import Section, Series, Target, fmt_ratio, fmt_s, fmt_series_s, md_table, median, ratio
 from .plans import Plan
 from .process import SEED_PROGRAM, Log
-
-# The in-process sections run under the allocator setting every `vjp run` has (glibc keeps freed large
-# buffers for reuse); it applies to our engine and to the torch baselines alike.
-keep_freed_memory()
 
 SEED = 0  # --seed for randn(...): W is then torch.randn((n, n), generator=Generator().manual_seed(0)), as below
 TARGET_N = 3000  # the n of the Jacobian targets
@@ -36,8 +31,8 @@ MAX_REPEATS = 50
 
 def release(results: list[Result]) -> None:
     """Drop the previous run's Result before the next run, as torch.func's results are dropped between its
-    calls: every contender then allocates into memory the last run freed (under the allocator setting
-    `vjp run` uses: see keep_freed_memory), instead of ours paying page faults on fresh memory alone."""
+    calls: every contender then starts from the same allocator state, instead of ours alone holding the
+    previous run's arrays."""
     results.clear()
 
 

@@ -45,7 +45,7 @@ from .cli_options import (
     VarOpt,
     VerboseOpt,
 )
-from .cli_output import emit, fail, keep_freed_memory, render, write
+from .cli_output import emit, fail, render, write
 from .cli_request import build_request
 from .errors import ExitCode, UsageError, VjpError
 
@@ -152,7 +152,6 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
     save = o.pop("save", None)
     o["grad"] = list(o["grad"]) if o.get("grad") else None  # repeatable: none given reads as None
     graph, dot = o.pop("graph", False), o.pop("dot", None)
-    keep_freed_memory()
     try:
         if o["digits"] is not None and not 1 <= o["digits"] <= 17:
             raise UsageError(f"--digits must be between 1 and 17, not {o['digits']}.")

@@ -152,28 +152,6 @@ def emit(
     save_export(shown, export, "vjp explain" if explain else "vjp run")
 
 
-def keep_freed_memory() -> None:
-    """Let glibc's malloc reuse freed large buffers instead of returning them to the kernel.
-
-    glibc serves every allocation above 32 MB with a fresh mmap and unmaps it on free, so each large
-    torch temporary is new memory whose pages the kernel must fault in and zero: at 10^7 elements that
-    costs about 4x the arithmetic. Raising the mmap and trim thresholds (to 1 GiB) keeps freed buffers in
-    the heap for the next tensor. A process-wide setting, so only the command does it, never the library;
-    elsewhere (no glibc) this is a no-op.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    mallopt(m_mmap_threshold, 1 << 30)
-    mallopt(m_trim_threshold, 1 << 30)
-
-
 def silence_stdout() -> None:
     """Point stdout at /dev/null, so that nothing more (nor the final flush) fails on a closed pipe."""
     try:

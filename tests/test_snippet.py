@@ -596,6 +596,7 @@ print(np.allclose(g, 2 * a), g.shape, g.dtype)
 x.grad.numpy()
 z = torch.from_numpy(np.ones((2, 2), dtype=np.float32))
 print(z.dtype, np.round(np.exp(a), 3).tolist(), a.reshape(3, 1).T.sum())
+print(np.float32(1.5), np.tile(a, 2).shape, np.repeat(np.ones((2, 1)), 3, axis=1).sum(), a.repeat(2)[:3])
 """
 
 

@@ -73,6 +73,8 @@ def call(it: Interpreter, e: ast.Call, scope: Scope) -> Any:
         return call_module(it, func, args, kwargs, e)
     if isinstance(func, type) and issubclass(func, BaseException) and func.__name__ in W.EXCEPTIONS:
         return it.real(func, *args, node=e, **kwargs)
+    if isinstance(func, type) and func.__module__ == "numpy" and func.__name__ in W.NUMPY_SCALARS:
+        return it.real(func, *args, node=e, **kwargs)  # np.float32(1.5): a number of that dtype
     raise SnippetRaised(TypeError(f"'{type(func).__name__}' object is not callable"), e)
 
 

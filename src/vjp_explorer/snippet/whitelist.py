@@ -139,17 +139,19 @@ NUMPY = frozenset(
     minimum clip sum mean prod max min amax amin argmax argmin std var dot matmul outer inner transpose reshape
     concatenate stack hstack vstack where allclose isclose array_equal round around floor ceil power sort argsort
     cumsum cumprod diag trace isnan isinf isfinite all any squeeze expand_dims swapaxes add subtract multiply divide
-    negative reciprocal einsum""".split()
+    negative reciprocal einsum repeat tile""".split()
 )
 NUMPY_VALUES = frozenset(
     """pi e inf nan newaxis float32 float64 float16 int32 int64 int8 uint8 bool_ ndarray""".split()
 )
+# the numpy scalar types a snippet may call, np.float32(1.5), as their __name__ (np.bool_ is "bool")
+NUMPY_SCALARS = frozenset({"float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool"})
 NUMPY_RANDOM = frozenset({"seed", "rand", "randn", "normal", "uniform", "randint", "random"})
 # a.NAME on a numpy array (and a.NAME(...))
 NDARRAY_ATTRS = frozenset({"shape", "ndim", "size", "dtype", "T"})
 NDARRAY_METHODS = frozenset(
     """sum mean prod max min argmax argmin std var reshape transpose flatten ravel astype tolist item copy dot
-    squeeze round clip cumsum all any""".split()
+    squeeze round clip cumsum all any repeat""".split()
 )
 
 # `import X` / `from X import Y` that a snippet may write (anything else is refused by name)

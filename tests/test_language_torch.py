@@ -342,7 +342,12 @@ def test_sizes_read_when_the_call_runs_match_torch(program, values, consts):
         ("x.view(len(x) * 3)", {"x": "1,2"}, {}, "view"),
         ("x + torch.zeros(len(x) * 10**9)", {"x": "1,2"}, {}, "torch.zeros(): the value would have 2,000,000,000"),
         ("x + torch.ones(len(x) + 0.5)", {"x": "1,2"}, {}, "torch.ones(): sizes must be positive integers, got 2.5"),
-        ("x + torch.ones(x)", {"x": "1,2"}, {}, "a size is one number; this is a tensor of shape [2]"),
+        (
+            "x + torch.ones(x)",
+            {"x": "1,2"},
+            {},
+            "torch.ones(): a size or dim is one number; this is a tensor of shape [2]",
+        ),
     ],
 )
 def test_sizes_that_do_not_fit_are_clear_errors(program, values, consts, words):

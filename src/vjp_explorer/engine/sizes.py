@@ -35,14 +35,7 @@ def resolve(it: Any, expr: P.Expr, env: dict[str, Any]) -> P.Expr:
 
 def read(it: Any, sizes: P.Sizes, env: dict[str, Any], call: P.Call) -> int | tuple[int, ...]:
     """The number (an int or dim parameter) or tuple of sizes the parts give now."""
-    out: list[int] = []
-    for part in sizes.parts:
-        if isinstance(part, int):
-            out.append(part)
-        elif isinstance(part, P.Scalar) and part.what == "shape":  # x.shape, x.size(): every size of x
-            out.extend(int(d) for d in getattr(it.value_of(part.value, env).v, "shape", ()))
-        else:
-            out.append(_whole(it, it.value_of(part, env).v, call.func, sizes.span))
+    out = [_whole(it, x, call.func, sizes.span) for x in numbers(it, sizes, env, call.func)]
     if not sizes.one:
         return tuple(out)
     if len(out) != 1:
@@ -50,24 +43,42 @@ def read(it: Any, sizes: P.Sizes, env: dict[str, Any], call: P.Call) -> int | tu
     return out[0]
 
 
-def _whole(it: Any, value: Any, fname: str, span: P.Span) -> int:
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1:
-            raise it.err(
-                ProgramError,
-                f"{fname}(): a size or dim is one number; this is a tensor of shape {list(value.shape)}.",
-                span,
-            )
-        value = value.item()
-    if isinstance(value, bool) or not float(value).is_integer():
-        raise it.err(ProgramError, f"{fname}(): a size or dim must be a whole number, not {value}.", span)
+def numbers(it: Any, sizes: P.Sizes, env: dict[str, Any], fname: str) -> list[float]:
+    """Every part's value now: ints as given, every size of x for x.shape, one number for an expression."""
+    out: list[float] = []
+    for part in sizes.parts:
+        if isinstance(part, int):
+            out.append(float(part))
+        elif isinstance(part, P.Scalar) and part.what == "shape":  # x.shape, x.size(): every size of x
+            out.extend(float(d) for d in getattr(it.value_of(part.value, env).v, "shape", ()))
+        else:
+            value = it.value_of(part, env).v
+            if isinstance(value, torch.Tensor):
+                if value.numel() != 1:
+                    raise it.err(
+                        ProgramError,
+                        f"{fname}(): a size or dim is one number; this is a tensor of shape {list(value.shape)}.",
+                        sizes.span,
+                    )
+                value = value.item()
+            if isinstance(value, bool):
+                raise it.err(ProgramError, f"{fname}(): a size or dim is a number, not {value}.", sizes.span)
+            out.append(float(value))
+    return out
+
+
+def _whole(it: Any, value: float, fname: str, span: P.Span) -> int:
+    if not value.is_integer():
+        raise it.err(ProgramError, f"{fname}(): a size or dim must be a whole number, not {value:g}.", span)
     return int(value)
 
 
 def indices(it: Any, r: P.Range, env: dict[str, Any], at: P.Index) -> tuple[int, ...]:
     """The ints of range(start, stop, step) at this point, as a static list of indices."""
     start, stop, step = (
-        b if b is None or isinstance(b, int) else _whole(it, it.value_of(b, env).v, "range", at.span)
+        b
+        if b is None or isinstance(b, int)
+        else _whole(it, numbers(it, P.Sizes((b,), True, at.span), env, "range")[0], "range", at.span)
         for b in r.bounds()
     )
     assert stop is not None  # the parser requires it
@@ -88,26 +99,9 @@ def made(it: Any, e: P.Const, env: dict[str, Any]) -> P.Const:
 
     assert e.sizes is not None
     name = e.spec.generator
-    numbers: list[float] = []
-    for part in e.sizes.parts:
-        if isinstance(part, int):
-            numbers.append(float(part))
-            continue
-        if isinstance(part, P.Scalar) and part.what == "shape":  # torch.zeros(x.shape): every size of x
-            numbers.extend(float(d) for d in getattr(it.value_of(part.value, env).v, "shape", ()))
-            continue
-        value = it.value_of(part, env).v
-        if isinstance(value, torch.Tensor):
-            if value.numel() != 1:
-                raise it.err(
-                    ProgramError,
-                    f"torch.{name}(): a size is one number; this is a tensor of shape {list(value.shape)}.",
-                    e.span,
-                )
-            value = value.item()
-        numbers.append(float(value))
+    given = numbers(it, e.sizes, env, f"torch.{name}")
     try:
-        spec = generator_spec(name, tuple(numbers), e.spec.text, Origin(f"torch.{name}()"), it.limits)
+        spec = generator_spec(name, tuple(given), e.spec.text, Origin(f"torch.{name}()"), it.limits)
     except VjpError as err:  # pointed at the call in the program
         message = f"torch.{name}(): {err.message.removeprefix(f'{name}(): ')}"
         raise it.err(type(err), message, e.span, err.hint) from None

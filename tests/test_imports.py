@@ -37,7 +37,10 @@ def module_name(path: Path) -> str:
 
 
 def modules() -> dict[str, Path]:
-    return {module_name(path): path for path in sorted(SRC.rglob("*.py"))}
+    return {
+        module_name(path): path
+        for path in sorted(p for p in SRC.rglob("*.py") if "examples/snippets" not in p.as_posix())
+    }
 
 
 def runtime_nodes(tree: ast.AST):

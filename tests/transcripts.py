@@ -96,6 +96,8 @@ def module_table() -> str:
     src = ROOT / "src" / "vjp_explorer"
     rows = ["| module | what it is for |", "|---|---|"]
     for path in sorted(src.rglob("*.py")):
+        if "examples/snippets" in path.as_posix():
+            continue  # the bundled snippets are data, not modules
         text = path.read_text()
         if path.name == "__init__.py" and not text.strip():
             continue

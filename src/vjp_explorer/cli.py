@@ -417,6 +417,7 @@ def check_cmd(
 @app.command()
 def examples(
     json_: JsonOpt = False,
+    debug: DebugOpt = False,
 ) -> None:
     """List the bundled example files with their titles.
 
@@ -446,8 +447,8 @@ def examples(
                 Text(f"\nfiles in {items[0].path.parent}; run one with: vjp explain NAME, vjp run --file NAME")
             )
         write(render(*shown))
-    except VjpError as e:
-        raise fail(e, False) from None
+    except Exception as e:
+        raise fail(e, debug) from None
 
 
 @app.command(name="functions")
@@ -456,6 +457,7 @@ def functions_cmd(
         str | None, typer.Argument(help="Only the functions whose name, spellings or description hold WORD.")
     ] = None,
     json_: JsonOpt = False,
+    debug: DebugOpt = False,
 ) -> None:
     """List the functions of the program language: spellings, exact route, torch's convention at kinks.
 
@@ -484,8 +486,8 @@ def functions_cmd(
                 Text(i["kink"]),
             )
         write(render(t, Text(f"\n{len(items)} of the language's functions; the reference is docs/functions.md")))
-    except VjpError as e:
-        raise fail(e, False) from None
+    except Exception as e:
+        raise fail(e, debug) from None
 
 
 def main() -> None:
@@ -508,6 +510,8 @@ def main() -> None:
         code: object = 0
     except SystemExit as e:
         code = e.code
+    except Exception as e:  # a bug anywhere, in any command (a module missing from an install, say): one paragraph
+        code = fail(e, "--debug" in sys.argv[1:]).exit_code  # --debug (or VJP_DEBUG=1): the traceback
     if code is not None and not isinstance(code, int):  # sys.exit("message"): print it, exit 1
         print(code, file=sys.stderr)
         code = 1

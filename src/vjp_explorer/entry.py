@@ -32,6 +32,17 @@ signal.signal(signal.SIGINT, _interrupted)
 
 def main() -> None:
     """Run the command (the SIGINT handler is already in place)."""
-    from .cli import main as cli_main
+    try:
+        from .cli import main as cli_main
+    except Exception as e:  # the command itself cannot load (a broken install): still one paragraph, exit 1
+        import sys
 
+        if "--debug" in sys.argv[1:] or os.environ.get("VJP_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):
+            raise
+        text = "".join(c if c.isprintable() else "?" for c in f"{type(e).__name__}: {e}")
+        sys.stderr.write(
+            f"internal error: {text}\nThis is a bug in vjp-explorer (or a broken install: reinstall it); please "
+            "report it with the command you ran. Run again with --debug (or VJP_DEBUG=1) for the traceback.\n"
+        )
+        sys.exit(1)
     cli_main()

@@ -1,0 +1,260 @@
+"""The forward as it ran: a log of the ATen operations on tensors that require grad, replayable in float64.
+
+A `TorchDispatchMode` sees every operation below autograd, custom Functions' forwards included. Each
+operation that touches a tracked tensor (one that requires grad, or one a logged operation made) is kept
+with its arguments; an argument from outside the log (a leaf, a constant, a parameter) is copied the first
+time it is used at each version, so the replay sees the values the forward saw even when the snippet
+changes them afterwards (`c.data.mul_(2.5)`). What ran without grad (outside a custom Function's forward)
+or through `detach` is a constant to backward, so the replay holds it at its recorded value too.
+
+`Recorder.replay(outputs, leaves)` gives a function of float64 leaves that recomputes the outputs along the
+recorded path: the forward finite differences perturb, with no autograd of the snippet involved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+# operations that draw random numbers: replayed from their recorded result, never drawn again
+_RANDOM = ("bernoulli", "normal", "uniform", "rand", "randn", "randint", "randperm", "multinomial", "exponential")
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+_serials = iter(range(1, 2**62))
+
+
+def serial(t: torch.Tensor) -> int:
+    """A number for this tensor for as long as it lives (memory addresses are reused once it dies)."""
+    n = getattr(t, "_vjp_serial", None)
+    if n is None:
+        n = next(_serials)
+        t._vjp_serial = n  # type: ignore[attr-defined]
+    return n
+
+
+def key(t: torch.Tensor) -> tuple[int, int]:
+    """A tensor as the log knows it: which tensor, and its version (in-place writes bump it)."""
+    return (serial(t), t._version)
+
+
+@dataclass
+class Entry:
+    """One operation as it ran."""
+
+    func: Any
+    args: Any  # the arguments, tensors replaced by _Ref
+    kwargs: Any
+    outs: list[tuple[int, int]]  # each tensor result's key after the call
+    constant: bool  # ran without grad (outside a custom forward), or detach: a constant to backward
+    results: list[torch.Tensor] = field(default_factory=list)  # kept for constant and random results
+    random: bool = False
+
+
+@dataclass(frozen=True)
+class _Ref:
+    """An argument: a tensor made by an earlier entry (`made`) or a copy from outside the log."""
+
+    key: tuple[int, int]
+    serial: int
+    made: bool
+
+
+class NotReplayable(Exception):
+    """The forward cannot be replayed (its record is incomplete, or an operation has no float64 kernel)."""
+
+
+class Recorder(TorchDispatchMode):
+    """Logs the operations that touch tracked tensors while active and not paused."""
+
+    def __init__(self, max_entries: int = 200_000, max_copy_bytes: int = 512_000_000) -> None:
+        super().__init__()
+        self.entries: list[Entry] = []
+        self.made: dict[tuple[int, int], tuple[Entry, int]] = {}
+        self.copies: dict[tuple[int, int], torch.Tensor] = {}
+        self.copy_bytes = 0
+        self.max_entries, self.max_copy_bytes = max_entries, max_copy_bytes
+        self.paused = 0
+        self.custom_depth = 0  # inside a custom autograd.Function's forward: grad is off, yet it is the function
+        self.dropped = False  # the log overflowed: older forwards cannot be replayed
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if self.paused:
+            return func(*args, **kwargs)
+        flat, _ = tree_flatten((args, kwargs))
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        if not any(t.requires_grad or key(t) in self.made for t in tensors):
+            return func(*args, **kwargs)
+        name = func.overloadpacket.__name__
+        refs = tree_map(self._ref, (args, kwargs))  # before the call: an in-place op changes its input
+        out = func(*args, **kwargs)
+        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        constant = (not torch.is_grad_enabled() and self.custom_depth == 0) or name in ("detach", "alias")
+        # once the op returns, autograd bumps an in-place op's input (its result) and gives a view its base's
+        # version counter: key the results as later operations will read them
+        written = {serial(a) for a in tensors} if func._schema.is_mutable else set()
+        base = tensors[0]._version if func.is_view and tensors else None
+        keys = [
+            (serial(o), o._version + 1) if serial(o) in written else (serial(o), base) if base is not None else key(o)
+            for o in outs
+        ]
+        entry = Entry(func, refs[0], refs[1], keys, constant)
+        entry.random = any(name.startswith(r) for r in _RANDOM) or name == "native_dropout"
+        if constant or entry.random:
+            entry.results = [o.detach().clone() for o in outs]
+        self.entries.append(entry)
+        for i, k in enumerate(keys):
+            self.made[k] = (entry, i)
+        if len(self.entries) > self.max_entries:
+            self.forget(self.entries[: len(self.entries) // 2])
+            self.dropped = True
+        return out
+
+    def _ref(self, a: Any) -> Any:
+        if not isinstance(a, torch.Tensor):
+            return a
+        k = key(a)
+        if k in self.made and not (a.requires_grad and a.grad_fn is None):  # a leaf is an input, however made
+            return _Ref(k, serial(a), True)
+        if k not in self.copies:
+            size = a.numel() * a.element_size()
+            if self.copy_bytes + size > self.max_copy_bytes:
+                self.forget(self.entries)
+                self.dropped = True
+            self.copies[k] = a.detach().clone()
+            self.copy_bytes += size
+        return _Ref(k, serial(a), False)
+
+    def forget(self, entries: list[Entry]) -> None:
+        """Drop these entries (a backward consumed their graph) and the copies only they used."""
+        gone = {id(e) for e in entries}
+        self.entries = [e for e in self.entries if id(e) not in gone]
+        self.made = {k: v for k, v in self.made.items() if id(v[0]) not in gone}
+        used = {r.key for e in self.entries for r in tree_flatten((e.args, e.kwargs))[0] if isinstance(r, _Ref)}
+        for k in [k for k in self.copies if k not in used]:
+            t = self.copies.pop(k)
+            self.copy_bytes -= t.numel() * t.element_size()
+
+    def slice_for(self, outputs: list[torch.Tensor], leaves: list[torch.Tensor]) -> list[Entry]:
+        """The entries that lead from the leaves to the outputs, in the order they ran."""
+        leaf = {serial(t) for t in leaves}
+        need: set[int] = set()
+        stack = [key(o) for o in outputs]
+        seen: set[tuple[int, int]] = set()
+        while stack:
+            k = stack.pop()
+            if k in seen or k[0] in leaf:
+                continue
+            seen.add(k)
+            if k not in self.made:
+                continue
+            entry = self.made[k][0]
+            if id(entry) in need:
+                continue
+            need.add(id(entry))
+            if entry.constant or (entry.random and entry.func.overloadpacket.__name__ != "native_dropout"):
+                continue
+            stack.extend(r.key for r in tree_flatten((entry.args, entry.kwargs))[0] if isinstance(r, _Ref))
+        return [e for e in self.entries if id(e) in need]
+
+    def changed_inputs(self, entries: list[Entry], current: dict[int, torch.Tensor]) -> list[int]:
+        """The serial of each outside input whose value now differs from what the forward read."""
+        changed = []
+        for e in entries:
+            for r in tree_flatten((e.args, e.kwargs))[0]:
+                if isinstance(r, _Ref) and not r.made and r.serial in current:
+                    now, then = current[r.serial], self.copies.get(r.key)
+                    if then is not None and now.shape == then.shape and not torch.equal(now.detach(), then):
+                        changed.append(r.serial)
+        return sorted(set(changed))
+
+    def replay(self, outputs: list[torch.Tensor], leaves: list[torch.Tensor]) -> Replay:
+        entries = self.slice_for(outputs, leaves)
+        missing = [o for o in outputs if key(o) not in self.made and serial(o) not in {serial(t) for t in leaves}]
+        if missing:
+            why = "older operations were dropped to bound memory" if self.dropped else "it ran before recording began"
+            raise NotReplayable(f"the forward of this output was not recorded ({why})")
+        return Replay(self, entries, [key(o) for o in outputs], [serial(t) for t in leaves])
+
+
+class Replay:
+    """The recorded forward as a function of float64 leaves (same shapes as the real leaves)."""
+
+    def __init__(self, rec: Recorder, entries: list[Entry], outs: list[tuple[int, int]], leaves: list[int]) -> None:
+        self.rec, self.entries, self.outs, self.leaves = rec, entries, outs, leaves
+
+    def leaf_values(self) -> list[torch.Tensor]:
+        """The leaves as the forward read them, in float64."""
+        values: dict[int, torch.Tensor] = {}
+        for e in self.entries:
+            for r in tree_flatten((e.args, e.kwargs))[0]:
+                if isinstance(r, _Ref) and not r.made and r.serial in self.leaves and r.serial not in values:
+                    values[r.serial] = self.rec.copies[r.key]
+        return [_wide(values[c]) if c in values else None for c in self.leaves]  # type: ignore[misc]
+
+    def __call__(self, *xs: torch.Tensor) -> list[torch.Tensor]:
+        by_leaf = dict(zip(self.leaves, xs, strict=True))
+        env: dict[tuple[int, int], torch.Tensor] = {}
+        self.rec.paused += 1
+        try:
+            for e in self.entries:
+                self._run(e, env, by_leaf)
+        finally:
+            self.rec.paused -= 1
+        out = []
+        for k in self.outs:
+            if k[0] in by_leaf:
+                out.append(by_leaf[k[0]])
+            elif k in env:
+                out.append(env[k])
+            else:
+                raise NotReplayable("an output was not produced by the recorded operations")
+        return out
+
+    def _run(self, e: Entry, env: dict[tuple[int, int], torch.Tensor], by_leaf: dict[int, torch.Tensor]) -> None:
+        name = e.func.overloadpacket.__name__
+        if e.constant or (e.random and name != "native_dropout"):
+            for k, t in zip(e.outs, e.results, strict=True):
+                env[k] = _wide(t)
+            return
+
+        def arg(a: Any) -> Any:
+            if isinstance(a, _Ref):
+                if a.serial in by_leaf:
+                    return by_leaf[a.serial]
+                if a.made:
+                    if a.key not in env:
+                        raise NotReplayable(f"{name} reads a value the record does not hold")
+                    return env[a.key]
+                return _wide(self.rec.copies[a.key]).clone()  # an in-place op must not change the copy
+            if isinstance(a, torch.dtype) and a in _FLOATS:
+                return torch.float64
+            return a
+
+        args, kwargs = tree_map(arg, (e.args, e.kwargs))
+        if name == "native_dropout":  # the recorded mask, not a new draw
+            x, p = args[0], args[1]
+            mask = _wide(e.results[1])
+            res: Any = (x * mask / (1 - p) if p < 1 else x * 0, mask)
+        else:
+            try:
+                res = e.func(*args, **kwargs)
+            except (RuntimeError, NotImplementedError) as err:
+                raise NotReplayable(f"{name} could not run in float64: {str(err).splitlines()[0]}") from None
+        outs = [o for o in tree_flatten(res)[0] if isinstance(o, torch.Tensor)]
+        for k, o in zip(e.outs, outs, strict=False):
+            env[k] = o
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """float64 for the float dtypes (complex128 for complex); other dtypes as they are."""
+    if t.dtype in _FLOATS:
+        return t.to(torch.float64)
+    if t.dtype in (torch.complex32, torch.complex64):
+        return t.to(torch.complex128)
+    return t

@@ -1,0 +1,178 @@
+"""The observer of the confined child, run here in the test process on trusted test snippets.
+
+Each backward/grad call becomes one event; its checks come from the recorded forward replayed in float64.
+The numbers are checked against hand-derived values and against plain torch running the same code.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+
+import pytest
+import torch
+
+from vjp_explorer.confined.observe import Observer
+from vjp_explorer.confined.record import Recorder, serial
+
+NAME = "<observed snippet>"
+
+
+def observe(src: str) -> tuple[list[dict], dict]:
+    """Run `src` statement by statement under an installed Observer; torch is restored afterwards."""
+    saved = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad, torch.autograd.Function.apply)
+    linecache.cache[NAME] = (len(src), None, src.splitlines(True), NAME)
+    ns: dict = {"__name__": "__main__"}
+    events: list[dict] = []
+    ob = Observer(events.append, NAME, ns)
+    ob.install()
+    try:
+        for stmt in ast.parse(src).body:
+            exec(compile(ast.Module([stmt], []), NAME, "exec"), ns)
+    finally:
+        ob.recorder.__exit__(None, None, None)
+        torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = saved[:3]
+        torch.autograd.Function.apply = saved[3]
+    return [e["event"] for e in events], ns
+
+
+def checks(event: dict) -> dict[str, str]:
+    return {c["name"]: c["status"] for c in event["checks"]}
+
+
+SEED = """
+import torch
+a = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+b = torch.tensor([3.0, 4.0, 5.0], requires_grad=True)
+c = torch.tensor([6.0, 7.0, 8.0], requires_grad=True)
+y = 3*a + 2*b*b + torch.log(c)
+y.backward(torch.tensor([0.1, 1.0, 0.0001]))
+"""
+
+
+def test_the_seed_call_is_one_event_with_the_seed_numbers():
+    events, ns = observe(SEED)
+    (e,) = events
+    assert e["line"] == 7 and e["source"] == "y.backward(torch.tensor([0.1, 1.0, 0.0001]))"
+    assert [x["name"] for x in e["inputs"]] == ["a", "b", "c"]
+    v = torch.tensor([0.1, 1.0, 0.0001]).double()  # v as the snippet made it: float32 numbers
+    want = {"a": 3 * v, "b": 4 * torch.tensor([3.0, 4, 5]) * v, "c": v / torch.tensor([6.0, 7, 8])}
+    for x in e["inputs"]:
+        ref = want[x["name"]].tolist()
+        assert x["grad"] == pytest.approx(ref, rel=1e-6)
+        assert x["finite_difference"] == pytest.approx(ref, rel=1e-8)
+        assert x["jtv"] == pytest.approx(ref, rel=1e-12)
+    assert checks(e) == {"jtv": "agree", "finite_difference": "agree"}
+    assert ns["a"].grad.tolist() == pytest.approx(want["a"].tolist(), rel=1e-6)  # the real call ran, once
+
+
+@pytest.mark.parametrize(
+    "mutation, changed",
+    [
+        ("y = x * c\nc.data.mul_(2.5)\ny.sum().backward()", "c"),  # a saved constant changed behind autograd
+        ("y = x * x\nx.data.mul_(10)\ny.sum().backward()", "x"),  # the leaf itself
+    ],
+)
+def test_a_change_through_data_after_the_forward_is_a_disagreement_named(mutation, changed):
+    src = "import torch\nx = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)\nc = torch.full((3,), 2.0)\n" + mutation
+    (e,) = observe(src)[0]
+    assert checks(e)["finite_difference"] == "disagree"
+    assert any(note.startswith(f"{changed} changed after the forward") for note in e["notes"]), e["notes"]
+
+
+def test_a_wrong_custom_backward_disagrees_and_runs_once():
+    src = """
+import torch
+calls = []
+class Sq(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 2
+    @staticmethod
+    def backward(ctx, g):
+        calls.append(1)
+        (x,) = ctx.saved_tensors
+        return 3 * x * g
+u = torch.tensor([1.0, -2.0], requires_grad=True)
+Sq.apply(u).sum().backward()
+"""
+    (e,), ns = observe(src)
+    assert ns["calls"] == [1]  # the tool never runs the snippet's backward again
+    assert checks(e)["finite_difference"] == "disagree"
+    assert e["inputs"][0]["finite_difference"] == pytest.approx([2.0, -4.0], rel=1e-8)
+    assert e["inputs"][0]["grad"] == [3.0, -6.0]
+
+
+def test_detach_and_no_grad_are_constants_to_the_replay():
+    src = """
+import torch
+x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+with torch.no_grad():
+    m = x.mean()
+w = (x - m).sum() + (x * x.detach()).sum()
+w.backward()
+"""
+    (e,) = observe(src)[0]
+    assert e["inputs"][0]["finite_difference"] == pytest.approx([2.0, 3.0, 4.0], rel=1e-8)  # 1 + x
+    assert checks(e) == {"jtv": "agree", "finite_difference": "agree"}
+
+
+def test_dropout_replays_its_recorded_mask():
+    src = """
+import torch
+torch.manual_seed(0)
+x = torch.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+y = torch.nn.functional.dropout(x * x, 0.5).sum()
+y.backward()
+"""
+    (e,), ns = observe(src)
+    assert checks(e) == {"jtv": "agree", "finite_difference": "agree"}
+    assert e["inputs"][0]["finite_difference"] == pytest.approx(ns["x"].grad.tolist(), rel=1e-7)
+
+
+def test_autograd_grad_and_a_module_are_named_as_written():
+    src = """
+import torch
+torch.manual_seed(0)
+net = torch.nn.Linear(3, 2)
+x = torch.randn(4, 3)
+loss = net(x).pow(2).mean()
+gw, gb = torch.autograd.grad(loss, [net.weight, net.bias])
+"""
+    (e,), ns = observe(src)
+    assert e["call"] == "torch.autograd.grad" and [x["name"] for x in e["inputs"]] == ["net.weight", "net.bias"]
+    w, b = ns["net"].weight.detach(), ns["net"].bias.detach()
+    ref_w, ref_b = torch.func.grad(lambda w, b: (ns["x"] @ w.T + b).pow(2).mean(), argnums=(0, 1))(w, b)
+    assert torch.tensor(e["inputs"][0]["grad"]) == pytest.approx(ref_w, rel=1e-5)
+    assert e["inputs"][1]["finite_difference"] == pytest.approx(ref_b.tolist(), rel=1e-5)
+    assert checks(e) == {"jtv": "agree", "finite_difference": "agree"}
+
+
+def test_a_training_loop_gives_one_event_a_step_and_keeps_no_old_forward():
+    src = """
+import torch
+torch.manual_seed(0)
+w = torch.zeros(3, requires_grad=True)
+opt = torch.optim.SGD([w], lr=0.1)
+x, t = torch.randn(8, 3), torch.randn(8)
+for step in range(20):
+    opt.zero_grad()
+    loss = ((x @ w - t) ** 2).mean()
+    loss.backward()
+    opt.step()
+"""
+    events, ns = observe(src)
+    assert len(events) == 20 and all(checks(e)["finite_difference"] == "agree" for e in events)
+    assert {e["line"] for e in events} == {10}
+
+
+def test_the_recorder_forgets_consumed_forwards():
+    rec = Recorder()
+    x = torch.ones(3, requires_grad=True)
+    with rec:
+        for _ in range(50):
+            y = (x * 2).sum()
+            rec.forget(rec.slice_for([y], [x]))
+    assert rec.entries == [] and rec.copies == {}
+    assert serial(x) == serial(x)

@@ -307,14 +307,13 @@ class _Session:
 
     def _end(self) -> None:
         """Make sure the child is dead and reaped (Ctrl-C included), and every pipe closed."""
-        if self.proc.poll() is None and not self.ended:
+        if not self.ended:  # never poll(): it would reap the child, and its resource usage with it
             _kill_group(self.proc)
         self._close_stdin()
         status, usage = _reap(self.proc, kill_after=5.0)
         self.status = status
         self.outcome.wall_seconds = time.monotonic() - self.started
         self.outcome.cpu_seconds = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
-        _kill_group(self.proc)  # anything left in its group (there should be nothing: it cannot fork)
         for fd in (self.message_fd, self.output_fd):
             os.close(fd)
         self.outcome.raw_output = b"".join(self.raw).decode("utf-8", "replace")

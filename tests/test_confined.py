@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,51 @@ def test_the_transcript_reader_keeps_line_numbers():
     assert runner.transcript_source(">>> a = 1\n>>> a\n1\n>>> if a:\n...     a\n...\n1\n") == (
         "a = 1\na\n\nif a:\n    a\n\n\n"
     )
+
+
+def _gone(pid: int) -> bool:
+    """The process has ended and been reaped (a zombie still answers kill 0; its /proc stat says Z)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@confined_only
+def test_ctrl_c_in_the_parent_leaves_no_child():
+    seen: list[int] = []
+
+    def interrupt(frame):
+        if frame["type"] == "statement" and frame["stdout"]:
+            seen.append(int(frame["stdout"]))
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_confined("import os\nprint(os.getpid())\nimport time\ntime.sleep(60)", on_message=interrupt)
+    assert seen and _gone(seen[0])
+
+
+@confined_only
+def test_the_child_dies_with_its_parent(tmp_path):
+    """PDEATHSIG: a parent killed outright (no finally runs) takes the child with it."""
+    parent = textwrap.dedent(
+        """\
+        import sys
+        from vjp_explorer.confined.launch import run_confined
+        def show(frame):
+            if frame["type"] == "statement" and frame["stdout"]:
+                print(frame["stdout"], end="", flush=True)
+        run_confined("import os\\nprint(os.getpid())\\nimport time\\ntime.sleep(60)", on_message=show)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    child = int(proc.stdout.readline())
+    proc.kill()
+    proc.wait()
+    proc.stdout.close()
+    for _ in range(200):
+        if _gone(child):
+            break
+        time.sleep(0.01)
+    assert _gone(child)

@@ -191,3 +191,19 @@ def test_the_child_dies_with_its_parent(tmp_path):
             break
         time.sleep(0.01)
     assert _gone(child)
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_the_seccomp_filter_jumps_inside_itself_and_ends_in_a_return(arch):
+    """Checked without a kernel, so the aarch64 table (not run here) is checked too."""
+    from vjp_explorer.confined import seccomp
+
+    prog = seccomp.program(arch, pid=1234)
+    jumps = {0x15, 0x35, 0x45}
+    for i, (code, jt, jf, _k) in enumerate(prog):
+        if code in jumps:
+            assert i + 1 + max(jt, jf) < len(prog), (i, code, jt, jf)
+    assert prog[-1] == (0x06, 0, 0, 0x7FFF0000)
+    table = seccomp.numbers(arch)
+    assert len(set(table.values())) == len(table)  # no two names share a number
+    assert all(name in table for name in (*seccomp.SELF_ONLY, "clone", "clone3", "prctl", "execve", "socket"))

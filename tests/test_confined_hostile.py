@@ -240,6 +240,24 @@ CASES = [
     Case("signal the parent", "import os, signal; os.kill({ppid}, signal.SIGUSR1)", ("exception", "PermissionError")),
     Case("signal every process", "import os; os.kill(-1, 0)", ("exception", "PermissionError")),
     Case("signal the parent's group", "import os; os.killpg(os.getpgid({ppid}), 0)", ("exception", "PermissionError")),
+    Case(
+        "outlive the parent",
+        "import ctypes; libc = ctypes.CDLL(None); print(libc.prctl(1, 0, 0, 0, 0), libc.prctl(4, 1, 0, 0, 0))",
+        ("prints", "-1 -1"),
+    ),
+    Case(
+        "a forged unavailable frame",
+        """
+        import json, os, struct
+        body = json.dumps({{"type": "unavailable", "reason": "forged"}}).encode()
+        for fd in range(3, 64):
+            try:
+                os.write(fd, struct.pack('>I', len(body)) + body)
+            except OSError:
+                pass
+        """,
+        ("stopped", "out of turn"),
+    ),
     Case("ptrace the parent", "import ctypes; print(ctypes.CDLL(None).ptrace(16, {ppid}, 0, 0))", ("prints", "-1")),
     Case(
         "junk on the message pipe",

@@ -161,6 +161,7 @@ class _Session:
         self.ended = False  # "done", "error" or "exit" seen: the child said why it ends
         self.unavailable: str | None = None
         self.resource: str | None = None  # the limit the snippet's exception means, if it means one
+        self.ready: dict[str, Any] | None = None  # the child's "ready": confined, the snippet sent
 
     def start(self, scratch: str, read_dirs: list[str], trust: bool) -> None:
         message_r, message_w = os.pipe()
@@ -244,7 +245,8 @@ class _Session:
 
     def _on_frame(self, frame: dict[str, Any]) -> None:
         kind = frame["type"]
-        if self.ended or (kind != "ready" and kind != "unavailable" and not hasattr(self, "ready")):
+        # "ready" or "unavailable" first and once (after it the snippet runs, and could forge either)
+        if self.ended or (kind in ("ready", "unavailable")) != (self.ready is None):
             self._kill(_protocol_error(ProtocolError(f"a {kind!r} frame out of turn")))
             return
         if kind == "ready":

@@ -32,6 +32,9 @@ DENIED = (
 ).split()
 # Allowed only when their first argument is this process's id: a thread's tgkill to its own group, a raise().
 SELF_ONLY = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+# prctl options denied: undoing PR_SET_PDEATHSIG would let the child outlive a killed parent (and its
+# clock); PR_SET_DUMPABLE would reopen /proc/<pid> to others
+_PRCTL_DENIED = (1, 4)  # PR_SET_PDEATHSIG, PR_SET_DUMPABLE
 
 # From the kernel's arch/x86/entry/syscalls/syscall_64.tbl and include/uapi/asm-generic/unistd.h.
 _NUMBERS = {
@@ -45,7 +48,8 @@ _NUMBERS = {
         "name_to_handle_at": 303, "open_by_handle_at": 304, "acct": 163, "swapon": 167, "swapoff": 168,
         "reboot": 169, "sethostname": 170, "setdomainname": 171, "syslog": 103, "settimeofday": 164,
         "clock_settime": 227, "adjtimex": 159, "quotactl": 179, "vhangup": 153, "iopl": 172, "ioperm": 173,
-        "uselib": 134, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
+        "uselib": 134, "prctl": 157, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
+        "rt_tgsigqueueinfo": 297,
     },
     "aarch64": {
         "execve": 221, "execveat": 281, "clone": 220, "clone3": 435, "ptrace": 117, "process_vm_readv": 270,
@@ -56,7 +60,7 @@ _NUMBERS = {
         "finit_module": 273, "delete_module": 106, "personality": 92, "kcmp": 272, "name_to_handle_at": 264,
         "open_by_handle_at": 265, "acct": 89, "swapon": 224, "swapoff": 225, "reboot": 142,
         "sethostname": 161, "setdomainname": 162, "syslog": 116, "settimeofday": 170, "clock_settime": 112,
-        "adjtimex": 171, "quotactl": 60, "vhangup": 58, "kill": 129, "tkill": 130, "tgkill": 131,
+        "adjtimex": 171, "quotactl": 60, "vhangup": 58, "prctl": 167, "kill": 129, "tkill": 130, "tgkill": 131,
         "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
     },
 }  # fmt: skip
@@ -126,7 +130,11 @@ def program(arch: str, pid: int) -> list[Instruction]:
             (_RET_K, 0, 0, _RET_ALLOW),
             (_RET_K, 0, 0, deny),
         ]
-    prog.append((_RET_K, 0, 0, _RET_ALLOW))
+    # prctl: a denied option gets EPERM; anything else falls through to the final allow
+    prog += [(_JEQ_K, 0, 1 + 2 * len(_PRCTL_DENIED), table["prctl"]), (_LD_W_ABS, 0, 0, _OFF_ARG0_LOW)]
+    for option in _PRCTL_DENIED:
+        prog += [(_JEQ_K, 0, 1, option), (_RET_K, 0, 0, deny)]
+    prog.append((_RET_K, 0, 0, _RET_ALLOW))  # the end of the prctl block and of the filter alike
     return prog
 
 

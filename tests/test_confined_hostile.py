@@ -8,9 +8,11 @@ that reaches the file system (or starts a program that would) writes it.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
+import struct
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -33,6 +35,23 @@ class Payload:
     def __reduce__(self):
         return (os.system, ("touch {marker}",))
 """
+
+
+# writes `data` to every descriptor the child may hold: its message pipe among them
+TO_EVERY_FD = """
+import os
+for fd in range(3, 64):
+    try:
+        os.write(fd, {data})
+    except OSError:
+        pass
+"""
+
+
+def frame(message: dict) -> str:
+    """A well-formed frame as a bytes literal, doubled braces and all (the cases go through str.format)."""
+    body = json.dumps(message).encode()
+    return repr(struct.pack(">I", len(body)) + body).replace("{", "{{").replace("}", "}}")
 
 
 @dataclass
@@ -245,44 +264,17 @@ CASES = [
         "import ctypes; libc = ctypes.CDLL(None); print(libc.prctl(1, 0, 0, 0, 0), libc.prctl(4, 1, 0, 0, 0))",
         ("prints", "-1 -1"),
     ),
-    Case(
-        "a forged unavailable frame",
-        """
-        import json, os, struct
-        body = json.dumps({{"type": "unavailable", "reason": "forged"}}).encode()
-        for fd in range(3, 64):
-            try:
-                os.write(fd, struct.pack('>I', len(body)) + body)
-            except OSError:
-                pass
-        """,
-        ("stopped", "out of turn"),
-    ),
     Case("ptrace the parent", "import ctypes; print(ctypes.CDLL(None).ptrace(16, {ppid}, 0, 0))", ("prints", "-1")),
-    Case(
-        "junk on the message pipe",
-        """
-        import os
-        for fd in range(3, 64):
-            try:
-                os.write(fd, b'\\xff' * 64)
-            except OSError:
-                pass
-        """,
-        ("stopped", "broke the channel"),
-    ),
+    Case("junk on the message pipe", TO_EVERY_FD.format(data="b'\\xff' * 64"), ("stopped", "broke the channel")),
     Case(
         "a frame of unknown type",
-        """
-        import json, os, struct
-        body = json.dumps({{"type": "\\x1b[31mevil"}}).encode()
-        for fd in range(3, 64):
-            try:
-                os.write(fd, struct.pack('>I', len(body)) + body)
-            except OSError:
-                pass
-        """,
+        TO_EVERY_FD.format(data=frame({"type": "\x1b[31mevil"})),
         ("stopped", "broke the channel"),
+    ),
+    Case(
+        "a forged unavailable frame",
+        TO_EVERY_FD.format(data=frame({"type": "unavailable", "reason": "forged"})),
+        ("stopped", "out of turn"),
     ),
     Case("deep recursion", "def f(n):\n    return f(n + 1)\nf(0)", ("exception", "RecursionError")),
     Case(

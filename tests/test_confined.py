@@ -3,6 +3,7 @@ its frames as untrusted data. The escape attempts are in test_confined_hostile.p
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -177,15 +178,17 @@ def test_the_child_dies_with_its_parent(tmp_path):
         def show(frame):
             if frame["type"] == "statement" and frame["stdout"]:
                 print(frame["stdout"], end="", flush=True)
-        run_confined("import os\\nprint(os.getpid())\\nimport time\\ntime.sleep(60)", on_message=show)
+        run_confined("import os\\nprint(os.getpid(), os.getcwd())\\nimport time\\ntime.sleep(60)", on_message=show)
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    child = int(proc.stdout.readline())
+    pid, scratch = proc.stdout.readline().split()
+    child = int(pid)
     proc.kill()
     proc.wait()
     proc.stdout.close()
+    shutil.rmtree(scratch)  # a parent killed outright cannot delete it (docs/confinement.md)
     for _ in range(200):
         if _gone(child):
             break

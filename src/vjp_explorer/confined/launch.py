@@ -1,0 +1,441 @@
+"""The parent's side: start the confined child, feed it the snippet, keep its clock, read what it says.
+
+`run_confined` returns an Outcome (what ran, its output, the snippet's own exception) even when the snippet
+stopped early; why it stopped, when the tool stopped it (a limit, a broken channel, a crash), is
+`Outcome.stopped`, an error of errors.py with the option that raises the limit. Nothing the child sends is
+run or unpickled: frames are JSON, checked field by field (protocol.py).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import LimitError, ProgramError, UsageError, VjpError
+from ..limits import DEFAULT_LIMITS, Limits
+from . import protocol, sandbox
+from .protocol import FrameReader, ProtocolError, safe_text
+
+OnMessage = Callable[[dict[str, Any]], None]
+
+_READ = 1 << 16
+# the variables the child keeps from the user's environment: torch's and its BLAS's thread settings
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TORCH_NUM_THREADS")
+
+
+class ConfinementUnavailableError(UsageError):
+    """This machine cannot confine a snippet (no Landlock or seccomp); --trust runs it unconfined."""
+
+
+@dataclass
+class Statement:
+    """One top-level statement that ran to its end, with what it printed."""
+
+    line: int
+    end_line: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass
+class SnippetException:
+    """The snippet's own exception, as Python raised it (type, message, traceback of its frames)."""
+
+    type: str
+    message: str
+    line: int | None
+    traceback: str
+    errno: int | None = None
+    refused: bool = False  # a PermissionError from the confinement's refusal (EPERM, EACCES)
+
+
+@dataclass
+class Outcome:
+    """What one confined run did, all of it plain data; fields from the child are untrusted text."""
+
+    statements: list[Statement] = field(default_factory=list)
+    exception: SnippetException | None = None
+    exit_code: int = 0  # what `python FILE.py` would have exited with (sys.exit, an exception: 1)
+    stopped: VjpError | None = None  # the tool stopped the snippet: a limit, a crash, a broken channel
+    raw_output: str = ""  # what reached fd 1 and 2 directly (os.write, C libraries), not through sys.stdout
+    confined: bool = False
+    landlock_abi: int = 0
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+    @property
+    def stdout(self) -> str:
+        return "".join(s.stdout for s in self.statements)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(s.stderr for s in self.statements)
+
+
+def confinement_available() -> str | None:
+    """None when this machine can confine a snippet, else why not (in words for the user)."""
+    return sandbox.unavailable()
+
+
+def unavailable_error(reason: str) -> ConfinementUnavailableError:
+    return ConfinementUnavailableError(
+        f"cannot confine the snippet: {reason}. vjp does not run a snippet unconfined unless asked",
+        hint="--trust runs it as `python FILE.py` would, with your own rights (your files, network and GPU)",
+    )
+
+
+def scrubbed_env(scratch: str) -> dict[str, str]:
+    """The child's environment: what Python and torch need, nothing of the user's but thread counts."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": scratch,
+        "TMPDIR": scratch,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONIOENCODING": "utf-8",
+    }
+    env.update({name: os.environ[name] for name in _THREAD_VARS if name in os.environ})
+    return env
+
+
+def run_confined(
+    text: str,
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    allow_read: Iterable[str | os.PathLike[str]] = (),
+    trust: bool = False,
+    mode: str = "script",
+    filename: str = "<snippet>",
+    on_message: OnMessage | None = None,
+) -> Outcome:
+    """Run `text` in a fresh child process, confined unless `trust`, and say what happened.
+
+    mode "script" runs it as `python FILE.py`, "repl" as the REPL ran a transcript. `on_message` sees each
+    checked frame as it arrives (for a live view). Raises ConfinementUnavailableError before anything runs
+    where the machine cannot confine; every other way a run ends is in the Outcome.
+    """
+    if mode not in ("script", "repl"):
+        raise ValueError(f"mode must be 'script' or 'repl', not {mode!r}")
+    if len(text) > limits.snippet_chars:
+        raise LimitError(
+            f"the snippet has {len(text):,} characters, more than the limit of {limits.snippet_chars:,}",
+            hint=f"--limit snippet_chars={len(text)} raises it",
+        )
+    if not trust:
+        reason = confinement_available()
+        if reason:
+            raise unavailable_error(reason)
+    dirs = [str(Path(d).resolve()) for d in allow_read]
+    scratch = tempfile.mkdtemp(prefix="vjp-snippet-")
+    try:
+        session = _Session(limits, on_message)
+        session.start(scratch, dirs, trust)
+        return session.talk(text, mode, filename)
+    finally:
+        _remove(scratch)
+
+
+class _Session:
+    """One child's life: started, fed, read with a clock, ended, its end explained."""
+
+    def __init__(self, limits: Limits, on_message: OnMessage | None) -> None:
+        self.limits = limits
+        self.on_message = on_message
+        self.outcome = Outcome()
+        self.reader = FrameReader()
+        self.output_chars = 0
+        self.pending: dict[str, str] = {"stdout": "", "stderr": ""}
+        self.raw: list[bytes] = []
+        self.killed_for: VjpError | None = None
+        self.ended = False  # "done", "error" or "exit" seen: the child said why it ends
+        self.unavailable: str | None = None
+        self.resource: str | None = None  # the limit the snippet's exception means, if it means one
+        self.ready: dict[str, Any] | None = None  # the child's "ready": confined, the snippet sent
+
+    def start(self, scratch: str, read_dirs: list[str], trust: bool) -> None:
+        message_r, message_w = os.pipe()
+        output_r, output_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "vjp_explorer.confined.child"],
+                stdin=subprocess.PIPE,
+                stdout=output_w,
+                stderr=output_w,
+                cwd=os.getcwd() if trust else scratch,
+                env=dict(os.environ) if trust else scrubbed_env(scratch),
+                start_new_session=True,  # its own process group, which the clock kills whole
+                close_fds=True,
+                pass_fds=(message_w,),
+            )
+        finally:
+            os.close(message_w)
+            os.close(output_w)
+        self.started = time.monotonic()
+        self.message_fd, self.output_fd = message_r, output_r
+        config = {
+            "type": "config",
+            "message_fd": message_w,
+            "scratch": scratch,
+            "read_dirs": read_dirs,
+            "limits": {name: getattr(self.limits, name) for name in _CHILD_LIMITS},
+            "trust": trust,
+            "parent_pid": os.getpid(),
+        }
+        self._send(config)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(protocol.encode(message))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the child is gone; its end is explained from its exit status
+
+    def talk(self, text: str, mode: str, filename: str) -> Outcome:
+        """Read the child until both pipes close, sending the snippet once it says it is confined."""
+        self.snippet = {"type": "snippet", "text": text, "mode": mode, "filename": filename}
+        try:
+            self._loop()
+        finally:
+            self._end()
+        return self._explain()
+
+    def _loop(self) -> None:
+        deadline = self.started + self.limits.snippet_seconds
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.message_fd, selectors.EVENT_READ, self._on_messages)
+            sel.register(self.output_fd, selectors.EVENT_READ, self._on_output)
+            while sel.get_map() and self.killed_for is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._kill(self._wall_limit())
+                    break
+                for key, _ in sel.select(timeout=min(left, 0.5)):
+                    data = os.read(key.fd, _READ)
+                    if not data:
+                        sel.unregister(key.fd)
+                        continue
+                    key.data(data)
+
+    def _on_output(self, data: bytes) -> None:
+        self.raw.append(data)
+        self._count(len(data))
+
+    def _on_messages(self, data: bytes) -> None:
+        try:
+            frames = self.reader.feed(data)
+        except ProtocolError as e:
+            self._kill(_protocol_error(e))
+            return
+        for frame in frames:
+            if self.killed_for is not None:
+                return
+            self._on_frame(frame)
+
+    def _on_frame(self, frame: dict[str, Any]) -> None:
+        kind = frame["type"]
+        # "ready" or "unavailable" first and once (after it the snippet runs, and could forge either)
+        if self.ended or (kind in ("ready", "unavailable")) != (self.ready is None):
+            self._kill(_protocol_error(ProtocolError(f"a {kind!r} frame out of turn")))
+            return
+        if kind == "ready":
+            self.ready = frame
+            self.outcome.confined, self.outcome.landlock_abi = frame["confined"], frame["landlock_abi"]
+            self._send(self.snippet)
+            self._close_stdin()
+        elif kind == "unavailable":
+            self.unavailable = safe_text(frame["reason"])
+            self.ended = True
+        elif kind == "output":
+            self.pending[frame["stream"]] += frame["text"]
+            self._count(len(frame["text"]))
+        elif kind == "statement":
+            self._count(len(frame["stdout"]) + len(frame["stderr"]))
+            out, err = self.pending["stdout"] + frame["stdout"], self.pending["stderr"] + frame["stderr"]
+            self.pending = {"stdout": "", "stderr": ""}
+            self.outcome.statements.append(Statement(frame["line"], frame["end_line"], out, err))
+        elif kind == "error":
+            self.outcome.exception = _exception(frame)
+            self.resource = frame["resource"]
+            self.outcome.exit_code = 1
+            self.ended = True
+        elif kind == "exit":
+            self.outcome.exit_code = frame["code"]
+            self.ended = True
+        elif kind == "done":
+            self.ended = True
+        if self.on_message is not None and self.killed_for is None:
+            self.on_message(frame)
+
+    def _close_stdin(self) -> None:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+    def _count(self, chars: int) -> None:
+        self.output_chars += chars
+        limit = self.limits.snippet_output_chars
+        if self.output_chars > limit and self.killed_for is None:
+            self._kill(
+                LimitError(
+                    f"the snippet printed more than {limit:,} characters, the limit; it was stopped",
+                    hint=f"--limit snippet_output_chars=N raises it (now {limit})",
+                )
+            )
+
+    def _wall_limit(self) -> LimitError:
+        seconds = self.limits.snippet_seconds
+        return LimitError(
+            f"the snippet ran for {seconds:g} s of wall-clock time, the limit; it was stopped",
+            hint=f"--limit snippet_seconds=N raises it (now {seconds:g})",
+        )
+
+    def _kill(self, why: VjpError) -> None:
+        self.killed_for = why
+        _kill_group(self.proc)
+
+    def _end(self) -> None:
+        """Make sure the child is dead and reaped (Ctrl-C included), and every pipe closed."""
+        if not self.ended:  # never poll(): it would reap the child, and its resource usage with it
+            _kill_group(self.proc)
+        self._close_stdin()
+        status, usage = _reap(self.proc, kill_after=5.0)
+        self.status = status
+        self.outcome.wall_seconds = time.monotonic() - self.started
+        self.outcome.cpu_seconds = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
+        for fd in (self.message_fd, self.output_fd):
+            os.close(fd)
+        self.outcome.raw_output = b"".join(self.raw).decode("utf-8", "replace")
+
+    def _explain(self) -> Outcome:
+        """Why the child ended, as the tool's own error where the tool or the kernel stopped it."""
+        outcome = self.outcome
+        if self.unavailable is not None:
+            raise unavailable_error(self.unavailable)
+        if self.killed_for is not None:
+            outcome.stopped = self.killed_for
+        elif outcome.exception is not None and self.resource is not None:
+            outcome.stopped = _resource_error(self.resource, outcome.exception, self.limits)
+        elif self.status is not None and self.status < 0:
+            outcome.stopped = _signal_error(-self.status, outcome.cpu_seconds, self.limits)
+        elif not self.ended:
+            outcome.stopped = ProgramError(
+                f"the snippet's process ended (status {self.status}) before it finished",
+                hint="the snippet (or a C library it called) ended the process directly, as with os._exit",
+            )
+        return outcome
+
+
+_CHILD_LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", "snippet_open_files")
+
+_RESOURCES = {
+    "memory": ("snippet_memory_bytes", "the snippet asked for more memory than the limit of {:,} bytes"),
+    "file_size": ("snippet_file_bytes", "the snippet wrote a file past the limit of {:,} bytes"),
+    "open_files": ("snippet_open_files", "the snippet opened more files at once than the limit of {:,}"),
+}
+
+
+def _resource_error(resource: str, exc: SnippetException, limits: Limits) -> LimitError:
+    """A failed allocation (MemoryError, torch's "can't allocate memory"), EFBIG or EMFILE: the limit."""
+    name, text = _RESOURCES[resource]
+    value = getattr(limits, name)
+    where = f" (line {exc.line})" if exc.line is not None else ""
+    return LimitError(text.format(value) + where + "; it was stopped", hint=f"--limit {name}=N raises it (now {value})")
+
+
+def _signal_error(signum: int, cpu_seconds: float, limits: Limits) -> VjpError:
+    """A child the kernel ended with a signal: which limit, or which fault, that was."""
+    cpu = limits.snippet_cpu_seconds
+    if signum == signal.SIGXCPU or (signum == signal.SIGKILL and cpu_seconds >= cpu - 0.5):
+        return LimitError(
+            f"the snippet used {cpu_seconds:.0f} s of CPU time, the limit of {cpu} s (all its threads together)",
+            hint=f"--limit snippet_cpu_seconds=N raises it (now {cpu})",
+        )
+    if signum == signal.SIGKILL:
+        memory = limits.snippet_memory_bytes
+        return LimitError(
+            "the snippet's process was killed by the system (SIGKILL), most likely for lack of memory",
+            hint=f"--limit snippet_memory_bytes=N lowers what it may take (now {memory}), so that it fails cleanly",
+        )
+    if signum == signal.SIGSYS:
+        return ProgramError("the snippet made a system call the confinement forbids (SIGSYS); it was stopped")
+    if signum == signal.SIGXFSZ:
+        return _resource_error("file_size", SnippetException("", "", None, ""), limits)
+    name = signal.Signals(signum).name if signum in signal.Signals.__members__.values() else str(signum)
+    return ProgramError(f"the snippet's process ended with signal {name}, as `python FILE.py` would have crashed")
+
+
+def _protocol_error(e: ProtocolError) -> ProgramError:
+    return ProgramError(
+        f"the snippet broke the channel vjp reads its results from ({safe_text(str(e))}); it was stopped",
+        hint="a snippet must not write to file descriptors it did not open",
+    )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child and its process group (it may have left the group: the pid is killed first)."""
+    for kill in (lambda: os.kill(proc.pid, signal.SIGKILL), lambda: os.killpg(proc.pid, signal.SIGKILL)):
+        try:
+            if proc.returncode is None:
+                kill()
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _reap(proc: subprocess.Popen[bytes], kill_after: float) -> tuple[int | None, Any]:
+    """Wait for the child (killing it if it lingers), with its resource usage: (exit code or -signal, rusage)."""
+    deadline = time.monotonic() + kill_after
+    while True:
+        try:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped already (by Popen's own bookkeeping)
+            return proc.returncode, None
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage
+        if time.monotonic() > deadline:
+            _kill_group(proc)
+        time.sleep(0.01)
+
+
+def _remove(scratch: str) -> None:
+    """Delete the scratch folder, whatever the snippet left in it (links are removed, never followed;
+    folders it made unreadable are opened up first)."""
+
+    def retry(function: Any, path: str, _exc: Any) -> None:
+        try:
+            parent = os.path.dirname(path)
+            os.chmod(parent, stat.S_IRWXU)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, stat.S_IRWXU)
+                shutil.rmtree(path, onerror=retry)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+    shutil.rmtree(scratch, onerror=retry)
+
+
+def _exception(frame: dict[str, Any]) -> SnippetException:
+    return SnippetException(
+        type=safe_text(frame["exc_type"]),
+        message=safe_text(frame["message"]),
+        line=frame["line"],
+        traceback=safe_text(frame["traceback"]),
+        errno=frame["errno"],
+        refused=frame["exc_type"] == "PermissionError",
+    )

@@ -1,0 +1,177 @@
+"""The frames between the parent and the confined child: a 4-byte big-endian length, then UTF-8 JSON.
+
+Plain data only, never pickle: the parent must not run anything the child sends. Arrays, when events carry
+them, travel as {"dtype", "shape", "data": base64 bytes}. The parent reads the child's frames with a
+FrameReader, which bounds each frame's size before it allocates for it; `validate` checks each frame's
+fields and their types against FRAMES, the one table of what the child may say.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import unicodedata
+from collections.abc import Callable
+from typing import Any
+
+MAX_FRAME = 8 << 20  # bytes of one frame from the child; more is a protocol error, not an allocation
+_HEADER = struct.Struct(">I")
+
+
+class ProtocolError(Exception):
+    """A frame that is not what the protocol says: too big, not JSON, an unknown type, a wrong field."""
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One frame: the length, then the JSON (non-finite numbers are JSON's NaN/Infinity, read back alike)."""
+    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    return _HEADER.pack(len(body)) + body
+
+
+def write_frame(fd: int, message: dict[str, Any]) -> None:
+    """Send one frame on a pipe, whole (a pipe write may be partial)."""
+    data = memoryview(encode(message))
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def read_frame(fd: int, limit: int = MAX_FRAME) -> dict[str, Any] | None:
+    """Read one frame, blocking (the child's side); None at end of file before a frame starts."""
+    header = _read_exact(fd, _HEADER.size)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > limit:
+        raise ProtocolError(f"a frame of {size:,} bytes (at most {limit:,})")
+    body = _read_exact(fd, size)
+    if body is None:
+        raise ProtocolError("the pipe closed inside a frame")
+    return decode(body)
+
+
+def _read_exact(fd: int, size: int) -> bytes | None:
+    parts: list[bytes] = []
+    got = 0
+    while got < size:
+        chunk = os.read(fd, min(size - got, 1 << 20))
+        if not chunk:
+            if got:
+                raise ProtocolError("the pipe closed inside a frame")
+            return None
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    """A frame's body -> a dict with a "type"; ProtocolError for anything else (deep nesting included)."""
+    try:
+        message = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ProtocolError(f"a frame that is not JSON ({type(e).__name__})") from None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        raise ProtocolError("a frame that is not an object with a type")
+    return message
+
+
+class FrameReader:
+    """The parent's incremental reader: feed it bytes as they come, take whole frames out."""
+
+    def __init__(self, limit: int = MAX_FRAME) -> None:
+        self.limit = limit
+        self.buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        """The frames completed by `data`; ProtocolError on the first bad one."""
+        self.buffer += data
+        frames = []
+        while len(self.buffer) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self.buffer)
+            if size > self.limit:
+                raise ProtocolError(f"a frame of {size:,} bytes (at most {self.limit:,})")
+            if len(self.buffer) < _HEADER.size + size:
+                break
+            body = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
+            del self.buffer[: _HEADER.size + size]
+            frames.append(validate(decode(body)))
+        return frames
+
+    def close(self) -> None:
+        """At end of file: bytes left over are half a frame."""
+        if self.buffer:
+            raise ProtocolError(f"{len(self.buffer)} bytes of an unfinished frame")
+
+
+def _int(value: Any) -> bool:
+    return type(value) is int and -(2**63) <= value < 2**63
+
+
+def _optional_int(value: Any) -> bool:
+    return value is None or _int(value)
+
+
+def _str(value: Any) -> bool:
+    return type(value) is str
+
+
+def _bool(value: Any) -> bool:
+    return type(value) is bool
+
+
+Check = Callable[[Any], bool]
+
+# Every frame the child may send, with each field's check. The child's code is ours, but it runs the
+# snippet's code in the same process: everything here may have been forged, so it is checked, never run.
+FRAMES: dict[str, dict[str, Check]] = {
+    # the child confined itself (or, with trust, did not) and waits for the snippet
+    "ready": {"confined": _bool, "landlock_abi": _int},
+    # the child could not confine itself: the kernel lacks a mechanism; nothing ran
+    "unavailable": {"reason": _str},
+    # output a long statement printed so far (sent every 64 KiB); the rest comes with its "statement"
+    "output": {"line": _int, "stream": lambda s: s in ("stdout", "stderr"), "text": _str},
+    # one top-level statement ended, with what it printed (an "error" or "exit" follows if it raised)
+    "statement": {"line": _int, "end_line": _int, "stdout": _str, "stderr": _str},
+    # the snippet raised: Python's own exception; `resource` names a limit it hit (memory, file size, ...)
+    "error": {
+        "exc_type": _str,
+        "message": _str,
+        "line": _optional_int,
+        "traceback": _str,
+        "errno": _optional_int,
+        "resource": lambda s: s in (None, "memory", "file_size", "open_files"),
+    },
+    # the snippet called sys.exit(code): code is the exit status python would give
+    "exit": {"line": _int, "code": _int, "message": _str},
+    # every statement ran
+    "done": {},
+}
+
+
+def validate(message: dict[str, Any]) -> dict[str, Any]:
+    """The message, if its type is known and its fields are exactly those FRAMES says, each of its type."""
+    fields = FRAMES.get(message["type"])
+    if fields is None:
+        raise ProtocolError(f"a frame of unknown type {safe_text(message['type'][:40])!r}")
+    given = set(message) - {"type"}
+    if given != set(fields):
+        raise ProtocolError(f"a {message['type']!r} frame with fields {sorted(given)[:10]} (wants {sorted(fields)})")
+    for name, check in fields.items():
+        if not check(message[name]):
+            raise ProtocolError(f"a {message['type']!r} frame whose {name!r} is not what it should be")
+    return message
+
+
+_KEEP = {"\n", "\t"}
+
+
+def safe_text(text: str) -> str:
+    """`text` safe to print on a terminal: control and format characters (escape sequences, bidi
+    overrides, a lone carriage return) shown as escapes; newlines and tabs kept."""
+    if text.isprintable():
+        return text
+    return "".join(ch if _shown(ch) else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def _shown(ch: str) -> bool:
+    return ch in _KEEP or ch.isprintable() or unicodedata.category(ch) == "Zs"

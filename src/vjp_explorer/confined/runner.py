@@ -1,0 +1,211 @@
+"""Run a snippet as `python FILE.py` runs it (or a REPL transcript as the REPL did), one top-level statement
+at a time, with each statement's output captured and sent as a frame.
+
+The only place the project runs a user's code with exec (besides trusted.py's door for one's own module).
+It runs in the confined child, after the confinement: the text it runs came through the pipe.
+"""
+
+from __future__ import annotations
+import __future__
+
+import ast
+import builtins
+import errno
+import io
+import linecache
+import sys
+import traceback
+import types
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+Send = Callable[[dict[str, Any]], None]
+
+CHUNK = 64 << 10  # characters of output buffered before a long statement sends them early
+TRACEBACK_CHARS = 64 << 10  # a traceback longer than this is cut (a deep recursion's, say)
+
+
+class Observer(Protocol):
+    """Told around each top-level statement (the autograd observation hooks in here)."""
+
+    def before_statement(self, stmt: ast.stmt) -> None: ...
+
+    def after_statement(self, stmt: ast.stmt) -> None: ...
+
+
+class _Stream(io.TextIOBase):
+    """sys.stdout or sys.stderr of the snippet: text collected per statement, sent in chunks as frames."""
+
+    def __init__(self, name: str, fd: int, flush_chunk: Callable[[str, str], None]) -> None:
+        self.name, self._fd, self._flush_chunk = name, fd, flush_chunk
+        self.parts: list[str] = []
+        self.size = 0
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self._fd  # the raw pipe: what a C library writes there reaches the parent as raw output
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size >= CHUNK:
+            self._flush_chunk(self.name, self.take())
+        return len(text)
+
+    def take(self) -> str:
+        text = "".join(self.parts)
+        self.parts, self.size = [], 0
+        return text
+
+
+def transcript_source(text: str) -> str:
+    """A REPL transcript's code: `>>> ` and `... ` lines without their prompts, every other line (the
+    REPL's output) blank, so line numbers stay those of the transcript."""
+    lines = []
+    for line in text.splitlines():
+        if line.startswith((">>> ", "... ")) or line in (">>>", "..."):
+            lines.append(line[4:])
+        else:
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def is_transcript(text: str) -> bool:
+    """Whether `text` reads as a REPL transcript: its first line of code opens with the `>>> ` prompt."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return first.lstrip().startswith(">>>")
+
+
+def run(
+    source: str, send: Send, *, filename: str = "<snippet>", mode: str = "script", observers: Iterable[Observer] = ()
+) -> None:
+    """Run `source` (mode "script", or "repl" for a transcript), sending a "statement" frame per top-level
+    statement, then "done"; or an "error" (or "exit") frame where the snippet stops."""
+    observers = list(observers)
+    if mode == "repl":
+        source = transcript_source(source)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # for tracebacks
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError as exc:  # Python says so before it runs a line; so do we
+        send(_error_frame(exc, filename))
+        return
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=filename, __builtins__=builtins, __doc__=ast.get_docstring(tree, clean=False))
+    sys.modules["__main__"] = module  # classes the snippet defines pickle as __main__.Name, as in `python FILE.py`
+    current = {"line": 0}
+
+    def early(stream: str, text: str) -> None:
+        send({"type": "output", "line": current["line"], "stream": stream, "text": text})
+
+    stdout, stderr = _Stream("stdout", 1, early), _Stream("stderr", 2, early)
+    sys.stdout, sys.stderr = stdout, stderr
+    flags = 0
+    try:
+        for stmt in tree.body:
+            current["line"] = stmt.lineno
+            flags |= _future_flags(stmt)
+            stopped = _run_statement(stmt, module.__dict__, filename, mode, flags, observers)
+            text = {"stdout": stdout.take(), "stderr": stderr.take()}
+            send({"type": "statement", "line": stmt.lineno, "end_line": stmt.end_lineno or stmt.lineno, **text})
+            if stopped is not None:
+                send(stopped)
+                return
+    finally:
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    send({"type": "done"})
+
+
+def _future_flags(stmt: ast.stmt) -> int:
+    """A `from __future__ import x` changes how the statements after it compile, as it does in a file."""
+    if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+        return sum(getattr(getattr(__future__, a.name, None), "compiler_flag", 0) for a in stmt.names)
+    return 0
+
+
+def _run_statement(
+    stmt: ast.stmt, namespace: dict[str, Any], filename: str, mode: str, flags: int, observers: list[Observer]
+) -> dict[str, Any] | None:
+    """Run one statement; None when it ran to its end, else the frame that says why the snippet stops."""
+    try:
+        if mode == "repl":  # "single" echoes a bare expression's value through sys.displayhook, as the REPL
+            code = compile(ast.Interactive([stmt]), filename, "single", flags=flags, dont_inherit=True)
+        else:
+            code = compile(ast.Module([stmt], type_ignores=[]), filename, "exec", flags=flags, dont_inherit=True)
+        for observer in observers:
+            observer.before_statement(stmt)
+        exec(code, namespace)
+        for observer in observers:
+            observer.after_statement(stmt)
+    except SystemExit as exc:
+        return _exit_frame(exc, stmt.lineno)
+    except BaseException as exc:  # the snippet's own error, KeyboardInterrupt included: Python's story
+        return _error_frame(exc, filename)
+    return None
+
+
+def _exit_frame(exc: SystemExit, line: int) -> dict[str, Any]:
+    """sys.exit(code) as python exits: an int is the status, None is 0, anything else is printed and 1."""
+    code = exc.code
+    if code is None or type(code) is int:
+        return {"type": "exit", "line": line, "code": int(code or 0) & 0xFF, "message": ""}
+    return {"type": "exit", "line": line, "code": 1, "message": _text(code)}
+
+
+def _error_frame(exc: BaseException, filename: str) -> dict[str, Any]:
+    """The snippet's exception as plain data, its traceback cut to the snippet's own frames."""
+    tb = traceback.TracebackException.from_exception(exc, limit=200)
+    frames = [f for f in tb.stack if f.filename == filename]
+    tb.stack = traceback.StackSummary.from_list(frames)
+    line = frames[-1].lineno if frames else getattr(exc, "lineno", None)
+    try:
+        text = "".join(tb.format())
+    except Exception:  # a hostile __str__ or __repr__ on the exception
+        text = f"{type(exc).__name__}: <unprintable>\n"
+    if len(text) > TRACEBACK_CHARS:
+        text = text[: TRACEBACK_CHARS // 2] + "\n[... cut ...]\n" + text[-TRACEBACK_CHARS // 2 :]
+    code = getattr(exc, "errno", None)
+    return {
+        "type": "error",
+        "exc_type": type(exc).__qualname__ if type(exc).__module__ == "builtins" else _type_name(type(exc)),
+        "message": _text(exc),
+        "line": line if type(line) is int else None,
+        "traceback": text,
+        "errno": code if type(code) is int else None,
+        "resource": _resource(exc),
+    }
+
+
+def _type_name(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _text(value: object) -> str:
+    try:
+        text = str(value)
+    except Exception:
+        return "<unprintable>"
+    return text if len(text) <= TRACEBACK_CHARS else text[:TRACEBACK_CHARS] + " [... cut ...]"
+
+
+def _resource(exc: BaseException) -> str | None:
+    """The limit an exception means, where it means one: a failed allocation is the memory limit (numpy's
+    is a MemoryError, torch's a RuntimeError from its allocator), EFBIG the file size, EMFILE the open files."""
+    if isinstance(exc, MemoryError):
+        return "memory"
+    if isinstance(exc, RuntimeError) and "can't allocate memory" in _text(exc)[:2000]:
+        return "memory"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOMEM, errno.EFBIG, errno.EMFILE):
+        return {errno.ENOMEM: "memory", errno.EFBIG: "file_size", errno.EMFILE: "open_files"}[exc.errno]
+    return None

@@ -1,0 +1,371 @@
+"""The confined child, tried as an attacker would: every case must end with a clear, documented outcome,
+and nothing may escape: no marker written outside the scratch folder, no secret read, no process started,
+no connection made, no signal delivered to the parent.
+
+Each case is a snippet run through run_confined. A marker file lives in a folder the test owns: any escape
+that reaches the file system (or starts a program that would) writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from vjp_explorer.confined.launch import Outcome, confinement_available, run_confined
+from vjp_explorer.errors import LimitError, ProgramError
+from vjp_explorer.limits import DEFAULT_LIMITS
+
+pytestmark = pytest.mark.skipif(confinement_available() is not None, reason=f"{confinement_available()}")
+
+SECRET = "SECRET-7f3a9c"  # planted in a file outside every allowed folder; no output may contain it
+
+# a pickle that runs a shell command when loaded (the payload of the torch.load and np.load cases)
+PAYLOAD = """
+import os
+class Payload:
+    def __reduce__(self):
+        return (os.system, ("touch {marker}",))
+"""
+
+
+# writes `data` to every descriptor the child may hold: its message pipe among them
+TO_EVERY_FD = """
+import os
+for fd in range(3, 64):
+    try:
+        os.write(fd, {data})
+    except OSError:
+        pass
+"""
+
+
+def frame(message: dict) -> str:
+    """A well-formed frame as a bytes literal, doubled braces and all (the cases go through str.format)."""
+    body = json.dumps(message).encode()
+    return repr(struct.pack(">I", len(body)) + body).replace("{", "{{").replace("}", "}}")
+
+
+@dataclass
+class Case:
+    name: str
+    code: str
+    # what a case must end with: ("exception", type names), ("limit", limit name), ("stopped", words in
+    # the message), ("prints", text in stdout); every case also gets the checks of `no_escape`
+    expect: tuple[str, ...]
+    limits: dict[str, str] = field(default_factory=dict)
+
+
+CASES = [
+    Case("write outside", "open('{marker}', 'w').write('x')", ("exception", "PermissionError")),
+    Case("make a folder outside", "import os; os.mkdir('{marker}')", ("exception", "PermissionError")),
+    Case(
+        "link out of scratch",
+        "import os; os.symlink('{secret}', 'l'); open('l').read()",
+        ("exception", "PermissionError"),
+    ),
+    Case("read a planted secret", "print(open('{secret}').read())", ("exception", "PermissionError")),
+    Case("list the home folder", "import os; print(os.listdir('{home}'))", ("exception", "PermissionError")),
+    Case(
+        "read ~/.ssh",
+        "import os; print(os.listdir('{home}/.ssh'))",
+        ("exception", "PermissionError", "FileNotFoundError"),
+    ),
+    Case("read /etc/passwd", "print(open('/etc/passwd').read())", ("exception", "PermissionError")),
+    Case("parent's environ", "print(open('/proc/{ppid}/environ').read())", ("exception", "PermissionError")),
+    Case("parent's cwd", "import os; print(os.listdir('/proc/{ppid}/cwd'))", ("exception", "PermissionError")),
+    Case("parent's memory", "print(open('/proc/{ppid}/mem', 'rb').read(8))", ("exception", "PermissionError")),
+    Case("all of /proc", "import os; print(os.listdir('/proc'))", ("exception", "PermissionError")),
+    Case("own source file", "print(open(__file__).read())", ("exception", "PermissionError")),
+    # glibc's system() answers "exit status 127" (32512) when it cannot start the shell: no process ran
+    Case("os.system", "import os; print(os.system('touch {marker}'))", ("prints", "32512")),
+    Case(
+        "subprocess.run", "import subprocess; subprocess.run(['touch', '{marker}'])", ("exception", "PermissionError")
+    ),
+    Case("os.fork", "import os; os.fork()", ("exception", "PermissionError")),
+    Case(
+        "os.posix_spawn",
+        "import os; os.posix_spawn('/usr/bin/touch', ['t', '{marker}'], {{}})",
+        ("exception", "PermissionError"),
+    ),
+    Case("os.execv", "import os; os.execv('/usr/bin/touch', ['t', '{marker}'])", ("exception", "PermissionError")),
+    Case(
+        "ctypes libc system",
+        "import ctypes; print(ctypes.CDLL(None).system(b'touch {marker}'))",
+        ("prints", "32512"),
+    ),
+    Case(
+        "ctypes raw fork and execve",
+        """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        print(libc.syscall(57), libc.syscall(58), libc.syscall(59, b'/usr/bin/touch', None, None))
+        print(libc.syscall(56, 17, 0, 0, 0, 0))
+        """,
+        ("prints", "-1 -1 -1\n-1"),
+    ),
+    Case("exec of os.system", "exec(\"print(__import__('os').system('touch {marker}'))\")", ("prints", "32512")),
+    Case(
+        "eval of subprocess",
+        "eval(\"__import__('subprocess').run(['touch', '{marker}'])\")",
+        ("exception", "PermissionError"),
+    ),
+    Case(
+        "__subclasses__ walk to Popen",
+        """
+        import subprocess
+        popen = [c for c in object.__subclasses__() if c.__name__ == 'Popen'][0]
+        popen(['touch', '{marker}'])
+        """,
+        ("exception", "PermissionError"),
+    ),
+    Case(
+        "__subclasses__ walk to os.system",
+        """
+        w = [c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close'][0]
+        print(w.__init__.__globals__['system']('touch {marker}'))
+        """,
+        ("prints", "32512"),
+    ),
+    Case(
+        "pickle through np.load",
+        PAYLOAD
+        + textwrap.dedent("""
+        import numpy as np
+        np.save('p.npy', np.array([Payload()], dtype=object), allow_pickle=True)
+        np.load('p.npy', allow_pickle=True)
+        print('loaded')
+        """),
+        ("prints", "loaded"),
+    ),
+    Case(
+        "pickle through torch.load",
+        PAYLOAD
+        + textwrap.dedent("""
+        import torch
+        torch.save(Payload(), 'p.pt')
+        print(torch.load('p.pt', weights_only=False))
+        """),
+        ("prints", "32512"),
+    ),
+    Case(
+        "torch cpp_extension",
+        """
+        import torch.utils.cpp_extension as ext
+        ext.load_inline('evil', 'int f() {{ return system("touch {marker}"); }}', functions=['f'])
+        """,
+        ("exception", "PermissionError", "RuntimeError", "FileNotFoundError", "OSError"),
+    ),
+    Case(
+        "tcp connect",
+        "import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)",
+        ("exception", "PermissionError"),
+    ),
+    Case(
+        "udp send",
+        "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', {udp}))",
+        ("exception", "PermissionError"),
+    ),
+    Case(
+        "abstract unix socket",
+        "import socket; socket.socket(socket.AF_UNIX).connect('\\0{abstract}')",
+        ("exception", "PermissionError"),
+    ),
+    Case("fork bomb", "import os\nwhile True:\n    os.fork()", ("exception", "PermissionError")),
+    Case(
+        "thread bomb",
+        """
+        import threading, time
+        while True:
+            threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+        """,
+        ("exception", "RuntimeError"),
+        {"snippet_memory_bytes": "1000000000"},
+    ),
+    Case(
+        "bytearray bomb", "x = bytearray(3 * 10**9)", ("limit", "snippet_memory_bytes"), {"snippet_memory_bytes": "1e9"}
+    ),
+    Case(
+        "growing list bomb",
+        "x = []\nwhile True:\n    x.append(bytearray(10**7))",
+        ("limit", "snippet_memory_bytes"),
+        {"snippet_memory_bytes": "1e9"},
+    ),
+    Case(
+        "numpy bomb",
+        "import numpy as np\nx = np.ones(10**9)",
+        ("limit", "snippet_memory_bytes"),
+        {"snippet_memory_bytes": "1e9"},
+    ),
+    Case(
+        "torch.empty bomb",
+        "import torch\nx = torch.empty(10**9)",
+        ("limit", "snippet_memory_bytes"),
+        {"snippet_memory_bytes": "1e9"},
+    ),
+    Case(
+        "shared mmap bomb",
+        "import mmap\nm = mmap.mmap(-1, 10**10)",
+        ("limit", "snippet_memory_bytes"),
+        {"snippet_memory_bytes": "1e9"},
+    ),
+    Case(
+        "cpu bomb",
+        "while True:\n    pass",
+        ("limit", "snippet_cpu_seconds"),
+        {"snippet_cpu_seconds": "1", "snippet_seconds": "20"},
+    ),
+    Case(
+        "cpu bomb that catches SIGXCPU",
+        "import signal\nsignal.signal(signal.SIGXCPU, lambda *a: None)\nwhile True:\n    pass",
+        ("limit", "snippet_cpu_seconds"),
+        {"snippet_cpu_seconds": "1", "snippet_seconds": "20"},
+    ),
+    Case(
+        "sleep past the clock", "import time\ntime.sleep(60)", ("limit", "snippet_seconds"), {"snippet_seconds": "1.5"}
+    ),
+    Case(
+        "huge print",
+        "while True:\n    print('x' * 100000)",
+        ("limit", "snippet_output_chars"),
+        {"snippet_output_chars": "1e6"},
+    ),
+    Case(
+        "huge raw write",
+        "import os\nwhile True:\n    os.write(1, b'x' * 100000)",
+        ("limit", "snippet_output_chars"),
+        {"snippet_output_chars": "1e6"},
+    ),
+    Case(
+        "big file",
+        "open('f', 'wb').write(b'x' * 2_000_000)",
+        ("limit", "snippet_file_bytes"),
+        {"snippet_file_bytes": "1e6"},
+    ),
+    Case(
+        "open files",
+        "fs = [open('/dev/null') for _ in range(100)]",
+        ("limit", "snippet_open_files"),
+        {"snippet_open_files": "50"},
+    ),
+    Case("signal the parent", "import os, signal; os.kill({ppid}, signal.SIGUSR1)", ("exception", "PermissionError")),
+    Case("signal every process", "import os; os.kill(-1, 0)", ("exception", "PermissionError")),
+    Case("signal the parent's group", "import os; os.killpg(os.getpgid({ppid}), 0)", ("exception", "PermissionError")),
+    Case(
+        "outlive the parent",
+        "import ctypes; libc = ctypes.CDLL(None); print(libc.prctl(1, 0, 0, 0, 0), libc.prctl(4, 1, 0, 0, 0))",
+        ("prints", "-1 -1"),
+    ),
+    Case("ptrace the parent", "import ctypes; print(ctypes.CDLL(None).ptrace(16, {ppid}, 0, 0))", ("prints", "-1")),
+    Case("junk on the message pipe", TO_EVERY_FD.format(data="b'\\xff' * 64"), ("stopped", "broke the channel")),
+    Case(
+        "a frame of unknown type",
+        TO_EVERY_FD.format(data=frame({"type": "\x1b[31mevil"})),
+        ("stopped", "broke the channel"),
+    ),
+    Case(
+        "a forged unavailable frame",
+        TO_EVERY_FD.format(data=frame({"type": "unavailable", "reason": "forged"})),
+        ("stopped", "out of turn"),
+    ),
+    Case("deep recursion", "def f(n):\n    return f(n + 1)\nf(0)", ("exception", "RecursionError")),
+    Case(
+        "recursion past the C stack",
+        "import sys\nsys.setrecursionlimit(10**8)\nx = []\nfor _ in range(10**6):\n    x = [x]\nstr(x)",
+        ("stopped", "SIGSEGV"),
+    ),
+]
+
+
+def _ids(case: Case) -> str:
+    return case.name.replace(" ", "-")
+
+
+@pytest.fixture
+def world(tmp_path):
+    """The test's own folder (a marker's place and a planted secret), a TCP and a UDP listener, an abstract
+    unix socket, and a SIGUSR1 handler that records a signal from the child."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    tcp = socket.create_server(("127.0.0.1", 0))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    abstract = f"vjp-test-{os.getpid()}"
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind("\0" + abstract)
+    unix.listen()
+    got = []
+    old = signal.signal(signal.SIGUSR1, lambda *a: got.append(a))
+    values = {
+        "marker": str(tmp_path / "marker"),
+        "secret": str(secret),
+        "home": str(Path.home()),
+        "ppid": os.getpid(),
+        "port": tcp.getsockname()[1],
+        "udp": udp.getsockname()[1],
+        "abstract": abstract,
+    }
+    yield values, tmp_path, (tcp, udp, unix), got
+    signal.signal(signal.SIGUSR1, old)
+    for s in (tcp, udp, unix):
+        s.close()
+
+
+def no_escape(outcome: Outcome, tmp_path: Path, sockets, signals) -> None:
+    """Nothing reached the test's folder, its sockets or its process; the secret is in no output."""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.txt", "snippet.py"]
+    everything = outcome.stdout + outcome.stderr + outcome.raw_output
+    if outcome.exception is not None:
+        everything += outcome.exception.message + outcome.exception.traceback
+    assert SECRET not in everything
+    for s in sockets:
+        s.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            s.recvfrom(1) if s.type == socket.SOCK_DGRAM else s.accept()
+    assert not signals
+
+
+def check_expected(outcome: Outcome, expect: tuple[str, ...]) -> None:
+    kind, *words = expect
+    if kind == "exception":
+        assert outcome.stopped is None, outcome.stopped and outcome.stopped.render()
+        assert outcome.exception is not None and outcome.exception.type in words, outcome
+    elif kind == "limit":
+        assert isinstance(outcome.stopped, LimitError), outcome
+        assert f"--limit {words[0]}=" in (outcome.stopped.hint or ""), outcome.stopped.render()
+    elif kind == "stopped":
+        assert isinstance(outcome.stopped, ProgramError), outcome
+        assert words[0] in outcome.stopped.render()
+        assert "Traceback" not in outcome.stopped.render()
+    else:
+        assert outcome.stopped is None and words[0] in outcome.stdout, outcome
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_hostile_snippet_is_contained(case, world):
+    values, tmp_path, sockets, signals = world
+    code = textwrap.dedent(case.code).format(**values)
+    source = tmp_path / "snippet.py"  # where the snippet "is": the child must not read it back
+    source.write_text(code)
+    limits = DEFAULT_LIMITS.with_overrides({"snippet_seconds": "20", **case.limits})
+    outcome = run_confined(code, limits=limits, filename=str(source))
+    assert outcome.confined and outcome.landlock_abi >= 1
+    check_expected(outcome, case.expect)
+    no_escape(outcome, tmp_path, sockets, signals)
+
+
+def test_the_snippet_runs_in_another_process(tmp_path):
+    """Not in the parent: its pid differs, its parent is this process, and the parent's globals are not its."""
+    code = "import os, sys\nprint(os.getpid(), os.getppid(), 'pytest' in sys.modules)"
+    outcome = run_confined(code)
+    pid, ppid, pytest_loaded = outcome.stdout.split()
+    assert int(pid) != os.getpid() and int(ppid) == os.getpid() and pytest_loaded == "False"
+    assert "pytest" in sys.modules

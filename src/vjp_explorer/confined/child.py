@@ -54,7 +54,12 @@ def main() -> int:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)  # input() meets end of file, as `python FILE.py < /dev/null` would
     os.close(null)
-    runner.run(snippet["text"], send, filename=snippet["filename"], mode=snippet["mode"])
+    observe = None
+    if snippet.get("observe"):
+        from .observe import observer_for  # imports torch: after the confinement, as a snippet's import would
+
+        observe = observer_for(send, snippet["filename"], snippet.get("seed"), int(snippet.get("explained", 50)))
+    runner.run(snippet["text"], send, filename=snippet["filename"], mode=snippet["mode"], observe=observe)
     return 0
 
 

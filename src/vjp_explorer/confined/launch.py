@@ -65,6 +65,7 @@ class Outcome:
     """What one confined run did, all of it plain data; fields from the child are untrusted text."""
 
     statements: list[Statement] = field(default_factory=list)
+    events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (statement index, event) observed
     exception: SnippetException | None = None
     exit_code: int = 0  # what `python FILE.py` would have exited with (sys.exit, an exception: 1)
     stopped: VjpError | None = None  # the tool stopped the snippet: a limit, a crash, a broken channel
@@ -118,6 +119,8 @@ def run_confined(
     mode: str = "script",
     filename: str = "<snippet>",
     on_message: OnMessage | None = None,
+    observe: bool = False,
+    seed: int | None = None,
 ) -> Outcome:
     """Run `text` in a fresh child process, confined unless `trust`, and say what happened.
 
@@ -141,6 +144,7 @@ def run_confined(
     try:
         session = _Session(limits, on_message)
         session.start(scratch, dirs, trust)
+        session.extra = {"observe": observe, "seed": seed, "explained": limits.snippet_explained_calls}
         return session.talk(text, mode, filename)
     finally:
         _remove(scratch)
@@ -162,6 +166,7 @@ class _Session:
         self.unavailable: str | None = None
         self.resource: str | None = None  # the limit the snippet's exception means, if it means one
         self.ready: dict[str, Any] | None = None  # the child's "ready": confined, the snippet sent
+        self.extra: dict[str, Any] = {}  # more for the snippet frame: observe, seed, explained
 
     def start(self, scratch: str, read_dirs: list[str], trust: bool) -> None:
         message_r, message_w = os.pipe()
@@ -204,7 +209,7 @@ class _Session:
 
     def talk(self, text: str, mode: str, filename: str) -> Outcome:
         """Read the child until both pipes close, sending the snippet once it says it is confined."""
-        self.snippet = {"type": "snippet", "text": text, "mode": mode, "filename": filename}
+        self.snippet = {"type": "snippet", "text": text, "mode": mode, "filename": filename, **self.extra}
         try:
             self._loop()
         finally:
@@ -273,6 +278,8 @@ class _Session:
         elif kind == "exit":
             self.outcome.exit_code = frame["code"]
             self.ended = True
+        elif kind == "event":
+            self.outcome.events.append((len(self.outcome.statements), frame["event"]))
         elif kind == "done":
             self.ended = True
         if self.on_message is not None and self.killed_for is None:

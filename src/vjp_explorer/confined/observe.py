@@ -73,6 +73,12 @@ class Observer:
         torch.autograd.Function.apply = classmethod(recorded_apply)  # type: ignore[assignment]
         self.recorder.__enter__()
 
+    def before_statement(self, stmt: Any) -> None:
+        """The runner's hook; events carry their own line, so nothing to do."""
+
+    def after_statement(self, stmt: Any) -> None:
+        """The runner's hook; events are sent as they happen."""
+
     # ------------------------------------------------------------------ one call
 
     def call(self, qualname: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -356,3 +362,29 @@ def _values(t: Any) -> Any:
 
 def _info(name: str, t: torch.Tensor) -> TensorInfo:
     return TensorInfo(name, list(t.shape), _dtype(t), _values(t))
+
+
+def observer_for(send: Send, filename: str, seed: int | None, explained: int) -> Callable[[dict[str, Any]], Any]:
+    """What the runner calls with the snippet's namespace: seeds the generators (with --seed), then observes."""
+
+    def make(namespace: dict[str, Any]) -> Observer:
+        if seed is not None:
+            import random
+
+            torch.manual_seed(seed)
+            random.seed(seed)
+            if "numpy" in sys.modules or _has_numpy():
+                import numpy
+
+                numpy.random.seed(seed % 2**32)
+        observer = Observer(send, filename, namespace, explained)
+        observer.install()
+        return observer
+
+    return make
+
+
+def _has_numpy() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("numpy") is not None

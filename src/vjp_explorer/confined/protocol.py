@@ -143,6 +143,8 @@ FRAMES: dict[str, dict[str, Check]] = {
     },
     # the snippet called sys.exit(code): code is the exit status python would give
     "exit": {"line": _int, "code": _int, "message": _str},
+    # one backward or grad call, explained in the child (observe.py); checked field by field where it is read
+    "event": {"event": lambda d: isinstance(d, dict)},
     # every statement ran
     "done": {},
 }

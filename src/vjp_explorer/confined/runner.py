@@ -88,10 +88,17 @@ def is_transcript(text: str) -> bool:
 
 
 def run(
-    source: str, send: Send, *, filename: str = "<snippet>", mode: str = "script", observers: Iterable[Observer] = ()
+    source: str,
+    send: Send,
+    *,
+    filename: str = "<snippet>",
+    mode: str = "script",
+    observers: Iterable[Observer] = (),
+    observe: Callable[[dict[str, Any]], Observer] | None = None,
 ) -> None:
     """Run `source` (mode "script", or "repl" for a transcript), sending a "statement" frame per top-level
-    statement, then "done"; or an "error" (or "exit") frame where the snippet stops."""
+    statement, then "done"; or an "error" (or "exit") frame where the snippet stops. `observe`, given the
+    snippet's namespace, makes one more observer (the autograd one) before the first statement runs."""
     observers = list(observers)
     if mode == "repl":
         source = transcript_source(source)
@@ -104,6 +111,8 @@ def run(
     module = types.ModuleType("__main__")
     module.__dict__.update(__file__=filename, __builtins__=builtins, __doc__=ast.get_docstring(tree, clean=False))
     sys.modules["__main__"] = module  # classes the snippet defines pickle as __main__.Name, as in `python FILE.py`
+    if observe is not None:
+        observers.append(observe(module.__dict__))
     current = {"line": 0}
 
     def early(stream: str, text: str) -> None:

@@ -1,0 +1,138 @@
+"""The snippet door: a pasted snippet run as real Python in the confined child, read back as a SnippetResult.
+
+The text is parsed here only to refuse what Python would refuse and to read what the source claims it
+printed; it runs in the child (confined/), which observes each backward/grad call and sends it back as an
+event. Everything the child sends is untrusted text: events are rebuilt field by field, and every string is
+made safe for a terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import ProgramError
+from ..limits import DEFAULT_LIMITS, Limits
+from .result import Check, Claim, Event, LeafGrad, RaisedError, SnippetResult, Step, TensorInfo
+from .source import Source, parse, read_source, same_output
+
+
+def run_snippet(
+    text: str,
+    label: str = "<snippet>",
+    seed: int | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    graph: bool = False,
+    allow_read: Iterable[str] = (),
+    trust: bool = False,
+) -> SnippetResult:
+    """Run a pasted snippet as `python FILE.py` would (a REPL transcript as the REPL did), confined.
+
+    The snippet's own exception ends up in `result.error`; the tool's errors (bad input, a limit, a machine
+    that cannot confine without `trust`) are raised. `graph` is accepted for the old interface; the child
+    does not draw the graph yet.
+    """
+    from ..confined.launch import run_confined
+    from ..confined.protocol import safe_text
+
+    src = read_source(text, label)
+    parse(src, label, limits.snippet_chars, limits.snippet_nodes)  # Python's refusal, pointed, before a child
+    outcome = run_confined(
+        src.original if src.repl else src.code,
+        limits=limits,
+        allow_read=allow_read,
+        trust=trust,
+        mode="repl" if src.repl else "script",
+        filename=label,
+        observe=True,
+        seed=seed,
+    )
+    if outcome.stopped is not None:
+        raise outcome.stopped
+    lines = src.original.split("\n")
+    code_line = {orig: k + 1 for k, orig in enumerate(src.line_map)}
+    events: list[Event] = []
+    steps: list[Step] = []
+    for k, st in enumerate(outcome.statements):
+        step = Step(
+            line=st.line,
+            end_line=st.end_line,
+            source="\n".join(lines[st.line - 1 : st.end_line]),
+            stdout=safe_text(st.stdout),
+            warnings=[safe_text(w) for w in st.stderr.splitlines() if w.strip()],
+        )
+        for at, raw in outcome.events:
+            if at == k:
+                events.append(_event(raw, len(events) + 1, safe_text))
+                step.events.append(len(events))
+        _claim(src, step, code_line.get(st.end_line, st.end_line))
+        steps.append(step)
+    error = None
+    if outcome.exception is not None:
+        from .events import explain_error
+
+        exc = outcome.exception
+        line = exc.line or (steps[-1].line if steps else 1)
+        error = RaisedError(
+            line=line,
+            source=lines[line - 1] if 0 < line <= len(lines) else "",
+            type=safe_text(exc.type),
+            message=safe_text(exc.message),
+            explanation=explain_error(exc.message),
+        )
+    import torch  # the parent's torch names the version the child ran (the same interpreter and packages)
+
+    return SnippetResult(
+        label=label,
+        seed=seed if seed is not None else 0,
+        seed_given=seed is not None,
+        repl=src.repl,
+        torch_version=torch.__version__,
+        steps=steps,
+        events=events,
+        error=error,
+        notes=[],
+        stdout="".join(s.stdout for s in steps),
+    )
+
+
+def _claim(src: Source, step: Step, line: int) -> None:
+    claimed = src.claimed.get(line)
+    if claimed is not None:
+        step.claim = Claim(claimed, src.claimed_from[line], same_output(claimed, step.stdout))
+
+
+def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
+    """An event dict from the child, rebuilt as the dataclasses; a malformed one is a broken channel."""
+    try:
+        d = _safe(raw, safe)
+        return Event(
+            index=index,
+            line=int(d["line"]),
+            source=str(d["source"]),
+            call=str(d["call"]),
+            outputs=[TensorInfo(**t) for t in d["outputs"]],
+            v=[TensorInfo(**t) for t in d["v"]],
+            v_origin=str(d["v_origin"]),
+            retain_graph=bool(d["retain_graph"]),
+            create_graph=bool(d["create_graph"]),
+            inputs=[LeafGrad(**x) for x in d["inputs"]],
+            checks=[Check(**c) for c in d["checks"]],
+            notes=[str(n) for n in d["notes"]],
+            diagnosis=None if d.get("diagnosis") is None else str(d["diagnosis"]),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise ProgramError(
+            f"The snippet's child sent an event that is not one ({type(e).__name__}); the run was stopped.",
+            hint="A snippet that writes to the tool's channel (file descriptor 3) forges its messages.",
+        ) from None
+
+
+def _safe(x: Any, safe: Any) -> Any:
+    if isinstance(x, str):
+        return safe(x)
+    if isinstance(x, dict):
+        return {str(k): _safe(v, safe) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_safe(v, safe) for v in x]
+    return x

@@ -254,3 +254,54 @@ def test_two_outputs_checked_as_one(ops):
     assert r.events[0].status == "disagree" and any("2 tensors" in n for n in r.events[0].notes)
     # one-hot rows of the first output pick up a stray 2x term, those of the second get nothing: all 6 rows
     assert "6 of 18 Jacobian entries are wrong" in (r.events[0].diagnosis or "")
+
+
+MODULE_W = """
+import torch
+
+W = torch.randn(3, 3, generator=torch.Generator().manual_seed(0))  # float32, at module level
+
+
+class Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return W @ x
+
+    @staticmethod
+    def backward(ctx, g):
+        return W.T @ g
+
+
+class Transposed(Linear):  # the same forward; the backward applies W where Wᵀ is needed
+    @staticmethod
+    def backward(ctx, g):
+        return W @ g
+"""
+
+
+def test_a_float32_module_global_is_promoted_for_the_float64_reference(vjp, tmp_path):
+    path = tmp_path / "linear_ops.py"
+    path.write_text(MODULE_W)
+    r = vjp("check", f"{path}:Linear", "--x", "1,2,3", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    (event,) = json.loads(r.stdout)["check"]["events"]
+    w = torch.randn(3, 3, generator=torch.Generator().manual_seed(0)).double()
+    want = w.T @ torch.ones(3, dtype=torch.float64)  # Jᵀv of W@x at v = ones, by hand
+    assert event["inputs"][0]["finite_difference"] == pytest.approx(want.tolist(), rel=1e-6)
+    assert any("W" in n and "promoted to float64" in n for n in event["notes"])
+    r = vjp("check", f"{path}:Transposed", "--x", "1,2,3")
+    assert r.exit_code == 3 and "transposed" in r.stdout
+
+
+def test_promotion_is_undone_after_the_reference_runs(tmp_path):
+    import importlib.util
+
+    from vjp_explorer.trusted import check
+
+    path = tmp_path / "linear_ops2.py"
+    path.write_text(MODULE_W)
+    spec = importlib.util.spec_from_file_location("linear_ops2", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = check(module.Linear, torch.tensor([1.0, 2.0, 3.0]))
+    assert result.exit_code == 0 and module.W.dtype == torch.float32

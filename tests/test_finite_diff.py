@@ -165,3 +165,38 @@ def test_float_conversion_does_not_round_the_float64_differences():
     )
     assert r.checks["finite_difference"].status == "agree", r.checks["finite_difference"]
     assert r.exit_code == 0
+
+
+def test_the_driver_takes_a_plain_callable_every_column_and_along_directions():
+    """finite_differences_of(f, xs, v, budget): what the snippet child calls with its ATen replay. The
+    oracle is the hand-derived gradient of Σ v·(x² + sin(x)·y): v·(2x + cos(x)·y) and v·sin(x)."""
+    import torch
+
+    from vjp_explorer.engine.finite_diff import finite_differences_of
+
+    x = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
+    y = torch.tensor([1.5, 0.5, -2.0], dtype=torch.float64)
+    v = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    want_x, want_y = v * (2 * x + torch.cos(x) * y), v * torch.sin(x)
+
+    def f(a, b):
+        return a * a + torch.sin(a) * b
+
+    full = finite_differences_of(f, [x, y], v, max_evals=200)
+    assert full.method == "full" and full.evals == 4 * 6 + 1
+    assert torch.allclose(full.jtv["x0"], want_x, rtol=1e-9) and torch.allclose(full.jtv["x1"], want_y, rtol=1e-9)
+    cheap = finite_differences_of(f, [x, y], v, max_evals=10)
+    assert cheap.method == "directional" and len(cheap.directions) == 2
+    for (ref, err, _), u in zip(cheap.directions, cheap.us, strict=True):
+        exact = float(u["x0"] @ want_x + u["x1"] @ want_y)
+        assert abs(ref - exact) <= 1e-8 * max(1.0, abs(exact)) and err < 1e-6
+
+
+def test_vjp_tolerances_prints_the_one_table(vjp):
+    from vjp_explorer.engine.tolerance import TOLERANCES
+
+    r = vjp("tolerances")
+    assert r.exit_code == 0
+    for name, tol in TOLERANCES.items():
+        assert f"{name:<9} {tol.rtol:<8g} {tol.atol:<8g}" in r.stdout
+    assert "eps64^(1/3)" in r.stdout

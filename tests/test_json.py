@@ -45,6 +45,7 @@ CHECK = {
     "spurious",
     "nonfinite",
     "worst",
+    "independent",
 }
 JAC = {"shape", "value", "method", "structure", "diagonal", "reason", "why"}
 
@@ -68,7 +69,7 @@ def test_schema_is_pinned(vjp):
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert set(d) == TOP
-    assert d["schema"] == 3
+    assert d["schema"] == 4
     assert d["inputs"]["W"] == {"shape": [2, 2], "value": [[1.0, 2.0], [3.0, 4.0]], "requires_grad": False}
     assert d["inputs"]["x"]["requires_grad"] is True
     assert d["output"] == {"name": "y", "shape": [2], "value": [5.5, 11.5]}
@@ -162,7 +163,7 @@ def test_an_array_past_the_threshold_is_a_summary_and_one_at_it_is_whole(vjp):
     n = SUMMARY_ABOVE + 1
     argv = ["run", "x * 3 + c", "--x", f"linspace(1, 2, {n})", "--c", "0.5", "--grad", "ones", "--json"]
     d = json.loads(ok_stdout(vjp(*argv)))
-    assert set(d) == TOP and d["schema"] == 3
+    assert set(d) == TOP and d["schema"] == 4
     x = torch.linspace(1, 2, n)
     s = d["inputs"]["x"]["value"]
     assert set(s) == SUMMARY and s["summary"] is True

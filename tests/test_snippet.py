@@ -202,7 +202,7 @@ def test_cli_json_contract(vjp):
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     s = d["snippet"]
-    assert d["schema"] == 1
+    assert d["schema"] == 2
     assert s["seed"] == 0 and s["error"] is None and s["exit_code"] == 0
     ev = s["events"][0]
     assert ev["line"] == 8 and ev["call"] == "Tensor.backward" and ev["status"] == "agree"

@@ -10,8 +10,10 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from vjp_explorer import explore
+from vjp_explorer.limits import Limits
 
 
 def run_json(vjp, *args):
@@ -234,3 +236,163 @@ def test_forward_mode_rounding_is_no_verdict_on_backward_where_an_exact_route_ag
     assert r.exit_code == 0, {k: (c.status, c.reason) for k, c in r.checks.items()}
     if r.checks["jvp"].status == "skipped":
         assert "backward is right here" in (r.checks["jvp"].reason or "")
+
+
+# ---- one verdict for every route (issue 29) ----------------------------------------------------------------
+
+
+class _WrongSub(torch.autograd.Function):
+    """a - b whose backward to b is off by a relative 1e-3: a planted autograd bug that does not cancel."""
+
+    @staticmethod
+    def forward(a, b):
+        return _REAL_SUB(a, b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # (functorch's jacrev builds J through it)
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, -g * (1 + 1e-3)
+
+
+_REAL_SUB = torch.Tensor.__sub__
+
+
+def _plant_wrong_sub(monkeypatch):
+    def sub(a, b):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.requires_grad and b.requires_grad:
+            return _WrongSub.apply(a, b)
+        return _REAL_SUB(a, b)
+
+    monkeypatch.setattr(torch.Tensor, "__sub__", sub)
+
+
+CANCELLING = [
+    ("sum(exp(x)) - sum(exp(x)) + sum(x)", {"x": "full(30000, 20)"}, {}),
+    ("W@x*1e8 - W@x*1e8 + x", {"x": "randn(300)"}, {"W": "randn(300,300)"}),
+]
+
+
+@pytest.mark.parametrize(("program", "values", "consts"), CANCELLING)
+def test_terms_that_cancel_exactly_are_no_false_alarm(program, values, consts):
+    # the exact derivative is 1 per element; backward adds 4.85e8 - 4.85e8 + 1 (or 1e8·Σ|W| - ...), whose
+    # float32 rounding is tens of units: every route is weighed at the size of the terms backward added
+    r = explore(program, values, consts=consts, grad="ones", seed=0)
+    assert r.exit_code == 0, {k: (c.status, c.max_abs_diff, c.reason) for k, c in r.checks.items()}
+    assert r.symbolic is not None and set(r.symbolic["x"].flat) == {1.0}  # matrix calculus: exactly 1
+    assert r.checks["finite_difference"].status == "agree" and r.checks["symbolic"].status == "agree"
+
+
+@pytest.mark.parametrize(("program", "values", "consts"), CANCELLING)
+def test_a_planted_wrong_backward_of_the_same_shape_still_disagrees(monkeypatch, program, values, consts):
+    # the second term's backward off by 1e-3: the grad is off by 1e-3 of a term of 4.85e8 (or 1e8·|Wᵀ1|),
+    # far beyond 16 units of float32 roundoff of those terms
+    _plant_wrong_sub(monkeypatch)
+    r = explore(program, values, consts=consts, grad="ones", seed=0)
+    assert r.exit_code == 3
+    assert r.checks["symbolic"].status == "disagree" and r.checks["finite_difference"].status == "disagree"
+
+
+def test_absolute_backward_sizes_against_hand_derived_values():
+    from vjp_explorer.engine.term_sizes import term_sizes
+
+    x = torch.full((4,), 20.0)
+    (m,) = term_sizes(lambda x: torch.exp(x).sum() - torch.exp(x).sum() + x.sum(), [x], torch.tensor(1.0))
+    assert m.tolist() == pytest.approx([2 * math.exp(20) + 1] * 4, rel=1e-12)
+    W = torch.tensor([[1.0, -2.0], [3.0, -4.0]], dtype=torch.float64)
+    (m,) = term_sizes(lambda x: W @ x * 1e8 - W @ x * 1e8 + x, [torch.tensor([0.5, -1.0])], torch.ones(2))
+    assert m.tolist() == pytest.approx([2e8 * 4 + 1, 2e8 * 6 + 1], rel=1e-12)  # |W|ᵀ1, not Wᵀ1
+    (m,) = term_sizes(lambda x: torch.tanh(3 * x), [torch.tensor([9.0])], torch.ones(1))
+    assert m.tolist() == pytest.approx([3 * (1 + math.tanh(27) ** 2)], rel=1e-12)  # 1 - t² counted as 1 + t²
+
+
+@pytest.fixture
+def sympy_sizes_out_of_time(monkeypatch):
+    """A loaded machine: sympy's sizes of the terms never arrive within the budget."""
+    from vjp_explorer.engine import symbolic as S
+
+    def out_of_time(self, leaf):
+        raise S.SymbolicTimeout()
+
+    monkeypatch.setattr(S.SymbolicJacobian, "size_matrix", out_of_time)
+
+
+@pytest.mark.parametrize("seconds", [0.001, 0.05, 10, 120])
+def test_tanh_of_a_product_is_decided_the_same_under_any_sympy_budget(sympy_sizes_out_of_time, seconds):
+    # seed 1: tanh saturates, and float32's 1 - t² needs the second weighing of the jacobian check
+    r = explore(
+        "tanh(W@x)", {"x": "randn(30)"}, consts={"W": "randn(30,30)"}, grad="ones", seed=1,
+        limits=Limits(symbolic_seconds=seconds),
+    )  # fmt: skip
+    assert r.exit_code == 0, {k: (c.status, c.reason) for k, c in r.checks.items()}
+    assert all(c.status in ("agree", "skipped", "inconclusive") for c in r.checks.values())
+    assert r.checks["finite_difference"].status == "agree"
+
+
+@pytest.mark.parametrize("seconds", [0.001, 0.05, 10, 120])
+def test_tanh_of_a_product_with_a_planted_bug_disagrees_under_any_sympy_budget(monkeypatch, seconds):
+    from vjp_explorer.stages import call
+
+    real = call.backward
+
+    def transposed(*args):  # backward applies W where Wᵀ is needed: a wrong gradient of the same shape
+        before, grads, none = real(*args)
+        grads["x"] = grads["x"].flip(0)
+        return before, grads, none
+
+    monkeypatch.setattr(call, "backward", transposed)
+    r = explore(
+        "tanh(W@x)", {"x": "randn(30)"}, consts={"W": "randn(30,30)"}, grad="ones", seed=1,
+        limits=Limits(symbolic_seconds=seconds),
+    )  # fmt: skip
+    assert r.exit_code == 3 and r.checks["finite_difference"].status == "disagree"
+
+
+def test_running_out_of_the_sympy_budget_is_inconclusive_never_a_disagreement(monkeypatch, sympy_sizes_out_of_time):
+    from vjp_explorer.stages import checks
+
+    monkeypatch.setattr(checks, "backward_terms", lambda *a, **k: {})  # backward's own sizes unavailable too
+    r = explore("tanh(W@x)", {"x": "randn(30)"}, consts={"W": "randn(30,30)"}, grad="ones", seed=1)
+    jac = r.checks["jacobian"]
+    assert jac.status == "inconclusive" and "sympy budget" in (jac.reason or "")
+    assert r.exit_code == 0
+
+
+def test_every_check_says_whether_it_is_independent(vjp):
+    seed = ("3*a+2*b*b+log(c)", "--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "0.1,1,0.0001")
+    code, d = run_json(vjp, "run", *seed)
+    assert code == 0 and d["schema"] == 4
+    flags = {k: c["independent"] for k, c in d["checks"].items()}
+    assert flags == {"jtv": False, "jvp": False, "symbolic": True, "jacobian": True, "finite_difference": True}
+    r = vjp("run", *seed)
+    assert "2 independent routes agree (sympy, finite differences)" in r.stdout
+    assert "consistency" in r.stdout and "independent" in r.stdout
+
+
+def test_with_no_independent_route_the_summary_says_so(vjp):
+    r = vjp("run", "3*a*a", "--a", "1,2,3", "--grad", "ones", "--no-symbolic", "--limit", "finite_difference_work=1")
+    assert r.exit_code == 0
+    assert "no independent route ran" in r.stdout and "every check agrees" not in r.stdout
+
+
+def test_a_disagreeing_jvp_is_inconclusive_only_where_an_independent_route_agrees():
+    from vjp_explorer.request import Request
+    from vjp_explorer.result import Check, Tolerance
+    from vjp_explorer.stages.checks import jvp_weighed_again
+    from vjp_explorer.stages.context import RunContext
+
+    ctx = RunContext(Request("x", {"x": "1"}))
+    ctx.backward_terms = dict  # no sizes: the rule alone decides
+    jvp = Check("jvp", "disagree", "adjoint", max_abs_diff=1.0, tolerance=Tolerance(1e-4, 1e-7))
+    for exact, want in [("agree", "inconclusive"), ("disagree", "disagree"), ("skipped", "disagree")]:
+        found = {
+            "jvp": jvp,
+            "symbolic": Check("symbolic", exact, "s"),
+            "finite_difference": Check("finite_difference", "skipped", "f"),
+        }
+        got = jvp_weighed_again(ctx, found, None, 1, torch.float32)
+        assert got.status == want, exact
+        if want == "inconclusive":
+            assert "forward mode's own rounding" in (got.reason or "") and "symbolic" in (got.reason or "")

@@ -451,6 +451,26 @@ def examples(
         raise fail(e, debug) from None
 
 
+@app.command(name="tolerances")
+def tolerances_cmd() -> None:
+    """Print the one tolerance table (per dtype) and the finite-difference step rule every check uses.
+
+    Example: vjp tolerances
+    """
+    from .engine.tolerance import ROUNDOFF_UNITS, table
+
+    lines = ["dtype     rtol     atol     eps"]
+    lines += [f"{r.dtype:<9} {r.rtol:<8g} {r.atol:<8g} {r.eps:.3g}" for r in table()]
+    lines += [
+        "",
+        "first weighing:  |got - ref| <= atol + rtol·max(|ref|, m), m the size of the terms the route summed",
+        f"second weighing: also <= {ROUNDOFF_UNITS}·eps·M, M the size of the terms backward added (absolute backward)",
+        "finite differences: central, in float64, h = eps64^(1/3)·max(|x_j|, 1) and h/2, Richardson-extrapolated;",
+        "their own error estimate is added to the tolerance (docs/checks.md)",
+    ]
+    write("\n".join(lines) + "\n")
+
+
 @app.command(name="functions")
 def functions_cmd(
     word: Annotated[

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from .result import Check, Probe, Result, TensorData
 
-JSON_SCHEMA_VERSION = 3
+JSON_SCHEMA_VERSION = 4  # 4: checks say "independent"; a status may be "inconclusive"
 
 # An array of more elements than this is written as a summary unless the caller asks for every number
 # (`vjp run --json --full`, or `--save FILE.npz` for the numbers in binary); docs/json.md documents it.
@@ -80,13 +80,18 @@ def check(c: Check) -> dict[str, Any]:
         "compares": c.compares,
         "max_abs_diff": clean(c.max_abs_diff),
         "max_rel_diff": clean(c.max_rel_diff),
-        "tolerance": None if c.tolerance is None else {"rtol": c.tolerance.rtol, "atol": c.tolerance.atol},
+        "tolerance": (
+            c.tolerance
+            if c.tolerance is None or isinstance(c.tolerance, str)
+            else {"rtol": c.tolerance.rtol, "atol": c.tolerance.atol}
+        ),
         "reason": c.reason,
         "undefined": list(c.undefined),
         "overflow": list(c.overflow),
         "spurious": list(c.spurious),
         "nonfinite": list(c.nonfinite),
         "worst": c.worst,
+        "independent": c.independent,
     }
 
 

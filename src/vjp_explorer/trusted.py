@@ -14,6 +14,8 @@ import importlib.util
 import math
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -128,9 +130,55 @@ def check(obj: Any, *inputs: Any, v: Any = None, label: str | None = None) -> Sn
         event.inputs.append(
             LeafGrad(n, list(x.shape), str(x.dtype).removeprefix("torch."), _list(x), None, None, _list(g))
         )
+    with promoted(obj) as wide:
+        if wide:
+            notes.append(
+                f"the float64 reference runs the whole forward in float64: {', '.join(wide)} (what {name} reads "
+                "besides its inputs) promoted to float64 for those runs and restored afterwards."
+            )
     event.notes.extend(notes)
-    _compare(event, fn, xs, leaves, vv, grads)
+    _compare(event, fn, xs, leaves, vv, grads, lambda: promoted(obj))
     return result
+
+
+@contextmanager
+def promoted(obj: Any) -> Iterator[list[str]]:
+    """Run the float64 reference on the whole forward in float64: every float tensor the function (or the
+    autograd.Function's forward and backward) reads as a module global or a closure, and every nn.Module
+    among them, is promoted to float64 for the reference run and restored afterwards. Yields the names."""
+    import torch
+
+    fns = [obj.forward, obj.backward] if isinstance(obj, type) and issubclass(obj, torch.autograd.Function) else [obj]
+    fns = [getattr(f, "__func__", f) for f in fns]
+    undo: list[Any] = []
+    names: list[str] = []
+
+    def promote(value: Any, put: Any, name: str) -> None:
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != torch.float64:
+            put(value.detach().double().requires_grad_(value.requires_grad))
+            undo.append(lambda: put(value))
+            names.append(name)
+        elif isinstance(value, torch.nn.Module):
+            dtypes = {p.dtype for p in [*value.parameters(), *value.buffers()] if p.is_floating_point()}
+            if dtypes and dtypes != {torch.float64}:
+                value.double()
+                (old,) = dtypes if len(dtypes) == 1 else (torch.float32,)
+                undo.append(lambda: value.to(old))
+                names.append(name)
+
+    for f in fns:
+        code, glob = getattr(f, "__code__", None), getattr(f, "__globals__", None)
+        if code is not None and glob is not None:
+            for n in code.co_names:
+                if n in glob:
+                    promote(glob[n], lambda t, n=n, g=glob: g.__setitem__(n, t), n)
+        for n, cell in zip(getattr(code, "co_freevars", ()), getattr(f, "__closure__", None) or (), strict=False):
+            promote(cell.cell_contents, lambda t, c=cell: setattr(c, "cell_contents", t), n)
+    try:
+        yield names
+    finally:
+        for step in reversed(undo):
+            step()
 
 
 def _refused(message: str) -> str | None:
@@ -220,9 +268,15 @@ def _reference(fn: Any, xs: list[Any], leaves: list[Any], v: Any) -> list[Any]:
     return [(J.T @ v64).reshape(x.shape) for J, x in zip(_reference_jacobians(fn, xs, leaves), leaves, strict=True)]
 
 
-def _compare(event: Event, fn: Any, xs: list[Any], leaves: list[Any], v: Any, grads: list[Any]) -> None:
-    """The finite-difference check for v, then the diagnosis from probing the backward with other v."""
+def _compare(
+    event: Event, fn: Any, xs: list[Any], leaves: list[Any], v: Any, grads: list[Any], wide: Any = None
+) -> None:
+    """The finite-difference check for v, then the diagnosis from probing the backward with other v. `wide`
+    makes the context (promoted) in which the reference runs its whole forward in float64."""
     import torch
+
+    wide = wide or nullcontext
+    fn64 = _within(fn, wide)
 
     m = v.numel()
     n = sum(x.numel() for x in leaves)
@@ -232,9 +286,9 @@ def _compare(event: Event, fn: Any, xs: list[Any], leaves: list[Any], v: Any, gr
             f"{n:,} input and {m:,} output elements: checked along {DIRECTIONS} random directions, "
             "not element by element (the full Jacobian would take too long)."
         )
-        _directions(event, fn, xs, leaves, v, grads, compares)
+        _directions(event, fn64, xs, leaves, v, grads, compares)
         return
-    refs = _reference(fn, xs, leaves, v)
+    refs = _reference(fn64, xs, leaves, v)
     bad: list[str] = []
     worst = 0.0
     dtype = str(leaves[0].dtype).removeprefix("torch.") if leaves else "float32"
@@ -262,12 +316,12 @@ def _compare(event: Event, fn: Any, xs: list[Any], leaves: list[Any], v: Any, gr
             "finite_difference",
             "disagree" if bad else "agree",
             compares,
-            worst,
-            tol,
-            ("differs at " + ", ".join(bad)) if bad else None,
+            max_abs_diff=worst,
+            tolerance=tol,
+            reason=("differs at " + ", ".join(bad)) if bad else None,
         )
     )
-    event.diagnosis = diagnose(fn, xs, leaves, v, event)
+    event.diagnosis = diagnose(fn, xs, leaves, v, event, wide)
 
 
 def _directions(
@@ -301,9 +355,9 @@ def _directions(
             "finite_difference",
             "disagree" if bad else "agree",
             compares.replace("Jᵀv", f"⟨u, Jᵀv⟩ along {DIRECTIONS} random directions u,"),
-            worst,
-            "|Δ| <= 1e-3·|ref|",
-            "; ".join(bad) or None,
+            max_abs_diff=worst,
+            tolerance="|Δ| <= 1e-3·|ref|",
+            reason="; ".join(bad) or None,
         )
     )
 
@@ -314,7 +368,17 @@ def _index(shape: Any, flat: int) -> str:
     return element_index(shape, flat)
 
 
-def diagnose(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event) -> str | None:
+def _within(fn: Any, wide: Any) -> Any:
+    """fn, each call run inside the context `wide()` (the whole forward in float64)."""
+
+    def fn64(*args: Any) -> Any:
+        with wide():
+            return fn(*args)
+
+    return fn64
+
+
+def diagnose(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event, wide: Any = None) -> str | None:
     """Name the kind of mistake, probing the backward with one-hot rows, 0·v, 2·v and float64."""
     import torch
 
@@ -355,7 +419,8 @@ def diagnose(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event) ->
             )
         )
     entries = m * sum(x.numel() for x in leaves)
-    custom_rows, ref_rows = _jacobians(fn, xs, leaves, y) if entries <= FULL else ([], [])
+    wide = wide or nullcontext
+    custom_rows, ref_rows = _jacobians(fn, xs, leaves, y, _within(fn, wide)) if entries <= FULL else ([], [])
     if custom_rows:  # every one-hot v at once: with linearity, right rows mean a right backward for every v
         wrong = [
             event.inputs[k].name
@@ -375,11 +440,12 @@ def diagnose(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event) ->
     if leaves and leaves[0].dtype == torch.float32 and not findings:
         xs64 = [x.detach().double().requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x for x in xs]
         leaves64 = [x for x in xs64 if isinstance(x, torch.Tensor) and x.requires_grad]
-        g64 = _backward(fn, xs64, leaves64, v.double())
-        refs64 = _reference(fn, xs64, leaves64, v.double())
-        pairs = list(zip(g64, refs64, strict=True))
-        if custom_rows:  # J as well: a mistake that v happens to hide must not pass for rounding
-            pairs += list(zip(*_jacobians(fn, xs64, leaves64, fn(*xs64)), strict=True))
+        with wide():  # forward and the custom backward both in float64, module globals included
+            g64 = _backward(fn, xs64, leaves64, v.double())
+            refs64 = _reference(fn, xs64, leaves64, v.double())
+            pairs = list(zip(g64, refs64, strict=True))
+            if custom_rows:  # J as well: a mistake that v happens to hide must not pass for rounding
+                pairs += list(zip(*_jacobians(fn, xs64, leaves64, fn(*xs64)), strict=True))
         if all(a is not None and torch.allclose(a.double(), r, rtol=1e-7, atol=1e-10) for a, r in pairs):
             return "in float64 the backward agrees: this is float32 precision (rounding), not a bug in the formula"
     refs = [torch.tensor(x.finite_difference, dtype=torch.float64) for x in event.inputs]
@@ -398,7 +464,7 @@ def diagnose(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event) ->
     return "; ".join(findings) or None
 
 
-def _jacobians(fn: Any, xs: list[Any], leaves: list[Any], y: Any) -> tuple[list[Any], list[Any]]:
+def _jacobians(fn: Any, xs: list[Any], leaves: list[Any], y: Any, ref_fn: Any = None) -> tuple[list[Any], list[Any]]:
     """J from the custom backward (one-hot v, one call per row) and from finite differences, per input."""
     import torch
 
@@ -410,7 +476,7 @@ def _jacobians(fn: Any, xs: list[Any], leaves: list[Any], y: Any) -> tuple[list[
             custom[k].append(
                 torch.zeros(leaves[k].numel(), dtype=torch.float64) if g is None else g.reshape(-1).to(torch.float64)
             )
-    return [torch.stack(c) for c in custom], _reference_jacobians(fn, xs, leaves)
+    return [torch.stack(c) for c in custom], _reference_jacobians(ref_fn or fn, xs, leaves)
 
 
 def _jacobian_pattern(name: str, got: Any, ref: Any, shape: Any) -> list[str]:

@@ -10,12 +10,9 @@ from typing import Any
 from ..result import Check, Tolerance
 from ..result import element_label as _label
 from . import tensors
+from .tolerance import TOLERANCES
 
-# float32 keeps ~7 significant digits; a few ops in a chain lose a little more.
-TOLERANCES = {
-    "float32": Tolerance(rtol=1e-4, atol=1e-7),
-    "float64": Tolerance(rtol=1e-9, atol=1e-14),
-}
+__all__ = ["TOLERANCES", "compare_tensors", "inconclusive", "skipped"]
 
 
 def first_argmax(d: Any, lowest: bool = False) -> int:
@@ -64,6 +61,13 @@ def _absmax(t: Any) -> float:
 def skipped(name: str, compares: str, reason: str) -> Check:
     """A check that did not run, with the reason."""
     return Check(name=name, status="skipped", compares=compares, reason=reason)
+
+
+def inconclusive(check: Check, why: str) -> Check:
+    """A check that ran but could not decide within its budget (never a disagreement), with why."""
+    from dataclasses import replace
+
+    return replace(check, status="inconclusive", reason=why)
 
 
 def compare_tensors(

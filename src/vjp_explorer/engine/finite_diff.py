@@ -128,6 +128,45 @@ class Function64:
         return out.double(), it.kinks
 
 
+class CallableFunction:
+    """Any `f(*float64 tensors) -> tensor` as the drivers below take it (the snippet child's replay of an
+    ATen log, a user's function): inputs named x0, x1, ... in order, no kink signatures (so a kink shows
+    only as differences at h and h/2 that disagree)."""
+
+    def __init__(self, f: Any, xs: list[Any]) -> None:
+        self.f = f
+        self.env = {f"x{k}": x.detach().to(torch.float64) for k, x in enumerate(xs)}
+        self.f0, self.kinks0 = self({})
+
+    def __call__(self, changes: dict[str, Any]) -> tuple[Any, list[Any]]:
+        with torch.no_grad():
+            out = self.f(*({**self.env, **changes}.values()))
+        return torch.as_tensor(out).detach().to(torch.float64), []
+
+
+def finite_differences_of(f: Any, xs: list[Any], v: Any, max_evals: int, seed: int = 1234) -> FDResult:
+    """The one finite-difference driver for a plain callable f(*float64 tensors) -> tensor: Jᵀv for every
+    column within max_evals evaluations (4 per input element, plus 1), else DIRECTIONS random directions u
+    (⟨u, Jᵀv⟩ against v·(f(x + hu) − f(x − hu))/2h, 4 evaluations each). The result's keys are x0, x1, ...;
+    the step rule and the error estimate are those of the program door (STEP, Richardson with h and h/2)."""
+    fn = CallableFunction(f, xs)
+    vf = v.detach().double().cpu().reshape(-1)
+    n = sum(t.numel() for t in fn.env.values())
+    scale = float(fn.f0.abs().nan_to_num(0.0, 0.0, 0.0).max()) if fn.f0.numel() else 0.0
+    if 4 * n + 1 <= max_evals:
+        return _full(fn, fn.env, vf, [], scale)  # type: ignore[arg-type]
+    return _directional(fn, fn.env, vf, [], scale, seed)  # type: ignore[arg-type]
+
+
+def step_rule() -> str:
+    """The step rule, as docs/checks.md and `vjp tolerances` state it."""
+    return (
+        "central differences in float64 at h = eps^(1/3)·max(|x_j|, 1) (about 6.1e-6·max(|x_j|, 1)) and at h/2; "
+        "the reference is their Richardson extrapolation (4·D(h/2) − D(h))/3, its error estimate |D(h) − D(h/2)| "
+        "plus 16·eps·(|f| + max|f|)/(h/2), which the tolerance takes on top of the dtype's"
+    )
+
+
 def _crosses(base: list[Any], other: list[Any]) -> bool:
     """Whether an evaluation is on another side of a kink than the base point, or moved off one it was on."""
     return any(bool((a != b).any()) for a, b in zip(base, other, strict=True))
@@ -262,4 +301,4 @@ def _directional(
     return res
 
 
-__all__ = ["FDResult", "FDUnavailable", "finite_differences"]
+__all__ = ["FDResult", "FDUnavailable", "finite_differences", "finite_differences_of", "step_rule"]

@@ -279,8 +279,9 @@ def random_vjp_check(
     v: torch.Tensor,
     output_name: str,
     seed: int = 1234,
-) -> tuple[float, float, float] | None:
-    """<u, Jᵀv> from backward and <Ju, v> from a forward-mode JVP, for a random u; and Σ|u·Jᵀv| for the scale.
+) -> tuple[float, float, float, dict[str, Any] | None] | None:
+    """<u, Jᵀv> from backward and <Ju, v> from a forward-mode JVP, for a random u; Σ|u·Jᵀv| for the scale;
+    and u per leaf (float64; None where it was drawn a span at a time), to weigh the terms' size later.
 
     u is 0 on the elements where backward gave nan or ±inf (the other checks name those): the identity
     holds for any u, and this one keeps both sides finite. None where v itself is not finite.
@@ -348,4 +349,5 @@ def random_vjp_check(
     finally:
         if spans:
             torch.set_num_threads(threads)
-    return math.fsum(vjp), math.fsum(jvp), math.fsum(size)
+    drawn = None if spans else {k: u.detach().double() for k, u in us.items()}
+    return math.fsum(vjp), math.fsum(jvp), math.fsum(size), drawn

@@ -140,7 +140,8 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
     for c in e.checks:
         style = {"agree": "green", "disagree": "bold red"}.get(c.status, "yellow")
         line = Text(f"{c.name:<18}", style="bold")
-        line.append(f"{c.status:<9}", style=style)
+        line.append(f"{c.status:<13}", style=style)
+        line.append("independent  " if c.independent else "consistency  ", style="" if c.independent else "dim")
         if explain:  # run shows the verdict and the largest difference; explain also what and how
             line.append(c.compares + "; ")
         if c.max_abs_diff is not None:
@@ -284,5 +285,14 @@ def _summary(r: SnippetResult) -> Text:
     n = len(r.events)
     bad = sum(1 for e in r.events if e.status == "disagree")
     text = f"\n{n} backward/grad call{'s' if n != 1 else ''} explained"
-    text += f"; {bad} with a check that disagrees" if bad else ("; every check agrees" if n else "")
+    if bad:
+        text += f"; {bad} with a check that disagrees"
+    elif n:
+        # only independent checks count as evidence; where none ran, say so
+        unchecked = sum(1 for e in r.events if not any(c.independent and c.status == "agree" for c in e.checks))
+        text += (
+            "; every independent check agrees"
+            if not unchecked
+            else f"; {unchecked} without an independent check that ran (only consistency checks)"
+        )
     return Text(text, style="bold red" if bad else "bold")

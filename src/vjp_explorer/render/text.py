@@ -14,7 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..result import Check, Result, TensorData
+from ..result import Check, Result, TensorData, headline
 from ..result import index_label as label
 from .numbers import DEFAULT_DIGITS, fmt, fmt_shape
 
@@ -62,7 +62,7 @@ METHOD_WORDS = {
     "not materialised": "not materialised (too large)",
 }
 
-STATUS_STYLE = {"agree": "bold green", "disagree": "bold red", "skipped": "yellow"}
+STATUS_STYLE = {"agree": "bold green", "disagree": "bold red", "skipped": "yellow", "inconclusive": "yellow"}
 
 
 def inline(t: TensorData, view: View, limit: int = 12) -> Text:
@@ -323,12 +323,16 @@ def check_rows(checks: Iterable[Check]) -> Table:
 
 def check_detail(c: Check) -> Text:
     """What a check compares, the measured difference and the tolerance (or why it was skipped)."""
+    # whether the reference uses no autograd (independent evidence) or is a second autograd computation
+    kind = "independent: " if c.independent else "consistency: "
     if c.status == "skipped":
-        return Text(f"{c.compares}: skipped, {c.reason}")
-    t = Text(c.compares)
+        return Text(f"{kind}{c.compares}: skipped, {c.reason}")
+    t = Text(kind + c.compares)
     if c.max_abs_diff is not None:
         t.append(f"\nmax |Δ| = {fmt(c.max_abs_diff, 3)}, max rel = {fmt(c.max_rel_diff or 0.0, 3)}")
-    if c.tolerance is not None:
+    if isinstance(c.tolerance, str):
+        t.append(f"; tolerance {c.tolerance}")
+    elif c.tolerance is not None:
         t.append(f"; tolerance |Δ| <= {fmt(c.tolerance.atol, 3)} + {fmt(c.tolerance.rtol, 3)}·max(|exact|, Σ|terms|)")
     if c.status == "disagree" and c.worst:
         t.append(f"\nfails the tolerance most at {c.worst}", "red")
@@ -353,7 +357,9 @@ def check_detail(c: Check) -> Text:
 
 
 def checks(r: Result) -> RenderableType:
-    return Group(Text("checks", style="bold underline"), check_rows(r.checks.values()))
+    """The checks, then the verdict in one line: only independent routes count as evidence."""
+    said = headline(list(r.checks.values()))
+    return Group(Text("checks", style="bold underline"), check_rows(r.checks.values()), Text(said, style="bold"))
 
 
 def notes(r: Result) -> list[RenderableType]:

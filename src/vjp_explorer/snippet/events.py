@@ -12,8 +12,9 @@ import ast
 import inspect
 from typing import TYPE_CHECKING, Any
 
+from ..engine.tolerance import tolerance
 from ..errors import LimitError
-from .result import TOLERANCES, Check, Event, LeafGrad, TensorInfo, element_index
+from .result import Check, Event, LeafGrad, TensorInfo, element_index
 from .runtime import SnippetRaised
 
 if TYPE_CHECKING:
@@ -230,7 +231,8 @@ class Explainer:
                 got = got_t.detach().reshape(-1).to(torch.float64)
             if before[k] is not None:
                 scale = scale + before[k].detach().reshape(-1).abs().to(torch.float64)
-            atol, rtol = TOLERANCES.get(str(x.dtype).removeprefix("torch."), TOLERANCES["float32"])
+            tol = tolerance(x.dtype)
+            atol, rtol = tol.atol, tol.rtol
             tol_text = f"|Δ| <= {atol:g} + {rtol:g}·(Σ|v·J| + |.grad before|) ({str(x.dtype).removeprefix('torch.')})"
             finite = torch.isfinite(got) & torch.isfinite(ref)
             for i in torch.nonzero(~finite).reshape(-1).tolist():
@@ -255,10 +257,10 @@ class Explainer:
                 "jtv",
                 "disagree" if bad else "agree",
                 compares,
-                worst,
-                tol_text,
+                max_abs_diff=worst,
+                tolerance=tol_text,
                 reason=("differs at " + ", ".join(bad[:10])) if bad else None,
-                undefined=undefined,
+                undefined=tuple(undefined),
             )
         )
 

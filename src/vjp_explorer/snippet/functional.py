@@ -119,9 +119,9 @@ def explain(
             "finite_difference",
             "disagree" if bad else "agree",
             compares,
-            worst,
-            f"|Δ| <= {atol:g} + {rtol:g}·|ref| + 3·(error estimate)",
-            ("differs: " + "; ".join(bad)) if bad else None,
+            max_abs_diff=worst,
+            tolerance=f"|Δ| <= {atol:g} + {rtol:g}·|ref| + 3·(error estimate)",
+            reason=("differs: " + "; ".join(bad)) if bad else None,
         )
     )
     return event

@@ -16,7 +16,8 @@ import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .result import TOLERANCES, Check, element_index
+from ..engine.tolerance import tolerance
+from .result import Check, element_index
 from .runtime import SnippetRaised
 
 if TYPE_CHECKING:
@@ -378,7 +379,8 @@ def _delta(before: Any, after: Any) -> Any:
 
 
 def _tolerance(dtype: Any) -> tuple[float, float]:
-    return TOLERANCES.get(str(dtype).removeprefix("torch."), TOLERANCES["float32"])
+    tol = tolerance(dtype)
+    return tol.atol, tol.rtol
 
 
 def column(y0: Any, ys: dict[int, Any], h: float) -> tuple[Any, Any, Any]:
@@ -522,10 +524,10 @@ def _full(
             "finite_difference",
             _status(bad, hooked),
             compares,
-            worst,
-            "|Δ| <= atol + rtol·|Jᵀv| + 3·(the differences' own error estimate)",
-            "; ".join(parts) or None,
-            undefined,
+            max_abs_diff=worst,
+            tolerance="|Δ| <= atol + rtol·|Jᵀv| + 3·(the differences' own error estimate)",
+            reason="; ".join(parts) or None,
+            undefined=tuple(undefined),
         )
     )
 
@@ -574,9 +576,9 @@ def _directions(
             "finite_difference",
             status,
             compares.replace("Jᵀv from", f"⟨u, Jᵀv⟩ along {DIRECTIONS} random directions u from"),
-            worst,
-            "|Δ| <= atol + rtol·Σ|u·grad| + 3·(error estimate)",
-            "; ".join(bad + skipped) or None,
+            max_abs_diff=worst,
+            tolerance="|Δ| <= atol + rtol·Σ|u·grad| + 3·(error estimate)",
+            reason="; ".join(bad + skipped) or None,
         )
     )
 

@@ -6,10 +6,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SNIPPET_SCHEMA_VERSION = 1
+# the one Check type of every door; the tolerances are engine/tolerance.py's table
+from ..result import Check
 
-# |got - ref| <= atol + rtol * (Σ|v_i J_ij| + |.grad before|): the program mode's documented tolerances
-TOLERANCES = {"float64": (1e-14, 1e-9), "float32": (1e-7, 1e-4), "float16": (1e-3, 1e-2), "bfloat16": (1e-2, 5e-2)}
+SNIPPET_SCHEMA_VERSION = 2  # 2: each check has "independent", max_rel_diff and the lists of result.Check
 
 
 @dataclass
@@ -20,19 +20,6 @@ class TensorInfo:
     shape: list[int]
     dtype: str
     values: Any
-
-
-@dataclass
-class Check:
-    """One comparison of an event: `status` is agree, disagree or skipped (with `reason`)."""
-
-    name: str
-    status: str
-    compares: str
-    max_abs_diff: float | None = None
-    tolerance: str | None = None
-    reason: str | None = None
-    undefined: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -75,7 +62,10 @@ class Event:
     @property
     def status(self) -> str:
         states = {c.status for c in self.checks}
-        return "disagree" if "disagree" in states else "agree" if "agree" in states else "skipped"
+        for verdict in ("disagree", "agree", "inconclusive"):
+            if verdict in states:
+                return verdict
+        return "skipped"
 
 
 @dataclass

@@ -27,6 +27,16 @@ class RunContext:
     singular: list[str] = field(default_factory=list)  # operations whose derivative is infinite or undefined here
     upstream_loss: float | None = None  # --upstream: L at the output's value
     recorder: Any = None  # engine.program_graph.RecordingInterpreter, with --graph: the backward graph it saw
+    # () -> per leaf, Σ|terms| backward adds up (engine/term_sizes.py), computed on first use and kept
+    backward_terms: Any = None
+    jacobian_terms: Any = None  # () -> per leaf, the same per entry of J (m × n), or {}
+    _terms: dict[str, Any] | None = None
+
+    def terms(self) -> dict[str, Any]:
+        """Per leaf, the size of the terms backward adds up (once per run; {} where it cannot be had)."""
+        if self._terms is None:
+            self._terms = {} if self.backward_terms is None else self.backward_terms()
+        return self._terms
 
     @property
     def limits(self) -> Limits:

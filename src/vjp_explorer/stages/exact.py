@@ -19,6 +19,8 @@ from .forward import work as forward_work
 # the size of Jᵀv's terms per leaf, from a route: known up front (matrix calculus), or a function that gives
 # it when a check fails without it (the elementwise route)
 Sizes = dict[str, Any] | Callable[[], dict[str, Any]]
+# what a reason says where sizes could not be had within the sympy budget (a check then is inconclusive)
+OUT_OF_TIME = "not computed within the sympy budget"
 
 
 def symbolic_route(
@@ -148,10 +150,29 @@ def _structured(
 def later_sizes(
     ctx: RunContext, sym: Any, sizes: Any, v: Any, leaves: dict[str, Any], started: float
 ) -> tuple[dict[str, Any], str | None]:
-    """After a disagreement: the size of the terms autograd adds up, per leaf, where the route defers it
-    (the per-element route: its size_matrix, as Σᵢ |v[i]|·size[i, j] with v, entry by entry without;
-    the elementwise route: its sizes function), within what is left of the sympy budget. Returns the
-    sizes and, where none could be had, why."""
+    """After a disagreement: the size of the terms autograd adds up, per leaf: the larger of backward's own
+    (an absolute backward, engine/term_sizes.py; no sympy, so no budget) and the exact route's where it
+    defers them (the per-element route: its size_matrix, as Σᵢ |v[i]|·size[i, j] with v, entry by entry
+    without; the elementwise route: its sizes function), within what is left of the sympy budget. Returns
+    the sizes and, where none could be had, why."""
+    route, why = _route_sizes(ctx, sym, sizes, v, leaves, started)
+    if v is None:  # entry by entry: backward's own terms are per grad element, not per entry of J
+        return route, why
+    mine = ctx.terms()
+    if not mine:
+        return route, why
+    if not route:
+        return mine, None
+    import torch
+
+    both = {n: torch.maximum(route[n].double(), mine[n]) if n in route else mine[n] for n in mine}
+    return both, None
+
+
+def _route_sizes(
+    ctx: RunContext, sym: Any, sizes: Any, v: Any, leaves: dict[str, Any], started: float
+) -> tuple[dict[str, Any], str | None]:
+    """The exact route's own sizes of the terms (as written), within what is left of the sympy budget."""
     import torch
 
     from ..engine import symbolic as S
@@ -168,7 +189,7 @@ def later_sizes(
             if callable(sizes):
                 return {n: torch.as_tensor(m).reshape(leaves[n].shape) for n, m in sizes().items()}, None
     except S.SymbolicTimeout:
-        return {}, f"the size of the terms was not computed within the sympy budget of {left:.3g} s"
+        return {}, f"the size of the terms was {OUT_OF_TIME} of {left:.3g} s"
     except (S.Unsupported, RecursionError, OverflowError, ValueError, ZeroDivisionError) as e:
         return {}, f"the size of the terms could not be computed ({type(e).__name__})"
     return {}, None

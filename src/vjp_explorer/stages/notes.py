@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..engine.tolerance import ROUNDOFF_UNITS
 from ..language import program as P
 from ..result import Check, Note, element_label
 
 # the second weighing after a disagreement: this many units of roundoff (eps of the dtype) of the size of
 # the terms autograd adds up. A bound on rounding, not a new rtol: a gradient off by more still disagrees
-ROUNDOFF_UNITS = 16
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ def test_a_reader_that_is_gone_before_the_output_is_quiet(args):
     assert err == ""
 
 
-@pytest.mark.parametrize("args", [SEED, ["examples"], ["examples", "--json"]])
+@pytest.mark.parametrize("args", [SEED, ["examples"], ["examples", "--json"], ["run", "--help"], ["--version"]])
 def test_a_full_disk_is_one_line_on_stderr(args):
     with open("/dev/full", "w") as full:
         r = vjp(*args, stdout=full, stderr=subprocess.PIPE, capture_output=False, text=True)

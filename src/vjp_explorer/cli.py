@@ -488,6 +488,17 @@ def functions_cmd(
         raise fail(e, False) from None
 
 
+def _output_failed(e: OSError) -> int:
+    """Writing typer's own output failed: a reader that went away ends quietly, anything else in one line."""
+    from .cli_output import silence_stdout
+
+    silence_stdout()
+    if isinstance(e, BrokenPipeError):
+        return 0
+    write(f"error: Cannot write the output to stdout: {e.strerror or e}.\n", err=True)
+    return int(ExitCode.INTERNAL)
+
+
 def main() -> None:
     """Console-script entry point: run the app, flush, and leave without interpreter teardown.
 
@@ -508,6 +519,8 @@ def main() -> None:
         code: object = 0
     except SystemExit as e:
         code = e.code
+    except OSError as e:  # what typer itself prints (--help, --version, a usage error) met a full disk or a closed pipe
+        code = _output_failed(e)
     if code is not None and not isinstance(code, int):  # sys.exit("message"): print it, exit 1
         print(code, file=sys.stderr)
         code = 1

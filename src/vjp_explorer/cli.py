@@ -44,6 +44,8 @@ from .cli_options import (
     UpstreamOpt,
     VarOpt,
     VerboseOpt,
+    check_settings,
+    complete_example,
 )
 from .cli_output import emit, fail, render, write
 from .cli_request import build_request
@@ -108,8 +110,9 @@ class VariableOptions(TyperCommand):
                     i += 1
                     continue
                 if not eq:
-                    if i + 1 >= len(args):
-                        problems.append(f"{a} needs a value: {a} VALUE (or --var {name}=VALUE).")
+                    if i + 1 >= len(args) or args[i + 1] in takes_value or args[i + 1] == "--":
+                        # nothing after it, or one of our options: a mistyped flag (--jsn) or a bare variable
+                        problems.append(_valueless(a, name, sorted(o for o in takes_value if o.startswith("--"))))
                         break
                     val = args[i + 1]
                     i += 1
@@ -136,8 +139,22 @@ class VariableOptions(TyperCommand):
         return super().parse_args(ctx, rest)
 
 
+def _valueless(arg: str, name: str, options: list[str]) -> str:
+    """`--jsn` with no value after it: an option mistyped (say which), or a variable without its value."""
+    import difflib
+
+    near = difflib.get_close_matches(arg, options, n=1, cutoff=0.75) if len(name) > 2 else []
+    if near:
+        return f"No such option {arg}; did you mean {near[0]}?"
+    return f"{arg} needs a value: {arg} VALUE (or --var {name}=VALUE)."
+
+
 def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool, **o: Any) -> None:
     debug = o["debug"]
+    try:
+        check_settings(o)
+    except VjpError as e:
+        raise fail(e, debug) from None
     if o.get("snippet") is not None or (file is None and _is_snippet_path(expression)):
         from .snippet_cli import snippet_command
 
@@ -250,6 +267,7 @@ def explain_cmd(
             metavar="FILE|PROGRAM",
             help="An expression file (.toml) or a bundled example, e.g. seed_3vector; or a program as for 'run'.",
             show_default=False,
+            autocompletion=complete_example,
         ),
     ] = None,
     file: FileOpt = None,
@@ -406,6 +424,9 @@ def check_cmd(
     Give each input as --NAME VALUE, named as the function's parameters.
     """
     try:
+        settings = {"dtype": dtype}
+        check_settings(settings)
+        dtype = settings["dtype"]
         from .check_cli import check_command
 
         code = check_command(ctx, target, grad, dtype, json_, full, debug, write, render)

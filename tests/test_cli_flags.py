@@ -75,3 +75,49 @@ def test_shell_completion_of_dtype_device_and_example_names():
     assert _complete("vjp run x --device ") == ["cpu", "cuda"]
     assert "seed_3vector" in _complete("vjp explain seed_")
     assert "seed000_ex1" in _complete("vjp run seed0")
+
+
+COMMANDS = [
+    RUN,
+    ["explain", "seed_3vector"],
+    ["run", "seed000_ex1", "--seed", "0"],
+    ["examples"],
+    ["functions", "relu"],
+]
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda a: a[0] + " " + a[1] if len(a) > 1 else a[0])
+def test_output_in_a_pipe_has_no_trailing_padding(vjp, args):
+    r = vjp(*args)
+    assert r.exit_code == 0, r.stderr
+    padded = [line for line in r.stdout.splitlines() if line != line.rstrip()]
+    assert padded == []
+
+
+@pytest.mark.parametrize(
+    ("env", "flag", "styled"),
+    [
+        ({"NO_COLOR": None, "FORCE_COLOR": None}, [], False),  # a pipe: plain
+        ({"NO_COLOR": None, "FORCE_COLOR": "1"}, [], True),
+        ({"NO_COLOR": "1", "FORCE_COLOR": "1"}, [], False),  # NO_COLOR means no styles at all
+        ({"NO_COLOR": "1", "FORCE_COLOR": None}, ["--color", "always"], True),  # the flag wins
+        ({"NO_COLOR": None, "FORCE_COLOR": "1"}, ["--color", "never"], False),
+        ({"NO_COLOR": None, "FORCE_COLOR": None}, ["--color", "auto"], False),
+    ],
+)
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda a: a[0] + " " + a[1] if len(a) > 1 else a[0])
+def test_color_flag_force_color_and_no_color(runner, args, env, flag, styled):
+    from vjp_explorer.cli import app
+
+    r = runner.invoke(app, [*args, *flag], env=env)
+    assert r.exit_code == 0, r.stderr
+    assert ("\x1b[" in r.stdout) is styled
+    assert not any(line.rstrip() != line for line in r.stdout.splitlines())
+
+
+def test_check_takes_color_too(vjp, tmp_path):
+    mod = tmp_path / "ops.py"
+    mod.write_text("def square(x):\n    return x * x\n")
+    r = vjp("check", f"{mod}:square", "--x", "1,2", "--grad", "1,1", "--color", "always")
+    assert r.exit_code == 0, r.stderr
+    assert "\x1b[" in r.stdout

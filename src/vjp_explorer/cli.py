@@ -18,6 +18,7 @@ from typer.core import TyperCommand
 
 from .cli_options import (
     CallsOpt,
+    ColorOpt,
     ConstOpt,
     DebugOpt,
     DeviceOpt,
@@ -246,6 +247,7 @@ def run(
     svg: SvgOpt = None,
     html: HtmlOpt = None,
     save: SaveOpt = None,
+    color: ColorOpt = "auto",
 ) -> None:
     """Run y.backward(v) for real and show .grad, the Jacobian J, Jᵀv from J, and sympy's check side by side.
 
@@ -255,7 +257,7 @@ def run(
 
 
 def _opts(local: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in local.items() if k not in ("ctx", "expression", "file")}
+    return {k: v for k, v in local.items() if k not in ("ctx", "expression", "file", "color")}
 
 
 @app.command(name="explain", cls=VariableOptions, epilog="Example: vjp explain expressions/seed_3vector.toml")
@@ -298,6 +300,7 @@ def explain_cmd(
     svg: SvgOpt = None,
     html: HtmlOpt = None,
     save: SaveOpt = None,
+    color: ColorOpt = "auto",
 ) -> None:
     """Explain backward(v) for a program: shapes, the symbolic Jacobian, and each grad term by term.
 
@@ -417,6 +420,7 @@ def check_cmd(
     json_: JsonOpt = False,
     full: FullOpt = False,
     debug: DebugOpt = False,
+    color: ColorOpt = "auto",
 ) -> None:
     """Check your own backward against finite differences of its forward; name the wrong elements.
 
@@ -438,6 +442,7 @@ def check_cmd(
 @app.command()
 def examples(
     json_: JsonOpt = False,
+    color: ColorOpt = "auto",
 ) -> None:
     """List the bundled example files with their titles.
 
@@ -477,6 +482,7 @@ def functions_cmd(
         str | None, typer.Argument(help="Only the functions whose name, spellings or description hold WORD.")
     ] = None,
     json_: JsonOpt = False,
+    color: ColorOpt = "auto",
 ) -> None:
     """List the functions of the program language: spellings, exact route, torch's convention at kinks.
 

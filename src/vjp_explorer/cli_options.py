@@ -251,3 +251,30 @@ SnippetOpt = Annotated[
         "a PROGRAM ending in .py is one too.",
     ),
 ]
+
+
+def _set_colour(value: str) -> str:
+    from .cli_output import COLOUR
+
+    if value not in ("auto", "always", "never"):
+        raise typer.BadParameter(f"must be auto, always or never, not {value!r}.")
+    COLOUR[0] = value
+    return value
+
+
+def _complete_colour(incomplete: str) -> list[str]:
+    return [c for c in ("auto", "always", "never") if c.startswith(incomplete)]
+
+
+ColorOpt = Annotated[
+    str,
+    typer.Option(
+        "--color",
+        metavar="auto|always|never",
+        help="Styles and colours: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces them), "
+        "always or never, e.g. --color never.",
+        callback=_set_colour,
+        autocompletion=_complete_colour,
+        is_eager=True,
+    ),
+]

@@ -121,3 +121,23 @@ def test_check_takes_color_too(vjp, tmp_path):
     r = vjp("check", f"{mod}:square", "--x", "1,2", "--grad", "1,1", "--color", "always")
     assert r.exit_code == 0, r.stderr
     assert "\x1b[" in r.stdout
+
+
+def test_docs_prints_the_bundled_pages(vjp):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "docs"
+    r = vjp("docs")
+    assert r.exit_code == 0 and "json          JSON and exit codes" in r.stdout
+    r = vjp("docs", "json")
+    assert r.exit_code == 0 and r.stdout == (root / "json.md").read_text()
+    r = vjp("docs", "jsn")
+    assert r.exit_code == 2 and "Did you mean json?" in r.stderr
+
+
+@pytest.mark.parametrize(("command", "says"), [(["examples"], "'.[].name'"), (["functions"], "'.[].name'")])
+def test_help_names_what_the_command_prints(vjp, command, says):
+    r = vjp(*command, "--help")
+    assert says in " ".join(r.stdout.split()) and ".grads" not in r.stdout
+    r = vjp("check", "--help")
+    assert ".check." in " ".join(r.stdout.split()) and ".grads" not in r.stdout

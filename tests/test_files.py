@@ -168,7 +168,7 @@ def test_a_utf8_byte_order_mark_is_accepted(vjp, tmp_path):
 
 
 def test_examples_ship_inside_the_installed_package(tmp_path):
-    """`vjp examples` must work from a real install, not only from this checkout."""
+    """`vjp examples` and `vjp docs` must work from a real install, not only from this checkout."""
     import subprocess
     import sys
 
@@ -196,6 +196,8 @@ def test_examples_ship_inside_the_installed_package(tmp_path):
         "from vjp_explorer.language.files import bundled_examples\n"
         "items = bundled_examples()\n"
         "assert 'site' in str(items[0].path), items[0].path\n"
+        "from vjp_explorer.doc_pages import page, topics\n"
+        "assert 'json' in topics() and page('json').startswith('# JSON'), topics()\n"
         "print(len(items))\n"
     )
     out = subprocess.run(

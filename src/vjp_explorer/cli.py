@@ -18,6 +18,7 @@ from typer.core import TyperCommand
 
 from .cli_options import (
     CallsOpt,
+    CheckJsonOpt,
     ColorOpt,
     ConstOpt,
     DebugOpt,
@@ -34,6 +35,7 @@ from .cli_options import (
     HtmlOpt,
     JsonOpt,
     LimitOpt,
+    ListJsonOpt,
     MaxJacOpt,
     OutputOpt,
     RetainOpt,
@@ -417,7 +419,7 @@ def check_cmd(
     ],
     grad: GradOpt = None,
     dtype: DtypeOpt = None,
-    json_: JsonOpt = False,
+    json_: CheckJsonOpt = False,
     full: FullOpt = False,
     debug: DebugOpt = False,
     color: ColorOpt = "auto",
@@ -441,7 +443,7 @@ def check_cmd(
 
 @app.command()
 def examples(
-    json_: JsonOpt = False,
+    json_: ListJsonOpt = False,
     color: ColorOpt = "auto",
 ) -> None:
     """List the bundled example files with their titles.
@@ -481,7 +483,7 @@ def functions_cmd(
     word: Annotated[
         str | None, typer.Argument(help="Only the functions whose name, spellings or description hold WORD.")
     ] = None,
-    json_: JsonOpt = False,
+    json_: ListJsonOpt = False,
     color: ColorOpt = "auto",
 ) -> None:
     """List the functions of the program language: spellings, exact route, torch's convention at kinks.
@@ -510,7 +512,39 @@ def functions_cmd(
                 Text(i["exact"]),
                 Text(i["kink"]),
             )
-        write(render(t, Text(f"\n{len(items)} of the language's functions; the reference is docs/functions.md")))
+        write(render(t, Text(f"\n{len(items)} of the language's functions; the reference: vjp docs functions")))
+    except VjpError as e:
+        raise fail(e, False) from None
+
+
+def _complete_topic(incomplete: str) -> list[str]:
+    from .doc_pages import topics
+
+    return [t for t in topics() if t.startswith(incomplete)]
+
+
+@app.command(name="docs")
+def docs_cmd(
+    topic: Annotated[
+        str | None,
+        typer.Argument(
+            help="A page: language, snippets, checks, json, api, probes, limits, functions ...",
+            autocompletion=_complete_topic,
+        ),
+    ] = None,
+) -> None:
+    """Print a page of the documentation that ships with vjp (Markdown); without TOPIC, list the pages.
+
+    Example: vjp docs json
+    """
+    from .doc_pages import page, pages
+
+    try:
+        if topic is None:
+            listing = "".join(f"{name:<14}{title}\n" for name, title in pages())
+            write(listing + "\nread one with: vjp docs TOPIC\n")
+            return
+        write(page(topic))
     except VjpError as e:
         raise fail(e, False) from None
 

@@ -62,7 +62,7 @@ UpstreamOpt = Annotated[
     typer.Option(
         "--upstream",
         metavar="EXPR",
-        help="v = dL/dy for a downstream loss written in y, e.g. --upstream 'sum(y**2)' (docs/probes.md).",
+        help="v = dL/dy for a downstream loss written in y, e.g. --upstream 'sum(y**2)' (vjp docs probes).",
     ),
 ]
 OutputOpt = Annotated[
@@ -147,8 +147,15 @@ CallsOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print only JSON on stdout (docs/json.md), e.g. --json | jq .grads.")
+    bool,
+    typer.Option(
+        "--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .grads (a program's .grad)."
+    ),
 ]
+CheckJsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .check.exit_code.")
+]
+ListJsonOpt = Annotated[bool, typer.Option("--json", help="Print the list as JSON, e.g. --json | jq '.[].name'.")]
 FullOpt = Annotated[
     bool,
     typer.Option(
@@ -192,7 +199,7 @@ LimitOpt = Annotated[
     typer.Option(
         "--limit",
         metavar="NAME=VALUE",
-        help="NAME=VALUE to change a limit (docs/limits.md), e.g. --limit steps=100000.",
+        help="NAME=VALUE to change a limit (vjp docs limits), e.g. --limit steps=100000.",
     ),
 ]
 DeviceOpt = Annotated[
@@ -238,7 +245,7 @@ SaveOpt = Annotated[
     typer.Option(
         "--save",
         metavar="FILE.npz|FILE.pt",
-        help="Also write every array (inputs, output, v, grads, Jᵀv, J, sympy's) in binary (docs/json.md), "
+        help="Also write every array (inputs, output, v, grads, Jᵀv, J, sympy's) in binary (vjp docs json), "
         "e.g. --save run.npz (numpy.load) or --save run.pt (torch.load).",
     ),
 ]

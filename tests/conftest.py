@@ -28,3 +28,15 @@ def vjp(runner: CliRunner):
         return runner.invoke(app, list(args), input=input)
 
     return invoke
+
+
+@pytest.fixture
+def vjp_at(runner: CliRunner):
+    """`vjp ARGS...` in-process with the terminal WIDTH columns wide; returns stdout (exit 0 asserted)."""
+
+    def invoke(width: int, *args: str) -> str:
+        r = runner.invoke(app, list(args), env={"COLUMNS": str(width)})
+        assert r.exit_code == 0, r.stdout + r.stderr
+        return r.stdout
+
+    return invoke

@@ -125,6 +125,8 @@ BASE = 'program = "x * 2"\ngrad = [1, 1]\n[inputs]\nx = [1, 2]\n'
         ('program = "x*2"\n[inputs]\nx = 1\n[expect]\ngradz = 1\n', ["expect.gradz"]),
         ('program = "x*2\n', ["not valid TOML"]),
         ('program = "().__class__"\n[inputs]\nx = 1\n', ["__class__"]),
+        (BASE + "[expect]\nloops = [1234567890123456789012345678901]\n", ["expect.loops", "2**53", "f.toml"]),
+        (BASE + "[expect]\nloops = [-1]\n", ["expect.loops", "got -1"]),
     ],
 )
 def test_file_errors_name_the_key(vjp, tmp_path, text, phrases):

@@ -92,7 +92,7 @@ def test_a_reader_that_is_gone_before_the_output_is_quiet(args):
     assert err == ""
 
 
-@pytest.mark.parametrize("args", [SEED, ["examples"], ["examples", "--json"]])
+@pytest.mark.parametrize("args", [SEED, ["examples"], ["examples", "--json"], ["run", "--help"], ["--version"]])
 def test_a_full_disk_is_one_line_on_stderr(args):
     with open("/dev/full", "w") as full:
         r = vjp(*args, stdout=full, stderr=subprocess.PIPE, capture_output=False, text=True)
@@ -163,3 +163,19 @@ def test_only_a_truthy_vjp_debug_turns_tracebacks_on(monkeypatch, value, shown):
             cli_output.fail(error, False)
     else:
         assert cli_output.fail(error, False).exit_code == 1
+
+
+def test_ctrl_c_ends_with_130_when_the_parent_ignored_sigint(tmp_path):
+    # A background job of a script (`vjp ... &` in sh) starts with SIGINT ignored, and Python keeps an
+    # ignored SIGINT ignored: a `kill -INT` then did nothing and the run ended with exit 0. Our handler
+    # replaces the ignore from our first line on; before it, the kernel discards the signal (entry.py).
+    for delay in (0.0, 0.05, 0.3):
+        script = (
+            f'"{sys.executable}" -X importtime "{VJP}" {" ".join(repr(a) for a in SEED)} >/dev/null 2>"$0" & '
+            'pid=$!; while ! grep -q vjp_explorer.entry "$0"; do sleep 0.002; done; '
+            f'sleep {delay}; kill -INT $pid; wait $pid; echo "rc=$?"'
+        )
+        with_err = tmp_path / f"err{delay}"
+        r = subprocess.run(["sh", "-c", script, str(with_err)], capture_output=True, text=True, timeout=120)
+        lines = [x for x in with_err.read_text().splitlines() if not x.startswith("import time:")]
+        assert r.stdout.strip() == "rc=130" and lines == ["interrupted"], (delay, r.stdout, lines)

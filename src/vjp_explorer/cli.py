@@ -8,7 +8,6 @@ takes every `--NAME` that is not one of its own options as a variable (use
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,6 +17,8 @@ from typer.core import TyperCommand
 
 from .cli_options import (
     CallsOpt,
+    CheckJsonOpt,
+    ColorOpt,
     ConstOpt,
     DebugOpt,
     DeviceOpt,
@@ -33,6 +34,7 @@ from .cli_options import (
     HtmlOpt,
     JsonOpt,
     LimitOpt,
+    ListJsonOpt,
     MaxJacOpt,
     OutputOpt,
     RetainOpt,
@@ -44,8 +46,11 @@ from .cli_options import (
     UpstreamOpt,
     VarOpt,
     VerboseOpt,
+    check_settings,
+    complete_example,
 )
 from .cli_output import emit, fail, render, write
+from .cli_paths import is_snippet_path, looks_like_file, not_a_program
 from .cli_request import build_request
 from .errors import ExitCode, UsageError, VjpError
 
@@ -108,8 +113,9 @@ class VariableOptions(TyperCommand):
                     i += 1
                     continue
                 if not eq:
-                    if i + 1 >= len(args):
-                        problems.append(f"{a} needs a value: {a} VALUE (or --var {name}=VALUE).")
+                    if i + 1 >= len(args) or args[i + 1] in takes_value or args[i + 1] == "--":
+                        # nothing after it, or one of our options: a mistyped flag (--jsn) or a bare variable
+                        problems.append(_valueless(a, name, sorted(o for o in takes_value if o.startswith("--"))))
                         break
                     val = args[i + 1]
                     i += 1
@@ -136,9 +142,23 @@ class VariableOptions(TyperCommand):
         return super().parse_args(ctx, rest)
 
 
+def _valueless(arg: str, name: str, options: list[str]) -> str:
+    """`--jsn` with no value after it: an option mistyped (say which), or a variable without its value."""
+    import difflib
+
+    near = difflib.get_close_matches(arg, options, n=1, cutoff=0.75) if len(name) > 2 else []
+    if near:
+        return f"No such option {arg}; did you mean {near[0]}?"
+    return f"{arg} needs a value: {arg} VALUE (or --var {name}=VALUE)."
+
+
 def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool, **o: Any) -> None:
     debug = o["debug"]
-    if o.get("snippet") is not None or (file is None and _is_snippet_path(expression)):
+    try:
+        check_settings(o)
+    except VjpError as e:
+        raise fail(e, debug) from None
+    if o.get("snippet") is not None or (file is None and is_snippet_path(expression)):
         from .snippet_cli import snippet_command
 
         if o.pop("save", None) is not None:
@@ -229,6 +249,7 @@ def run(
     svg: SvgOpt = None,
     html: HtmlOpt = None,
     save: SaveOpt = None,
+    color: ColorOpt = "auto",
 ) -> None:
     """Run y.backward(v) for real and show .grad, the Jacobian J, Jᵀv from J, and sympy's check side by side.
 
@@ -238,7 +259,7 @@ def run(
 
 
 def _opts(local: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in local.items() if k not in ("ctx", "expression", "file")}
+    return {k: v for k, v in local.items() if k not in ("ctx", "expression", "file", "color")}
 
 
 @app.command(name="explain", cls=VariableOptions, epilog="Example: vjp explain expressions/seed_3vector.toml")
@@ -250,6 +271,7 @@ def explain_cmd(
             metavar="FILE|PROGRAM",
             help="An expression file (.toml) or a bundled example, e.g. seed_3vector; or a program as for 'run'.",
             show_default=False,
+            autocompletion=complete_example,
         ),
     ] = None,
     file: FileOpt = None,
@@ -280,6 +302,7 @@ def explain_cmd(
     svg: SvgOpt = None,
     html: HtmlOpt = None,
     save: SaveOpt = None,
+    color: ColorOpt = "auto",
 ) -> None:
     """Explain backward(v) for a program: shapes, the symbolic Jacobian, and each grad term by term.
 
@@ -287,95 +310,13 @@ def explain_cmd(
     """
     o = _opts(locals())
     o["latex"] = latex
-    if file is None and expression is not None and snippet is None and not _is_snippet_path(expression):
+    if file is None and expression is not None and snippet is None and not is_snippet_path(expression):
         given = bool(ctx.meta.get("vjp_variables") or var or const)
-        if _looks_like_file(expression, given):
+        if looks_like_file(expression, given):
             file, expression = Path(expression), None
-        elif not given and (problem := _not_a_program(expression)) is not None:
+        elif not given and (problem := not_a_program(expression)) is not None:
             raise fail(problem, debug)
     _command(ctx, expression, file, True, **o)
-
-
-def _is_snippet_path(text: str | None) -> bool:
-    """`vjp run seed.py`, or the name of a bundled snippet (`vjp explain seed000_ex1`)."""
-    if text is None or "\n" in text or ";" in text or len(text) > 4096:
-        return False
-    if text.endswith(".py"):
-        return True
-    from .language.files import resolve_example
-
-    found = resolve_example(text)
-    return found is not None and found.suffix == ".py"
-
-
-def _looks_like_file(text: str, given: bool = False) -> bool:
-    """`vjp explain x.toml`, `vjp explain seed_3vector` (a bundled name), or an existing file, rather than a
-    program. An existing file without .toml counts only when no variable is given (`vjp explain x --x 1`
-    stays a program even next to a file named x)."""
-    if "\n" in text or ";" in text:
-        return False
-    if text.endswith(".toml"):
-        return True
-    from .language.files import resolve_example
-
-    if resolve_example(text) is not None:
-        return True
-    return not given and _is_file(text)
-
-
-def _is_file(text: str) -> bool:
-    """An existing path that is not a program: a file, or a directory or device (read_toml says which)."""
-    if not text.strip() or len(text) > 4096:  # "" is no path (Path("") is the current directory)
-        return False
-    try:
-        return Path(text).exists()
-    except (OSError, ValueError):  # a name too long for the OS, a NUL byte: not a file
-        return False
-
-
-def _not_a_program(text: str) -> UsageError | None:
-    """For `vjp explain WORD` with no variables given: WORD meant as a file or an example that does not exist.
-
-    A bare name (`vjp explain seed_scalr`), a path (`vjp explain expressions/nope`) or a file name
-    (`notes.txt`) cannot run as a program without values anyway; say that it is neither a file nor a
-    bundled example, and which are.
-    Anything else (`vjp explain '3*a'`) is left to run as a program, whose error names what is missing.
-    """
-    import keyword
-
-    from .language.files import not_found_hint
-    from .ops import is_function
-
-    shown = text if len(text) <= 200 else text[:197] + "..."
-    if is_function(text) or keyword.iskeyword(text) or text == "torch":
-        return None  # runs as a program, whose error says what the word is ('sin' is a function)
-    if text.isidentifier() and text.isascii():
-        return UsageError(
-            f"{shown!r} is neither an expression file nor the name of a bundled example.",
-            hint=f"{not_found_hint(text)} To explain the program {shown!r} instead, give its value: "
-            f"vjp explain {shown} --{shown} VALUE.",
-        )
-    if "\n" in text:
-        return None
-    file_name = re.fullmatch(r"[\w.-]+\.(txt|json|ya?ml|py|md|cfg|ini)", text, re.ASCII) is not None
-    if not file_name and not any(sep in text for sep in ("/", "\\", os.sep)):
-        return None
-    # expressions/nope reads as a path; x/2 and a/b stay programs (whose error asks for the values)
-    parts = re.split(r"[/\\]", text)
-    path_like = re.fullmatch(r"[\w.~/\\-]+", text, re.ASCII) is not None and len(parts) > 1 and len(parts[0]) >= 3
-    if file_name or path_like or text.startswith((".", "~", "/", "\\")) or _is_dir(os.path.dirname(text)):
-        return UsageError(
-            f"{shown}: no such file (nor the name of a bundled example).",
-            hint=not_found_hint(Path(text).name),
-        )
-    return None
-
-
-def _is_dir(text: str) -> bool:
-    try:
-        return bool(text) and len(text) <= 4096 and Path(text).is_dir()
-    except (OSError, ValueError):
-        return False
 
 
 @app.command(
@@ -396,9 +337,10 @@ def check_cmd(
     ],
     grad: GradOpt = None,
     dtype: DtypeOpt = None,
-    json_: JsonOpt = False,
+    json_: CheckJsonOpt = False,
     full: FullOpt = False,
     debug: DebugOpt = False,
+    color: ColorOpt = "auto",
 ) -> None:
     """Check your own backward against finite differences of its forward; name the wrong elements.
 
@@ -406,6 +348,9 @@ def check_cmd(
     Give each input as --NAME VALUE, named as the function's parameters.
     """
     try:
+        settings = {"dtype": dtype}
+        check_settings(settings)
+        dtype = settings["dtype"]
         from .check_cli import check_command
 
         code = check_command(ctx, target, grad, dtype, json_, full, debug, write, render)
@@ -416,7 +361,8 @@ def check_cmd(
 
 @app.command()
 def examples(
-    json_: JsonOpt = False,
+    json_: ListJsonOpt = False,
+    color: ColorOpt = "auto",
     debug: DebugOpt = False,
 ) -> None:
     """List the bundled example files with their titles.
@@ -476,7 +422,8 @@ def functions_cmd(
     word: Annotated[
         str | None, typer.Argument(help="Only the functions whose name, spellings or description hold WORD.")
     ] = None,
-    json_: JsonOpt = False,
+    json_: ListJsonOpt = False,
+    color: ColorOpt = "auto",
     debug: DebugOpt = False,
 ) -> None:
     """List the functions of the program language: spellings, exact route, torch's convention at kinks.
@@ -505,9 +452,52 @@ def functions_cmd(
                 Text(i["exact"]),
                 Text(i["kink"]),
             )
-        write(render(t, Text(f"\n{len(items)} of the language's functions; the reference is docs/functions.md")))
+        write(render(t, Text(f"\n{len(items)} of the language's functions; the reference: vjp docs functions")))
     except Exception as e:
         raise fail(e, debug) from None
+
+
+def _complete_topic(incomplete: str) -> list[str]:
+    from .doc_pages import topics
+
+    return [t for t in topics() if t.startswith(incomplete)]
+
+
+@app.command(name="docs")
+def docs_cmd(
+    topic: Annotated[
+        str | None,
+        typer.Argument(
+            help="A page: language, snippets, checks, json, api, probes, limits, functions ...",
+            autocompletion=_complete_topic,
+        ),
+    ] = None,
+) -> None:
+    """Print a page of the documentation that ships with vjp (Markdown); without TOPIC, list the pages.
+
+    Example: vjp docs json
+    """
+    from .doc_pages import page, pages
+
+    try:
+        if topic is None:
+            listing = "".join(f"{name:<14}{title}\n" for name, title in pages())
+            write(listing + "\nread one with: vjp docs TOPIC\n")
+            return
+        write(page(topic))
+    except VjpError as e:
+        raise fail(e, False) from None
+
+
+def _output_failed(e: OSError) -> int:
+    """Writing typer's own output failed: a reader that went away ends quietly, anything else in one line."""
+    from .cli_output import silence_stdout
+
+    silence_stdout()
+    if isinstance(e, BrokenPipeError):
+        return 0
+    write(f"error: Cannot write the output to stdout: {e.strerror or e}.\n", err=True)
+    return int(ExitCode.INTERNAL)
 
 
 def main() -> None:
@@ -530,6 +520,8 @@ def main() -> None:
         code: object = 0
     except SystemExit as e:
         code = e.code
+    except OSError as e:  # what typer itself prints (--help, --version, a usage error) met a full disk or a closed pipe
+        code = _output_failed(e)
     except Exception as e:  # a bug anywhere, in any command (a module missing from an install, say): one paragraph
         code = fail(e, "--debug" in sys.argv[1:]).exit_code  # --debug (or VJP_DEBUG=1): the traceback
     if code is not None and not isinstance(code, int):  # sys.exit("message"): print it, exit 1

@@ -5,17 +5,12 @@ Shared by the commands in cli.py, so that a help text is written once.
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-Expression = Annotated[
-    str | None,
-    typer.Argument(
-        metavar="PROGRAM", help="The program, e.g. '3*a + 2*b*b + log(c)'; '-' reads it from stdin.", show_default=False
-    ),
-]
 FileOpt = Annotated[
     Path | None,
     typer.Option(
@@ -67,7 +62,7 @@ UpstreamOpt = Annotated[
     typer.Option(
         "--upstream",
         metavar="EXPR",
-        help="v = dL/dy for a downstream loss written in y, e.g. --upstream 'sum(y**2)' (docs/probes.md).",
+        help="v = dL/dy for a downstream loss written in y, e.g. --upstream 'sum(y**2)' (vjp docs probes).",
     ),
 ]
 OutputOpt = Annotated[
@@ -76,10 +71,67 @@ OutputOpt = Annotated[
         "--output", metavar="NAME", help="The variable to differentiate (default: the last one), e.g. --output h."
     ),
 ]
+# --dtype as PyTorch users spell it: torch.float64, double, ... (checked before torch is imported)
+DTYPE_SPELLINGS = {
+    **dict.fromkeys(("float32", "float", "single", "torch.float32", "torch.float"), "float32"),
+    **dict.fromkeys(("float64", "double", "torch.float64", "torch.double"), "float64"),
+}
+DEVICES = ("cpu", "cuda")
+
+
+def _complete_dtype(incomplete: str) -> list[str]:
+    return [d for d in ("float32", "float64") if d.startswith(incomplete)]
+
+
+def _complete_device(incomplete: str) -> list[str]:
+    return [d for d in DEVICES if d.startswith(incomplete)]
+
+
+def complete_example(incomplete: str) -> list[str]:
+    """Shell completion of PROGRAM|FILE: the bundled examples' names, and the files and folders here."""
+    from .language.files import bundled_examples
+
+    names = [i.name for i in bundled_examples() if i.name.startswith(incomplete)]
+    try:
+        paths = sorted(str(p) + ("/" if p.is_dir() else "") for p in Path().glob(glob.escape(incomplete) + "*"))
+    except (OSError, ValueError):
+        paths = []
+    return names + paths
+
+
+def check_settings(o: dict[str, Any]) -> None:
+    """--dtype and --device, checked before torch is imported; --dtype double (or torch.float64) is float64."""
+    from .errors import UsageError
+    from .language.unicode import visible
+
+    dtype = o.get("dtype")
+    if dtype is not None:
+        if dtype.strip() not in DTYPE_SPELLINGS:
+            raise UsageError(
+                f"--dtype: must be float32 or float64 (or double, torch.float64, ...), not {visible(dtype)!r}."
+            )
+        o["dtype"] = DTYPE_SPELLINGS[dtype.strip()]
+    device = o.get("device")
+    if device is not None and device not in DEVICES:
+        raise UsageError(f"--device: must be cpu or cuda, not {visible(device)!r}.")
+
+
+Expression = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="PROGRAM",
+        help="The program, e.g. '3*a + 2*b*b + log(c)'; '-' reads it from stdin.",
+        show_default=False,
+        autocompletion=complete_example,
+    ),
+]
 DtypeOpt = Annotated[
     str | None,
     typer.Option(
-        "--dtype", metavar="float32|float64", help="float32 (torch's default) or float64, e.g. --dtype float64."
+        "--dtype",
+        metavar="float32|float64",
+        help="float32 (torch's default) or float64 (also double, torch.float64), e.g. --dtype float64.",
+        autocompletion=_complete_dtype,
     ),
 ]
 SeedOpt = Annotated[
@@ -95,8 +147,15 @@ CallsOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print only JSON on stdout (docs/json.md), e.g. --json | jq .grads.")
+    bool,
+    typer.Option(
+        "--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .grads (a program's .grad)."
+    ),
 ]
+CheckJsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .check.exit_code.")
+]
+ListJsonOpt = Annotated[bool, typer.Option("--json", help="Print the list as JSON, e.g. --json | jq '.[].name'.")]
 FullOpt = Annotated[
     bool,
     typer.Option(
@@ -140,11 +199,17 @@ LimitOpt = Annotated[
     typer.Option(
         "--limit",
         metavar="NAME=VALUE",
-        help="NAME=VALUE to change a limit (docs/limits.md), e.g. --limit steps=100000.",
+        help="NAME=VALUE to change a limit (vjp docs limits), e.g. --limit steps=100000.",
     ),
 ]
 DeviceOpt = Annotated[
-    str, typer.Option("--device", metavar="cpu|cuda", help="cpu or cuda, e.g. --device cuda where torch sees a GPU.")
+    str,
+    typer.Option(
+        "--device",
+        metavar="cpu|cuda",
+        help="cpu or cuda, e.g. --device cuda where torch sees a GPU.",
+        autocompletion=_complete_device,
+    ),
 ]
 DebugOpt = Annotated[
     bool, typer.Option("--debug", help="Show a traceback for internal errors (exit 1), e.g. for a bug report: --debug.")
@@ -180,7 +245,7 @@ SaveOpt = Annotated[
     typer.Option(
         "--save",
         metavar="FILE.npz|FILE.pt",
-        help="Also write every array (inputs, output, v, grads, Jᵀv, J, sympy's) in binary (docs/json.md), "
+        help="Also write every array (inputs, output, v, grads, Jᵀv, J, sympy's) in binary (vjp docs json), "
         "e.g. --save run.npz (numpy.load) or --save run.pt (torch.load).",
     ),
 ]
@@ -191,5 +256,32 @@ SnippetOpt = Annotated[
         metavar="TEXT|-",
         help="Run pasted PyTorch code as a snippet ('-' reads stdin), e.g. pbpaste | vjp run --snippet -; "
         "a PROGRAM ending in .py is one too.",
+    ),
+]
+
+
+def _set_colour(value: str) -> str:
+    from .cli_output import COLOUR
+
+    if value not in ("auto", "always", "never"):
+        raise typer.BadParameter(f"must be auto, always or never, not {value!r}.")
+    COLOUR[0] = value
+    return value
+
+
+def _complete_colour(incomplete: str) -> list[str]:
+    return [c for c in ("auto", "always", "never") if c.startswith(incomplete)]
+
+
+ColorOpt = Annotated[
+    str,
+    typer.Option(
+        "--color",
+        metavar="auto|always|never",
+        help="Styles and colours: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces them), "
+        "always or never, e.g. --color never.",
+        callback=_set_colour,
+        autocompletion=_complete_colour,
+        is_eager=True,
     ),
 ]

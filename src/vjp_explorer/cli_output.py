@@ -102,14 +102,13 @@ def render(*renderables: Any) -> str:
 
     from rich.console import Console
 
-    # NO_COLOR (no-color.org) means no ANSI codes at all, not just no colours: no bold or dim either
-    plain = "NO_COLOR" in os.environ and os.environ["NO_COLOR"] != ""
-    try:
-        terminal = sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        terminal = False
+    styled = colour()
     console = Console(
-        file=io.StringIO(), force_terminal=terminal, highlight=False, color_system=None if plain else "auto"
+        file=io.StringIO(),
+        force_terminal=styled,
+        highlight=False,
+        color_system="auto" if styled else None,
+        force_jupyter=False,
     )
     # COLUMNS=0 (or a terminal a few columns wide) would print nothing or a column of fragments
     console.width = min(max(console.width, 40), 1000)
@@ -117,7 +116,27 @@ def render(*renderables: Any) -> str:
         console.print(renderable)
     file = console.file
     assert isinstance(file, io.StringIO)
-    return file.getvalue()
+    # Rich pads every line to the width of its table; a file or a pipe gets lines without trailing spaces
+    return _PADDING.sub(lambda m: m[0].replace(" ", ""), file.getvalue())
+
+
+_PADDING = re.compile(r"(?: |\x1b\[[0-9;]*m)+$", re.M)  # trailing spaces, among styles that are kept
+COLOUR = ["auto"]  # --color: auto, always or never (set by the option's callback before the command runs)
+
+
+def colour() -> bool:
+    """Whether to write ANSI styles: --color, else NO_COLOR (none at all), else FORCE_COLOR, else a terminal."""
+    if COLOUR[0] != "auto":
+        return COLOUR[0] == "always"
+    # NO_COLOR (no-color.org) means no ANSI codes at all, not just no colours: no bold or dim either
+    if os.environ.get("NO_COLOR", "") != "":
+        return False
+    if os.environ.get("FORCE_COLOR", "") != "":  # force-color.org
+        return True
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def emit(

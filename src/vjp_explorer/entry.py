@@ -5,6 +5,12 @@ an import (torch's among them) can catch and swallow, so that the run goes on an
 the process at once instead: nothing of a run needs cleaning up (no files are written, stdout is a pipe
 or a terminal), and the exit code is the documented 130 whatever was running.
 
+A process started with SIGINT ignored (a background job of a script: `vjp ... &` in sh) keeps it ignored
+under Python's rules; our handler replaces the ignore too, so `kill -INT` means 130 there as well. In the
+first tens of milliseconds, before our first line, the kernel discards such an ignored signal and the run
+goes on to exit 0: no code of any process can see a signal discarded before it runs (measured: a
+signal 10 ms after the start is lost, 20 ms after it ends the run with 130).
+
 What comes before our first line is Python's: a Ctrl-C in the first few tens of milliseconds, while the
 interpreter starts and runs `site` (an editable install's import hook included), ends the process by
 SIGINT (a shell shows 130) or with Python's own "Fatal Python error ... KeyboardInterrupt".

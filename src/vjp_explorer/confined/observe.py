@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from ..snippet.result import TOLERANCES, Check, Event, LeafGrad, TensorInfo, element_index
+from ..engine.tolerance import tolerance
+from ..snippet.result import Check, Event, LeafGrad, TensorInfo, element_index
 from .record import NotReplayable, Recorder, serial
 
 Send = Callable[[dict[str, Any]], None]
@@ -291,7 +292,8 @@ def _compare(
     for k, x in enumerate(leaves):
         g = torch.zeros_like(refs[k]) if got[k] is None else got[k].detach().reshape(-1).to(torch.float64)
         scale = scales[k] + (before[k].detach().reshape(-1).abs().to(torch.float64) if before[k] is not None else 0)
-        atol, rtol = TOLERANCES.get(_dtype(x), TOLERANCES["float32"])
+        table = tolerance(x.dtype)  # the one table (engine/tolerance.py)
+        atol, rtol = table.atol, table.rtol
         if name == "finite_difference":
             atol = max(atol, 1e-7)  # the differences' own truncation and rounding, at h = cbrt(eps)
             rtol = max(rtol, 1e-6)
@@ -305,7 +307,7 @@ def _compare(
         if finite.numel():
             worst = max(worst, float(finite.max()))
     reason = ("differs at " + ", ".join(bad)) if bad else None
-    return Check(name, "disagree" if bad else "agree", compares, worst, tol, reason=reason)
+    return Check(name, "disagree" if bad else "agree", compares, max_abs_diff=worst, tolerance=tol, reason=reason)
 
 
 def _arguments(qualname: str, p: dict[str, Any]) -> tuple[list[Any], list[Any], Any]:

@@ -445,8 +445,14 @@ def _expected(path: Path, table: dict[str, Any] | None) -> Expected | None:
     for name, v in (grads or {}).items():
         numbers(f"grads.{name}", v)
     loops = table.get("loops")
-    if loops is not None and not (isinstance(loops, list) and all(type(x) is int for x in loops)):
-        raise _err(path, "key 'expect.loops': expected an array of integers (iterations of each loop).")
+    # counts are compared as float64 numbers: past 2**53 they would not even be told apart
+    bad = [x for x in loops if not (type(x) is int and 0 <= x <= 2**53)] if isinstance(loops, list) else [loops]
+    if loops is not None and bad:
+        raise _err(
+            path,
+            "key 'expect.loops': expected an array of integers from 0 to 2**53 (iterations of each loop), "
+            f"got {_shown(bad[0])}.",
+        )
     return Expected(
         output=table.get("output"),
         grads=grads,

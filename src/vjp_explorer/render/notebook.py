@@ -18,7 +18,16 @@ PRE = (
 
 def html(result: Any) -> str:
     """The `vjp run` (or `vjp explain`, for a result with an explanation) screen of a result, as an HTML fragment."""
-    console = Console(record=True, file=io.StringIO(), width=WIDTH, color_system="truecolor", highlight=False)
+    # force_jupyter=False: inside a kernel Rich would send a display of its own as it prints, and the
+    # notebook would show the result twice (that display, then this HTML)
+    console = Console(
+        record=True,
+        file=io.StringIO(),
+        width=WIDTH,
+        color_system="truecolor",
+        highlight=False,
+        force_jupyter=False,
+    )
     if isinstance(result, Result):
         from . import text
 

@@ -8,11 +8,11 @@ from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 
 from ..snippet.result import Event, LeafGrad, SnippetResult
 from ..snippet.source import visible
+from .fit import NumberTable, ValueGrid
 from .numbers import fmt, fmt_shape
 
 INLINE = 8  # elements shown inline; past that the first and last ones with an ellipsis
@@ -119,7 +119,7 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
     head = Text(f"╰ {kind} #{e.index}  ", style="bold cyan")
     head.append(visible(e.source), style="cyan")
     parts.append(head)
-    meta = Table.grid(padding=(0, 2))
+    meta = ValueGrid(("", "", ""))
     for o in e.outputs:
         meta.add_row(
             Text(f"output {visible(o.name)}"),
@@ -165,7 +165,7 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
     return Group(*parts)
 
 
-def _grad_table(e: Event, full: bool) -> Table:
+def _grad_table(e: Event, full: bool) -> NumberTable:
     """One row per input element: its value, .grad before and after, what the call gave, and the references.
 
     Where every .grad was None before the call, the call's grads are all of .grad: one column shows them.
@@ -187,31 +187,22 @@ def _grad_table(e: Event, full: bool) -> Table:
         names.append(("Jᵀv (J)", lambda x: x.jtv))
     if any(x.finite_difference is not None for x in e.inputs):
         names.append(("Jᵀv (FD)", lambda x: x.finite_difference))
-    t = Table(show_edge=False, header_style="bold", pad_edge=False)
-    t.add_column("element", overflow="fold")
-    for title, _ in names:
-        t.add_column(title, justify="right", overflow="fold")  # fold, never an ellipsis: every digit is shown
+    t = NumberTable("element", [title for title, _ in names])  # never a cut number: blocks of columns
     for x in e.inputs:
         flat = [None if (c := get(x)) is None else _flat(c) for _, get in names]
         n = len(_flat(x.value))
         rows = range(n) if full or n <= INLINE else [*range(INLINE // 2), -1, *range(n - INLINE // 2, n)]
         for j in rows:
             if j == -1:
-                t.add_row(Text("…"), *[Text("…") for _ in names])
+                t.add_row(Text("…"), *["…" for _ in names])
                 continue
-            cells = [Text(visible(x.name) + _index(x.shape, j))]
-            for c in flat:
-                cells.append(Text("None" if c is None else _cell(c[j])))
-            t.add_row(*cells)
+            t.add_row(Text(visible(x.name) + _index(x.shape, j)), *("None" if c is None else _cell(c[j]) for c in flat))
     return t
 
 
-def _results_table(e: Event, full: bool) -> Table:
+def _results_table(e: Event, full: bool) -> NumberTable:
     """A functional call's result entry by entry, next to its finite-difference reference."""
-    t = Table(show_edge=False, header_style="bold", pad_edge=False)
-    t.add_column("entry")
-    t.add_column("result", justify="right")
-    t.add_column("fin. diff.", justify="right")
+    t = NumberTable("entry", ["result", "fin. diff."])
     refs = {r.name: r for r in e.reference}
     for res in e.results:
         got = _flat(res.values)
@@ -220,12 +211,12 @@ def _results_table(e: Event, full: bool) -> Table:
         rows = range(n) if full or n <= 2 * INLINE else [*range(INLINE), -1, *range(n - INLINE, n)]
         for j in rows:
             if j == -1:
-                t.add_row(Text("…"), Text("…"), Text("…"))
+                t.add_row(Text("…"), "…", "…")
                 continue
             t.add_row(
                 Text(res.name + _index(res.shape, j)),
-                Text(_cell(got[j])),
-                Text(_cell(ref[j]) if ref is not None and j < len(ref) else "—"),
+                _cell(got[j]),
+                _cell(ref[j]) if ref is not None and j < len(ref) else "—",
             )
     return t
 

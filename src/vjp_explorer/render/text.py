@@ -16,6 +16,7 @@ from rich.text import Text
 
 from ..result import Check, Result, TensorData, headline
 from ..result import index_label as label
+from .fit import NumberTable, ValueGrid
 from .numbers import DEFAULT_DIGITS, fmt, fmt_shape
 
 # --full in a terminal stops here: Rich lays out about 1,000 rows a second, so a table of 10^6 rows would
@@ -92,12 +93,9 @@ def _nested(t: TensorData, view: View) -> str:
 
 def header(r: Result, view: View) -> RenderableType:
     """The program, the inputs, the output and v."""
-    t = Table.grid(padding=(0, 2))
-    t.add_column(style="bold")
-    t.add_column()
-    t.add_column(style="dim")
+    t = ValueGrid(("bold", "", "dim"))
     t.add_row(
-        "program",
+        Text("program"),
         Text(r.program),
         Text(f"dtype {r.dtype}" + (f", seed {r.meta['seed']}" if r.meta.get("uses_random") else "")),
     )
@@ -116,7 +114,7 @@ def header(r: Result, view: View) -> RenderableType:
             "several": f"v1 of {len(p.vs)} --grad values",
         }.get(p.source, src)
     t.add_row(
-        "v",
+        Text("v"),
         inline(r.grad, view),
         Text(f"shape {fmt_shape(r.grad.shape)}, {src}; lives in output space: v[i] = dL/d{r.output_name}[i]"),
     )
@@ -145,23 +143,19 @@ def leaf_heading(r: Result, leaf: str, view: View) -> Text:
     return text
 
 
-def leaf_table(r: Result, leaf: str, view: View) -> Table:
+def leaf_table(r: Result, leaf: str, view: View) -> NumberTable:
     """One row per leaf element: value, .grad from backward, Jᵀv from J, symbolic."""
     inp = r.inputs[leaf]
     g = r.grads[leaf]
     jtv = r.jtv.get(leaf)
     sym = r.symbolic.get(leaf) if r.symbolic else None
     mult = f"{r.backward_calls}·" if r.backward_calls > 1 else ""
-    t = Table(show_edge=False, header_style="bold", pad_edge=False)
-    t.add_column(Text("element"), no_wrap=True)
-    t.add_column(Text("value"), justify="right", no_wrap=True)
-    t.add_column(Text(".grad (backward)"), justify="right", no_wrap=True)
     word = "J^T v" if view.ascii else "Jᵀv"
-    t.add_column(Text(f"{mult}{word} (from J)"), justify="right", no_wrap=True)
-    t.add_column(Text(f"{mult}{word} (sympy)"), justify="right", no_wrap=True)
+    heads = [".grad (backward)", f"{mult}{word} (from J)", f"{mult}{word} (sympy)"]
+    t = NumberTable(Text("element"), [Text("value"), *map(Text, heads)])
     for k in view.rows(g.numel):
         if k is None:
-            t.add_row("...", "", "", "", "")
+            t.add_row(None)
             if view.full:  # under the table: in a cell it would widen the element column past the numbers
                 t.caption = f"{g.numel:,} elements: --full shows {FULL_MAX:,} rows; --json --full has all"
             continue
@@ -197,17 +191,7 @@ def jacobian_view(r: Result, leaf: str, view: View) -> RenderableType:
         from .heatmap import heatmap
 
         return Group(summary, heatmap(jac, out, r.output.shape, r.inputs[leaf].value, view.ascii))
-    t = Table(show_edge=False, header_style="bold", pad_edge=False)
-    t.add_column(Text(f"J = ∂{out}/∂{leaf}"))
-    out_shape = r.output.shape
-    leaf_data = r.inputs[leaf].value
-    for j in range(n):
-        t.add_column(Text(label(leaf, leaf_data.index(j))), justify="right")
-    probe = TensorData(out_shape, [0.0] * m, r.output.stats)
-    for i in range(m):
-        cells = [fmt(jac.value.flat[i * n + j], view.digits) for j in range(n)]
-        t.add_row(Text(label(out, probe.index(i))), *cells)
-    return t
+    return _labelled_matrix(f"J = ∂{out}/∂{leaf}", jac.value, r, leaf, view)
 
 
 def leaf_section(r: Result, leaf: str, view: View) -> RenderableType:
@@ -223,10 +207,7 @@ def intermediates(r: Result, view: View) -> RenderableType | None:
     rows = [i for n, i in r.intermediates.items() if n != r.output_name]
     if not rows:
         return None
-    t = Table.grid(padding=(0, 2))
-    t.add_column(style="bold")
-    t.add_column()
-    t.add_column()
+    t = ValueGrid(("bold", "", ""))
     for i in rows:
         grad = inline(i.grad, view) if i.grad is not None else Text("-")
         t.add_row(
@@ -248,14 +229,17 @@ def _matrix(title: str, rows_of: TensorData, r: Result, leaf: str, view: View) -
     if not (view.full and m * n <= FULL_MAX) and (m > view.max_rows or n > view.max_cols):
         st = rows_of.stats
         return Text(f"{title}: {m} x {n} entries, min {fmt(st.min, 4)}, max {fmt(st.max, 4)}, norm {fmt(st.norm, 4)}")
-    t = Table(show_edge=False, header_style="bold", pad_edge=False)
-    t.add_column(Text(title))
-    for j in range(n):
-        t.add_column(Text(label(leaf, leaf_data.index(j))), justify="right")
+    return _labelled_matrix(title, rows_of, r, leaf, view)
+
+
+def _labelled_matrix(title: str, d: TensorData, r: Result, leaf: str, view: View) -> NumberTable:
+    """Rows the output's elements, columns the leaf's: split into blocks of columns where it is too wide."""
+    m, leaf_data = r.output.numel, r.inputs[leaf].value
+    n = leaf_data.numel
+    t = NumberTable(Text(title), [Text(label(leaf, leaf_data.index(j))) for j in range(n)])
     probe = TensorData(r.output.shape, [0.0] * m, r.output.stats)
     for i in range(m):
-        cells = [fmt(rows_of.flat[i * n + j], view.digits) for j in range(n)]
-        t.add_row(Text(label(r.output_name, probe.index(i))), *cells)
+        t.add_row(Text(label(r.output_name, probe.index(i))), *(fmt(d.flat[i * n + j], view.digits) for j in range(n)))
     return t
 
 
@@ -310,14 +294,11 @@ def probe_section(r: Result, view: View) -> RenderableType | None:
     return Group(*parts)
 
 
-def check_rows(checks: Iterable[Check]) -> Table:
+def check_rows(checks: Iterable[Check]) -> ValueGrid:
     """The checks as a grid: name, status, what is compared and how closely."""
-    t = Table.grid(padding=(0, 2))
-    t.add_column(style="bold", no_wrap=True)
-    t.add_column(no_wrap=True)
-    t.add_column()
+    t = ValueGrid(("bold", "", ""))
     for c in checks:
-        t.add_row(c.name, Text(c.status, style=STATUS_STYLE.get(c.status, "")), check_detail(c))
+        t.add_row(Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), check_detail(c))
     return t
 
 

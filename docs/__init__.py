@@ -1,0 +1,1 @@
+"""The documentation pages, shipped with the package for `vjp docs TOPIC`."""

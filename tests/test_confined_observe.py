@@ -20,7 +20,8 @@ NAME = "<observed snippet>"
 
 def observe(src: str) -> tuple[list[dict], dict]:
     """Run `src` statement by statement under an installed Observer; torch is restored afterwards."""
-    saved = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad, torch.autograd.Function.apply)
+    apply = torch.autograd.Function.__dict__["apply"]  # the classmethod itself: a bound one breaks subclasses
+    saved = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad, apply)
     linecache.cache[NAME] = (len(src), None, src.splitlines(True), NAME)
     ns: dict = {"__name__": "__main__"}
     events: list[dict] = []

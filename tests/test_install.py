@@ -136,6 +136,12 @@ def test_functions_and_examples_list(installed):
     assert "seed_3vector" in r.stdout and "seed000_ex1" in r.stdout and "site-packages" in r.stdout.replace("\n", "")
 
 
+def test_the_docs_ship_with_the_package(installed):
+    r = _run(installed, "docs", "json")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("# JSON")
+
+
 def test_check_of_a_custom_function(installed, tmp_path):
     (tmp_path / "my_ops.py").write_text(CUSTOM)
     r = _run(installed, "check", "my_ops.py:Square", "--x", "1,2,3", "--grad", "0.5,1,2", "--json", cwd=tmp_path)

@@ -47,6 +47,8 @@ class Explainer:
             vs = [None] * len(outs)
         given = any(v is not None for v in vs)
         default = [torch.ones_like(o) if v is None and o.numel() == 1 else v for o, v in zip(outs, vs, strict=False)]
+        from ..confined.observe import graph_leaves  # the one walk to the leaves, shared with the confined door
+
         leaves = _seq(inputs) if inputs is not None else in_snippet_order(it, graph_leaves(outs))
         leaves = [x for x in leaves if isinstance(x, torch.Tensor)]
         is_grad = qualname == "torch.autograd.grad"
@@ -411,30 +413,6 @@ def _rows(o: Any, leaves: list[Any]) -> list[tuple[int, tuple[Any, ...]]]:
     for i in range(m):
         out.append((1, torch.autograd.grad(o, leaves, eye[i], retain_graph=True, allow_unused=True)))
     return out
-
-
-def graph_leaves(outs: list[Any]) -> list[Any]:
-    """The leaves backward reaches from `outs`: one AccumulateGrad node per leaf in the recorded graph."""
-    found: list[Any] = []
-    seen: set[int] = set()
-    stack = [o.grad_fn for o in outs if o.grad_fn is not None]
-    for o in outs:
-        if o.grad_fn is None and o.requires_grad:
-            found.append(o)
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if type(node).__name__ == "AccumulateGrad":
-            var = node.variable
-            if all(var is not f for f in found):
-                found.append(var)
-            continue
-        for nxt, _ in node.next_functions:
-            if nxt is not None:
-                stack.append(nxt)
-    return found
 
 
 def info(name: str, t: torch.Tensor) -> TensorInfo:

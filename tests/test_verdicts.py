@@ -396,3 +396,24 @@ def test_a_disagreeing_jvp_is_inconclusive_only_where_an_independent_route_agree
         assert got.status == want, exact
         if want == "inconclusive":
             assert "forward mode's own rounding" in (got.reason or "") and "symbolic" in (got.reason or "")
+
+
+def test_a_sympy_alarm_swallowed_once_still_stops_the_work():
+    # CI saw the first alarm land in a gc callback, where Python drops exceptions: the timer
+    # must fire again until the budget's exception reaches the work it bounds.
+    import time
+
+    from vjp_explorer.engine import symbolic as S
+
+    swallowed = 0
+    started = time.monotonic()
+    with pytest.raises(S.SymbolicTimeout):
+        with S.time_budget(0.01):
+            while time.monotonic() - started < 5:
+                try:
+                    time.sleep(0.001)
+                except S.SymbolicTimeout:
+                    swallowed += 1
+                    if swallowed > 1:
+                        raise
+    assert swallowed == 2 and time.monotonic() - started < 1

@@ -77,13 +77,17 @@ def time_budget(seconds: float) -> Iterator[None]:
     def on_alarm(signum: int, frame: Any) -> None:
         raise SymbolicTimeout()
 
+    # The timer repeats after it first fires: an alarm that lands in a gc callback, or in
+    # code that swallows exceptions, is lost there, and the next one stops the work.
     old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-6), 0.02)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        finally:
+            signal.signal(signal.SIGALRM, old)
 
 
 class SymbolicProgram:

@@ -53,7 +53,15 @@ def snippet_command(
     from .snippet import run_snippet
 
     want_graph = bool(o.get("graph")) or o.get("dot") is not None
-    result = run_snippet(text, label, seed=o.get("seed"), limits=limits, graph=want_graph)
+    result = run_snippet(
+        text,
+        label,
+        seed=o.get("seed"),
+        limits=limits,
+        graph=want_graph,
+        allow_read=[str(p) for p in o.get("allow_read") or ()],
+        trust=bool(o.get("trust")),
+    )
     from .render import snippet_view
 
     if o.get("dot") is not None:

@@ -61,6 +61,7 @@ def snippet_command(
         graph=want_graph,
         allow_read=[str(p) for p in o.get("allow_read") or ()],
         trust=bool(o.get("trust")),
+        keep_partial=True,
     )
     from .render import snippet_view
 
@@ -79,8 +80,10 @@ def snippet_command(
         from .render.export import export
 
         export(shown, (o.get("svg"), o.get("html")), f"vjp {'explain' if explain else 'run'} {label}")
-        if result.exit_code == 3:
+        if result.exit_code == 3 and result.stopped is None:
             write("error: a check disagrees (exit 3); see the event's checks above.\n", err=True)
+    if result.stopped is not None:
+        raise result.stopped  # after what ran: its one-paragraph message on stderr, and its exit code
     return result.exit_code
 
 

@@ -36,6 +36,9 @@ class Observer:
         self.send, self.filename, self.namespace = send, filename, namespace
         self.recorder = Recorder()
         self.count = 0
+        self.hook_changed = False  # a hook of the snippet returned another gradient during this call
+        self.full = 0  # calls explained in full so far
+        self.per_line: dict[int, int] = {}  # calls made from each line so far
         explain = explain or {}
         self.explained = int(explain.get("calls", 50))  # events explained in full; later ones get cheap checks
         self.jacobian_rows = int(explain.get("jacobian_rows", JACOBIAN_ROWS))
@@ -79,7 +82,40 @@ class Observer:
                 rec.custom_depth -= 1
 
         torch.autograd.Function.apply = classmethod(recorded_apply)  # type: ignore[assignment]
+        self._watch_hooks()
+        from .functional import install
+
+        install(self)
         self.recorder.__enter__()
+
+    def emit(self, event: Event) -> None:
+        """Number an event made elsewhere (a functional call) and send it."""
+        self.count += 1
+        event.index = self.count
+        self.send({"type": "event", "event": asdict(event)})
+
+    def _watch_hooks(self) -> None:
+        """Wrap Tensor.register_hook so a hook that returns another gradient is known: .grad is then not Jᵀv
+        by design, and the checks say so instead of disagreeing."""
+        real = torch.Tensor.register_hook
+        observer = self
+
+        def register_hook(self: torch.Tensor, hook: Any) -> Any:
+            if not callable(hook):
+                return real(self, hook)  # torch's own error
+
+            def watched(grad: Any) -> Any:
+                out = hook(grad)
+                if isinstance(out, torch.Tensor) and out is not grad:
+                    with _outside_the_log():
+                        if out.shape != grad.shape or not bool(torch.equal(out, grad)):
+                            observer.hook_changed = True
+                return out
+
+            return real(self, watched)
+
+        register_hook.__doc__, register_hook.__name__ = real.__doc__, real.__name__
+        torch.Tensor.register_hook = register_hook  # type: ignore[method-assign]
 
     def before_statement(self, stmt: Any) -> None:
         """The runner's hook; events carry their own line, so nothing to do."""
@@ -112,13 +148,20 @@ class Observer:
         is_grad = qualname == "torch.autograd.grad"
         before = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
         line, source = self._where()
-        explain = self.count < self.explained
+        seen = self.per_line.get(line, 0)
+        self.per_line[line] = seen + 1
+        # in full: the first calls of each line (what the transcript shows in full), up to the limit overall
+        explain = seen < FULL_PER_LINE and self.full < self.explained
+        self.full += explain
+        # past those, the cheap checks on every SAMPLE-th call of the line (a loop's steps cost a forward each)
+        checked = explain or (seen - FULL_PER_LINE) % SAMPLE == SAMPLE - 1
         watch = NonfiniteWatch(outs) if explain else None
         customs = custom_functions(outs) if explain else []
         probe = self._graph_probe(outs) if explain and self.graph else None
         for started in (watch, probe):
             if started is not None:
                 started.start()
+        self.hook_changed = False
         try:
             value = self._run(real, args, kwargs)
         finally:
@@ -136,7 +179,10 @@ class Observer:
             line=line,
             source=source,
             call=qualname,
-            outputs=[_info(self.name_of(o, source), o, explain) for o in outs],
+            outputs=[
+                _info(written or self.name_of(o), o, explain)
+                for o, written in zip(outs, _as_written(qualname, source, len(outs)), strict=True)
+            ],
             v=[_info("v", v) for v in v_used if isinstance(v, torch.Tensor)],
             v_origin="grad_outputs" if is_grad and given else "given" if given else "scalar default 1",
             retain_graph=bool(p.arguments.get("retain_graph") or p.arguments.get("create_graph")),
@@ -158,12 +204,17 @@ class Observer:
         event.graph = graph
         nonfinite = any(isinstance(g, torch.Tensor) and not bool(torch.isfinite(g).all()) for g in got)
         event.diagnosis = diagnosis if nonfinite else None
-        if all(isinstance(v, torch.Tensor) for v in v_used) and leaves:
+        if not checked:
+            why = f"past the first {FULL_PER_LINE} calls of a line, every {SAMPLE}th is checked"
+            event.checks.append(Check("finite_difference", "skipped", _FD, reason=why))
+        elif all(isinstance(v, torch.Tensor) for v in v_used) and leaves:
             try:
                 self._check(event, outs, v_used, leaves, got, before, cheap=not explain)
             except Exception as e:  # the tool's own failure is never the snippet's exception
                 why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
                 event.checks.append(Check("finite_difference", "skipped", _FD, reason=why))
+        if self.hook_changed:
+            _by_design(event)
         diagnose(event, customs)
         event.notes.extend(event_notes(event, before))
         self.send({"type": "event", "event": asdict(event)})
@@ -175,7 +226,7 @@ class Observer:
         """The backward graph with what each node received (engine/backward_graph.py), named by the snippet."""
         from ..engine.backward_graph import GraphProbe
 
-        made = {}
+        made: dict[int, str] = {}
         for name, value in self.namespace.items():
             if isinstance(value, torch.Tensor) and value.grad_fn is not None and not name.startswith("__"):
                 made.setdefault(id(value.grad_fn), name)
@@ -228,7 +279,7 @@ class Observer:
         order = {id(v): k for k, v in enumerate(self.namespace.values())}
         return sorted(tensors, key=lambda t: order.get(id(t), len(order)))
 
-    def name_of(self, t: torch.Tensor, source: str = "") -> str:
+    def name_of(self, t: torch.Tensor) -> str:
         """What the snippet calls a tensor: a global bound to it, a module's parameter, else its shape."""
         for name, value in self.namespace.items():
             if value is t and not name.startswith("__"):
@@ -295,7 +346,7 @@ class Observer:
         if jac is None:
             why = f"J has more than {self.jacobian_rows} rows (--limit snippet_jacobian_rows=N)"
             if cheap:
-                why = f"past the first {self.explained} calls, only cheap checks (--limit snippet_explained_calls=N)"
+                why = "a folded call: finite differences along random directions only"
             event.checks.append(Check("jtv", "skipped", _JTV, reason=why))
         else:
             refs = [Jk.T @ v for Jk in jac]
@@ -321,12 +372,53 @@ class Observer:
         event.checks.append(check)
 
 
+FULL_PER_LINE = 3  # calls of one line explained in full (render/snippet_view.py folds the rest: FOLD_AFTER)
+SAMPLE = 10  # past those, every SAMPLE-th call of the line gets the cheap checks
 FOLDED_VALUES = 100  # past the explained calls, a tensor's values travel only up to this many elements
 JACOBIAN_ROWS = 128  # J of the replay for outputs up to this many elements (one autograd call per row)
 FD_EVALS = 401  # every column of J by finite differences up to 100 input elements, else random directions
 _JTV = "the call's grads vs Jᵀv from the Jacobian of the replayed forward (autograd of the replay, float64)"
 _FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
 _FD_DIR = "<u, the call's grads> vs (f(x + hu) - f(x - hu))/2h · v of the replayed forward, random u (float64)"
+
+
+def _as_written(qualname: str, source: str, n: int) -> list[str | None]:
+    """The outputs as the call's line writes them: `y.sum()` of `y.sum().backward()`, `dy.sum()` of
+    `torch.autograd.grad(dy.sum(), x)` (or its outputs=); None where the line does not say."""
+    import ast
+
+    names: list[str | None] = [None] * n
+    try:
+        tree = ast.parse(source.strip().rstrip(":"))
+    except SyntaxError:
+        return names
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Attribute, ast.Name)):
+            continue
+        word = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        if qualname == "Tensor.backward" and word == "backward" and isinstance(node.func, ast.Attribute):
+            first: ast.expr | None = node.func.value
+        elif qualname != "Tensor.backward" and word == qualname.rsplit(".", 1)[-1]:
+            keyword = "outputs" if qualname.endswith("grad") else "tensors"
+            first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == keyword), None)
+        else:
+            continue
+        if isinstance(first, (ast.List, ast.Tuple)) and len(first.elts) == n:
+            return [ast.unparse(e) for e in first.elts]
+        if first is not None and n == 1:
+            return [ast.unparse(first)]
+        return names
+    return names
+
+
+def _by_design(event: Event) -> None:
+    """A hook changed the gradient on its way: a difference from Jᵀv is what the snippet asked for."""
+    why = "a hook of the snippet changed the gradient on its way, so .grad is not Jᵀv by design"
+    event.checks[:] = [
+        replace(c, status="skipped", reason=f"{why}; {c.reason}" if c.reason else why) if c.status == "disagree" else c
+        for c in event.checks
+    ]
+    event.notes.append(f"A hook registered with register_hook returned a different gradient: {why[46:]}.")
 
 
 def _outside_the_log() -> Any:

@@ -4,8 +4,9 @@ A `TorchDispatchMode` sees every operation below autograd, custom Functions' for
 operation that touches a tracked tensor (one that requires grad, or one a logged operation made) is kept
 with its arguments; an argument from outside the log (a leaf, a constant, a parameter) is copied the first
 time it is used at each version, so the replay sees the values the forward saw even when the snippet
-changes them afterwards (`c.data.mul_(2.5)`). What ran without grad (outside a custom Function's forward)
-or through `detach` is a constant to backward, so the replay holds it at its recorded value too.
+changes them afterwards (`c.data.mul_(2.5)`). What runs without grad (outside a custom Function's forward),
+a detach, a mask or an index is not logged: read later, it is copied like any input from outside, so the
+replay holds it fixed, as autograd does.
 
 `Recorder.replay(outputs, leaves)` gives a function of float64 leaves that recomputes the outputs along the
 recorded path: the forward finite differences perturb, with no autograd of the snippet involved.
@@ -50,8 +51,7 @@ class Entry:
     args: Any  # the arguments, tensors replaced by _Ref
     kwargs: Any
     outs: list[tuple[int, int]]  # each tensor result's key after the call
-    constant: bool  # ran without grad (outside a custom forward), or detach: a constant to backward
-    results: list[torch.Tensor] = field(default_factory=list)  # kept for constant and random results
+    results: list[torch.Tensor] = field(default_factory=list)  # kept for random results
     random: bool = False
 
 
@@ -97,12 +97,16 @@ class Recorder(TorchDispatchMode):
         if not any(t.requires_grad or key(t) in self.made for t in tensors):
             return func(*args, **kwargs)
         name = func.overloadpacket.__name__
+        # What runs without grad (an optimizer's step, torch.no_grad()), a detach, a mask or an index (x > 0,
+        # argmax) is a constant to backward: not logged; a later logged op that reads its result copies it
+        # then, as an input from outside, so the replay holds it fixed as autograd does.
+        if (not torch.is_grad_enabled() and self.custom_depth == 0) or name in ("detach", "alias"):
+            return func(*args, **kwargs)
         refs = tree_map(self._ref, (args, kwargs))  # before the call: an in-place op changes its input
         out = func(*args, **kwargs)
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-        constant = (not torch.is_grad_enabled() and self.custom_depth == 0) or name in ("detach", "alias")
-        # a mask or an index (x > 0, argmax) has no derivative: autograd holds it fixed, and so does the replay
-        constant = constant or bool(outs) and not any(o.is_floating_point() or o.is_complex() for o in outs)
+        if outs and not any(o.is_floating_point() or o.is_complex() for o in outs):
+            return out
         # once the op returns, autograd bumps an in-place op's input (its result) and gives a view its base's
         # version counter: key the results as later operations will read them
         written = {serial(a) for a in tensors} if func._schema.is_mutable else set()
@@ -111,9 +115,9 @@ class Recorder(TorchDispatchMode):
             (serial(o), o._version + 1) if serial(o) in written else (serial(o), base) if base is not None else key(o)
             for o in outs
         ]
-        entry = Entry(func, refs[0], refs[1], keys, constant)
+        entry = Entry(func, refs[0], refs[1], keys)
         entry.random = any(name.startswith(r) for r in _RANDOM) or name == "native_dropout"
-        if constant or entry.random:
+        if entry.random:
             entry.results = [o.detach().clone() for o in outs]
         self.entries.append(entry)
         for i, k in enumerate(keys):
@@ -165,7 +169,7 @@ class Recorder(TorchDispatchMode):
             if id(entry) in need:
                 continue
             need.add(id(entry))
-            if entry.constant or (entry.random and entry.func.overloadpacket.__name__ != "native_dropout"):
+            if entry.random and entry.func.overloadpacket.__name__ != "native_dropout":
                 continue
             stack.extend(r.key for r in tree_flatten((entry.args, entry.kwargs))[0] if isinstance(r, _Ref))
         return [e for e in self.entries if id(e) in need]
@@ -236,7 +240,7 @@ class Replay:
 
     def _run(self, e: Entry, env: dict[tuple[int, int], torch.Tensor], by_leaf: dict[int, torch.Tensor]) -> None:
         name = e.func.overloadpacket.__name__
-        if e.constant or (e.random and name != "native_dropout"):
+        if e.random and name != "native_dropout":
             for k, t in zip(e.outs, e.results, strict=True):
                 env[k] = self._cast(t)
             return

@@ -25,12 +25,14 @@ def run_snippet(
     graph: bool = False,
     allow_read: Iterable[str] = (),
     trust: bool = False,
+    keep_partial: bool = False,
 ) -> SnippetResult:
     """Run a pasted snippet as `python FILE.py` would (a REPL transcript as the REPL did), confined.
 
     The snippet's own exception ends up in `result.error`; the tool's errors (bad input, a limit, a machine
-    that cannot confine without `trust`) are raised. With `graph`, each explained event carries the backward
-    graph with the cotangent every node received.
+    that cannot confine without `trust`) are raised; with `keep_partial`, a limit that stopped the snippet is
+    `result.stopped` instead, beside the statements and events that ran before it. With `graph`, each
+    explained event carries the backward graph with the cotangent every node received.
     """
     from ..confined.launch import run_confined
     from ..confined.protocol import safe_text
@@ -48,7 +50,7 @@ def run_snippet(
         seed=seed,
         graph=graph,
     )
-    if outcome.stopped is not None:
+    if outcome.stopped is not None and not keep_partial:
         raise outcome.stopped
     lines = src.original.split("\n")
     code_line = {orig: k + 1 for k, orig in enumerate(src.line_map)}
@@ -81,19 +83,20 @@ def run_snippet(
             message=safe_text(exc.message),
             explanation=explain_error(exc.message),
         )
-    import torch  # the parent's torch names the version the child ran (the same interpreter and packages)
+    from importlib.metadata import version
 
     return SnippetResult(
         label=label,
         seed=seed if seed is not None else 0,
         seed_given=seed is not None,
         repl=src.repl,
-        torch_version=torch.__version__,
+        torch_version=version("torch"),  # the child's: the same interpreter and packages, not imported here
         steps=steps,
         events=events,
         error=error,
         notes=[],
         stdout="".join(s.stdout for s in steps),
+        stopped=outcome.stopped,
     )
 
 
@@ -122,6 +125,8 @@ def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
             notes=[str(n) for n in d["notes"]],
             diagnosis=None if d.get("diagnosis") is None else str(d["diagnosis"]),
             graph=_graph(d.get("graph")),
+            results=[TensorInfo(**t) for t in d.get("results") or []],
+            reference=[TensorInfo(**t) for t in d.get("reference") or []],
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ProgramError(

@@ -117,11 +117,15 @@ class SnippetResult:
     notes: list[str]
     stdout: str
     kind: str = "snippet"  # or "check" (vjp check: one call of the user's own function)
+    # the tool stopped the snippet (a limit, a crash): what ran until then is above; the error itself
+    stopped: Any = None  # an errors.VjpError
 
     @property
     def exit_code(self) -> int:
         from ..errors import ExitCode
 
+        if self.stopped is not None:
+            return int(self.stopped.exit_code)
         if any(e.status == "disagree" for e in self.events):
             return int(ExitCode.DISAGREE)
         if self.error is not None:
@@ -149,6 +153,9 @@ class SnippetResult:
                     {**asdict(e), "status": e.status, "grads": {x.name: x.grad for x in e.inputs}} for e in self.events
                 ],
                 "error": None if self.error is None else asdict(self.error),
+                "stopped": None
+                if self.stopped is None
+                else {"message": self.stopped.message, "hint": self.stopped.hint},
                 "notes": list(self.notes),
                 "exit_code": self.exit_code,
             },

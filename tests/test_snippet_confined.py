@@ -1,0 +1,166 @@
+"""The snippet door as users meet it since it runs snippets as real Python in the confined child: functional
+calls as events, hooks that change a gradient, outputs named as written, loops folded, a limit that keeps
+what ran, and the --trust / --allow-read options. Each run starts a child (about a second): one snippet
+covers several facts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from vjp_explorer.snippet import run_snippet
+
+FUNCTIONAL = """\
+import torch
+from torch.autograd.functional import jacobian, vjp, jvp, hessian
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * x * g  # wrong: 2 * x * g
+
+def f(x):
+    return x ** 2 * torch.sin(x)
+
+x = torch.tensor([1.0, 2.0, 3.0])
+print(jacobian(f, x).diagonal())
+print(vjp(f, x, torch.tensor([1.0, 0.5, 0.1]))[1])
+print(jvp(f, x, torch.ones(3))[1])
+print(hessian(lambda t: (t ** 3).sum(), x).diagonal())
+print(torch.func.grad(lambda t: (t ** 3).sum())(x))
+print(jacobian(Square.apply, x).diagonal())
+print(torch.autograd.gradcheck(torch.sin, (x.double().requires_grad_(),)))
+"""
+
+
+def test_functional_calls_are_events_checked_by_finite_differences_and_gradcheck_is_not():
+    r = run_snippet(FUNCTIONAL, "functional.py", seed=0)
+    assert r.error is None and r.stdout.count("\n") == 7
+    verdicts = [(e.call.rsplit(".", 1)[-1], e.checks[0].status) for e in r.events]
+    assert verdicts == [
+        ("jacobian", "agree"),
+        ("vjp", "agree"),
+        ("jvp", "agree"),
+        ("hessian", "skipped"),
+        ("grad", "agree"),
+        ("jacobian", "disagree"),  # the custom backward's 3x where 2x is right
+    ]  # gradcheck's own hundreds of autograd calls are not events
+    wrong = r.events[-1]
+    assert [round(v, 4) for v in [wrong.results[0].values[i][i] for i in range(3)]] == [3.0, 6.0, 9.0]
+    assert [round(wrong.reference[0].values[i][i], 4) for i in range(3)] == [2.0, 4.0, 6.0]
+    assert r.exit_code == 3
+
+
+HOOKS_AND_NAMES = """\
+import torch
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+y = x * 3
+y.register_hook(lambda g: g * 2)
+y.sum().backward()
+z = x ** 3
+(dz,) = torch.autograd.grad(z.sum(), x, create_graph=True)
+z.register_hook(print)
+torch.autograd.backward([z[0], z[1]], [torch.tensor(1.0), torch.tensor(2.0)])
+"""
+
+
+def test_a_hook_that_changes_the_gradient_is_not_a_disagreement_and_outputs_are_named_as_written():
+    r = run_snippet(HOOKS_AND_NAMES, "hooks.py", seed=0)
+    assert r.error is None, r.error
+    hooked, grad, printed = r.events
+    assert {c.status for c in hooked.checks} == {"skipped"} and "by design" in hooked.checks[0].reason
+    assert any("register_hook" in n for n in hooked.notes)
+    assert [o.name for o in hooked.outputs] == ["y.sum()"]
+    assert [o.name for o in grad.outputs] == ["z.sum()"]
+    assert [o.name for o in printed.outputs] == ["z[0]", "z[1]"]
+    assert {c.status for c in printed.checks} == {"agree"}  # a hook that only prints changes nothing
+    assert r.exit_code == 0
+
+
+LOOP = """\
+import torch
+torch.manual_seed(0)
+w = torch.zeros(3, requires_grad=True)
+x, t = torch.randn(16, 3), torch.randn(16)
+for step in range(25):
+    loss = ((x @ w - t) ** 2).mean()
+    loss.backward()
+    with torch.no_grad():
+        w -= 0.1 * w.grad
+        w.grad = None
+print(round(loss.item(), 4))
+"""
+
+
+def test_a_loop_folds_into_one_table_and_its_later_calls_are_sampled(vjp, runner):
+    from vjp_explorer.cli import app
+
+    out = runner.invoke(app, ["run", "--snippet", LOOP, "--seed", "0"], env={"COLUMNS": "100"})
+    assert out.exit_code == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert text.count("╰ backward #") == 3  # the first three in full
+    assert "… 22 more calls from line 7" in text
+    assert "#25" in text and "20 folded calls of a loop not checked (every 10th is)" in text
+    js = json.loads(vjp("run", "--snippet", LOOP, "--seed", "0", "--json").stdout)["snippet"]
+    events = js["events"]
+    assert len(events) == 25 and all(x["grad_norm"] is not None for e in events for x in e["inputs"])
+    checked = [e["index"] for e in events if any(c["status"] == "agree" for c in e["checks"])]
+    assert checked == [1, 2, 3, 13, 23]  # in full, then every tenth of the line
+
+
+def test_a_limit_keeps_what_ran_in_the_json_and_exits_2(vjp):
+    src = "import torch\nx = torch.ones(2, requires_grad=True)\n(x * x).sum().backward()\nprint('ran')\n"
+    src += "while True:\n    pass\n"
+    out = vjp("run", "--snippet", src, "--json", "--limit", "snippet_seconds=8")
+    assert out.exit_code == 2
+    doc = json.loads(out.stdout)["snippet"]
+    assert doc["stdout"] == "ran\n" and len(doc["events"]) == 1 and doc["exit_code"] == 2
+    assert "wall-clock" in doc["stopped"]["message"] and "snippet_seconds" in doc["stopped"]["hint"]
+    assert "wall-clock" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_allow_read_and_trust_open_what_the_confinement_closes(vjp, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "v.txt").write_text("1,2,3")
+    script = tmp_path / "reads.py"
+    script.write_text(
+        "import torch\n"
+        f"vals = [float(s) for s in open({str(data / 'v.txt')!r}).read().split(',')]\n"
+        "x = torch.tensor(vals, requires_grad=True)\n(x * x).sum().backward()\nprint(x.grad)\n"
+    )
+    shut = vjp("run", str(script))
+    assert shut.exit_code == 4 and "PermissionError" in shut.stdout and "--allow-read DIR" in shut.stdout
+    opened = vjp("run", str(script), "--allow-read", str(data))
+    assert opened.exit_code == 0 and "tensor([2., 4., 6.])" in opened.stdout
+    trusted = vjp("run", str(script), "--trust")
+    assert trusted.exit_code == 0 and "tensor([2., 4., 6.])" in trusted.stdout
+    program = vjp("run", "3*a", "--a", "1", "--trust")
+    assert program.exit_code == 2 and "--trust applies to a snippet" in program.stderr
+
+
+@pytest.mark.parametrize("name", ["torch", "np"])
+def test_a_snippet_that_never_imports_gets_pythons_error_explained(name):
+    r = run_snippet(f"x = {name}.ones(3)\n", "noimport.py", seed=0)
+    assert r.error is not None and r.error.type == "NameError"
+    assert r.error.explanation is not None and "import" in r.error.explanation
+
+
+def test_the_parent_never_imports_the_childs_observation():
+    code = (
+        "import sys\nfrom vjp_explorer.snippet import run_snippet\n"
+        "run_snippet('import torch\\nx = torch.ones(2, requires_grad=True)\\nx.sum().backward()\\n', seed=0)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('vjp_explorer.confined.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "observe" not in out.stdout and "record" not in out.stdout

@@ -110,6 +110,9 @@ def run(
         return
     module = types.ModuleType("__main__")
     module.__dict__.update(__file__=filename, __builtins__=builtins, __doc__=ast.get_docstring(tree, clean=False))
+    if mode == "repl":  # the session the transcript was copied from imported these before its first line
+        for _name, statement in session_imports(tree):
+            exec(statement, module.__dict__)  # our own fixed import lines, not the user's text
     sys.modules["__main__"] = module  # classes the snippet defines pickle as __main__.Name, as in `python FILE.py`
     if observe is not None:
         observers.append(observe(module.__dict__))
@@ -134,6 +137,31 @@ def run(
     finally:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     send({"type": "done"})
+
+
+# what a REPL transcript copied from a session may use without showing its import
+SESSION = {
+    "torch": "import torch",
+    "nn": "import torch.nn as nn",
+    "F": "import torch.nn.functional as F",
+    "np": "import numpy as np",
+    "math": "import math",
+    "Variable": "from torch.autograd import Variable",
+}
+
+
+def session_imports(tree: ast.AST) -> list[tuple[str, str]]:
+    """The SESSION names a transcript reads but never binds itself, with the import that binds each."""
+    bound: set[str] = set()
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+    return [(name, line) for name, line in SESSION.items() if name in read and name not in bound]
 
 
 def _future_flags(stmt: ast.stmt) -> int:

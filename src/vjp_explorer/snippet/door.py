@@ -94,10 +94,33 @@ def run_snippet(
         steps=steps,
         events=events,
         error=error,
-        notes=[],
         stdout="".join(s.stdout for s in steps),
         stopped=outcome.stopped,
+        notes=_session_note(src),
     )
+
+
+def _session_note(src: Source) -> list[str]:
+    """A transcript that reads torch (or nn, F, np, math, Variable) without importing it ran after the
+    imports its session made before the copied lines: say which."""
+    if not src.repl:
+        return []
+    import ast
+
+    from ..confined.runner import session_imports
+
+    try:
+        found = session_imports(ast.parse(src.code))
+    except SyntaxError:
+        return []
+    if not found:
+        return []
+    names = ", ".join(name for name, _ in found)
+    lines = "; ".join(line for _, line in found)
+    return [
+        f"The transcript uses {names} without importing {'it' if len(found) == 1 else 'them'}: its session "
+        f"imported {'it' if len(found) == 1 else 'them'} earlier, so it ran after `{lines}`."
+    ]
 
 
 def _claim(src: Source, step: Step, line: int) -> None:

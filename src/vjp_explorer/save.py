@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
-from .result import Repeated
 
 if TYPE_CHECKING:
     from .result import Result, TensorData
@@ -63,11 +62,8 @@ def to_numpy(t: TensorData) -> Any:
     """The array with its shape and dtype; a view of the result's buffer where it has one."""
     import numpy as np
 
-    dtype = np.dtype(t.dtype)
-    if isinstance(t.flat, Repeated):
-        return np.full(t.shape, t.flat.value, dtype=dtype)
-    flat = np.asarray(t.flat if isinstance(t.flat, memoryview) else list(t.flat), dtype=dtype)
-    return flat.reshape(t.shape)
+    a = t.view(np.ndarray)
+    return a if a.flags.c_contiguous else a.copy()  # a constant's zero-stride view is written out whole
 
 
 def save(r: Result, path: Path) -> None:

@@ -237,9 +237,9 @@ def _labelled_matrix(title: str, d: TensorData, r: Result, leaf: str, view: View
     m, leaf_data = r.output.numel, r.inputs[leaf].value
     n = leaf_data.numel
     t = NumberTable(Text(title), [Text(label(leaf, leaf_data.index(j))) for j in range(n)])
-    probe = TensorData(r.output.shape, [0.0] * m, r.output.stats)
     for i in range(m):
-        t.add_row(Text(label(r.output_name, probe.index(i))), *(fmt(d.flat[i * n + j], view.digits) for j in range(n)))
+        row = (fmt(d.flat[i * n + j], view.digits) for j in range(n))
+        t.add_row(Text(label(r.output_name, r.output.index(i))), *row)
     return t
 
 

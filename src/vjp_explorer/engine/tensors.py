@@ -136,7 +136,8 @@ def to_data(t: torch.Tensor) -> TensorData:
     n = flat.numel()
     if n == 0:
         return TensorData(np.zeros(0, t.numpy().dtype), Stats(math.nan, math.nan, 0.0, 0, 0), shape)
-    if n > 1 and len(shape) <= NUMPY_DIMS and flat.stride(0) == 0 and math.isfinite(c := float(flat[0])):  # one number n times (expanded)
+    constant = n > 1 and len(shape) <= NUMPY_DIMS and flat.stride(0) == 0
+    if constant and math.isfinite(c := float(flat[0])):  # one number n times (expanded)
         one = flat[:1].contiguous().numpy()
         held = np.lib.stride_tricks.as_strided(one, shape, (0,) * len(shape))
         return TensorData(held, Stats(c, c, abs(c) * math.sqrt(n), 0, 0))

@@ -156,6 +156,7 @@ def test_equal_arrays_are_held_once_and_a_constant_diagonal_as_one_number():
     """At scale the Jacobian's diagonal of 3*a is 3 n times: held as one number. With v = ones the diagonal
     of b, its Jᵀv and b's grad are the same numbers from the same autograd pass, held in one buffer once the
     jtv check has compared them; so are v and the output's grad."""
+
     def buffer(td):
         return td.ctypes.data
 

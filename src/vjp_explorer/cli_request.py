@@ -96,6 +96,7 @@ def build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any)
         elif key not in from_file:  # where it would go: the file names the key, the command line the option
             given[key] = Origin(option, option, req.source, key if req.source else None)
     given["program"] = from_file.pop("program", Origin("expression"))
+    req.surface = "cli"
     req.origins = CommandLineOrigins({**from_file, **given}, req.source, frozenset(options))
     req.limits = limits
     return req

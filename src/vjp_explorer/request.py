@@ -60,6 +60,7 @@ class Request:
     description: str | None = None
     source_note: str | None = None  # an expression file's `source`: where the example comes from
     grad_label: str = "given"  # where v came from, for the output ("given", "given in the file")
+    surface: str = "api"  # who asked: "api" (Python) or "cli"; texts name options in its words (wording.py)
     latex: bool = False  # formulas of `explain` as LaTeX
     origins: Origins = field(default_factory=Origins)  # where each value came from, for messages
     expected: Any = None  # language.files.Expected: numbers a source printed, checked as "expected"

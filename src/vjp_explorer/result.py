@@ -258,9 +258,11 @@ class Probe:
     loss: float | None = None  # upstream: L at the output's value
 
 
-@dataclass
+@dataclass(repr=False)
 class Result:
-    """Everything one run computed: inputs, output, v, grads, Jacobians, Jᵀv, checks."""
+    """Everything one run computed: inputs, output, v, grads, Jacobians, Jᵀv, checks.
+
+    `print(r)` and `rich.print(r)` show the report `vjp run` shows; `repr(r)` is one line."""
 
     program: str
     output_name: str
@@ -302,6 +304,26 @@ class Result:
         from . import display
 
         return display.html(self)
+
+    def __rich__(self) -> Any:
+        """The report, for `rich.print(r)` and a Rich console."""
+        from . import display
+
+        return display.rich(self)
+
+    def __str__(self) -> str:
+        """The report as plain text, for `print(r)`."""
+        from . import display
+
+        return display.text(self)
+
+    def __repr__(self) -> str:
+        shape = "[" + ", ".join(map(str, self.output.dims)) + "]"
+        said = headline(list(self.checks.values()))
+        return (
+            f"<Result {self.program!r}: {self.output_name} shape {shape}, leaves {', '.join(self.leaves) or 'none'}, "
+            f"exit {int(self.exit_code)}: {said}>"
+        )
 
     def to_dict(self, full: bool = False) -> dict[str, Any]:
         """The JSON-ready form (see docs/json.md); non-finite numbers become strings; arrays of more than

@@ -73,7 +73,7 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
     if graph is not None:
         parts += [graph, Text("")]
     parts.append(_section("4. every route, one answer"))
-    parts.append(T.check_rows(r.checks.values()))
+    parts.append(T.check_rows(r.checks.values(), T.surface(r)))
     note_items = T.notes(r)
     if note_items:
         parts += [Text(""), _section("5. notes"), *note_items[1:]]

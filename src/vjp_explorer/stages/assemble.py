@@ -88,6 +88,7 @@ def assemble(
             "source_note": req.source_note,
             "uses_random": bound.uses_random,
             "latex": req.latex,
+            "surface": req.surface,
         },
         probe=probe,
         graph=ctx.recorder.graph if ctx.recorder is not None else None,

@@ -62,7 +62,7 @@ def test_blocks_keep_the_largest_entry_and_its_sign():
 
 def test_heatmap_pinned_at_80_columns():
     """relu(sin(x)) at x = 0..29: a diagonal J with positive, negative and numerically zero entries."""
-    r = explore("relu(sin(x))", {"x": "arange(30)"}, grad="ones", symbolic=False)
+    r = explore("relu(sin(x))", {"x": "arange(30)"}, grad="ones", symbolic=False, surface="cli")  # as vjp run
     view = text.View.for_result(r, None, False)
     got = _show(text.jacobian_view(r, "x", view))
     assert all(len(line) <= 80 for line in got.splitlines())

@@ -174,10 +174,24 @@ def _argument(ctx: Any, expression: str | None, file: Path | None, o: dict[str, 
     return expression, None
 
 
+def check_files(o: dict[str, Any]) -> None:
+    """The files asked for beside the output, checked before any work (outfiles.py)."""
+    from .outfiles import check_writable
+
+    for key in ("svg", "html", "dot"):
+        if o.get(key) is not None:
+            check_writable(f"--{key}", Path(o[key]))
+    if o.get("save") is not None:
+        from .save import check_path
+
+        check_path(Path(o["save"]))
+
+
 def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool, **o: Any) -> None:
     debug = o["debug"]
     try:
         check_settings(o)
+        check_files(o)
         expression, file = _argument(ctx, expression, file, o, explain)
     except VjpError as e:
         raise fail(e, debug) from None
@@ -188,6 +202,12 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
 
         if o.pop("save", None) is not None:
             raise fail(UsageError("--save writes the arrays of a program's run; a snippet has none yet."), debug)
+        if o.get("json_") and (o.get("svg") or o.get("html")):
+            problem = UsageError(
+                "--svg and --html save the screen a snippet shows, and with --json it shows none.",
+                hint="Run it twice: once with --json, once with --svg FILE (or --html FILE).",
+            )
+            raise fail(problem, debug)
         status = Status.for_command(o["json_"], "running the snippet (torch, then each statement)")
 
         def write_after_status(*args: Any, **kwargs: Any) -> None:
@@ -211,10 +231,6 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         if o["digits"] is not None and not 1 <= o["digits"] <= 17:
             raise UsageError(f"--digits must be between 1 and 17, not {o['digits']}.")
         latex = o.pop("latex", False)
-        if save is not None:
-            from .save import check_path
-
-            check_path(save)
         req = build_request(ctx, expression, file, **o)
         req.explain = explain
         req.latex = latex

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
+from .outfiles import check_writable, wrote
 
 if TYPE_CHECKING:
     from .result import Result, TensorData
@@ -27,8 +28,7 @@ def check_path(path: Path) -> None:
             f"--save writes .npz (numpy) or .pt (torch) files, not {path.suffix or 'a file without a suffix'!r}.",
             hint="Name the file FILE.npz or FILE.pt.",
         )
-    if not path.parent.is_dir():
-        raise UsageError(f"--save: the folder {str(path.parent)!r} does not exist.")
+    check_writable("--save", path)
 
 
 def arrays(r: Result) -> Iterator[tuple[str, TensorData]]:
@@ -82,3 +82,4 @@ def save(r: Result, path: Path) -> None:
             torch.save({k: torch.from_numpy(v) for k, v in data.items()}, path)
     except OSError as e:
         raise UsageError(f"--save could not write {str(path)!r}: {e.strerror or e}.") from None
+    wrote(path, f"{len(data)} arrays, {'numpy .npz' if path.suffix == '.npz' else 'torch.save'}; keys as in the JSON")

@@ -22,7 +22,7 @@ _SPELLING = {
 _SWITCHES = {
     "no_symbolic": ("--no-symbolic", "symbolic=False"),
     "no_retain_graph": ("--no-retain-graph", "retain_graph=False"),
-    "full": ("--full", "the JSON, r.to_dict()"),
+    "full": ("--full", "the result's arrays"),
     "json_full": ("--json --full", "r.to_dict(full=True)"),
 }
 PLACEHOLDERS = {"N", "S", "V"}  # stand for a number the user picks: never quoted

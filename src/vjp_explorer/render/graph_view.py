@@ -163,6 +163,9 @@ def write_dot(path: Path, events: list[tuple[int, str, list[dict[str, Any]]]]) -
         path.write_text(to_dot(events), encoding="utf-8")
     except OSError as err:
         raise UsageError(f"--dot {_visible(str(path))}: cannot write the file ({err.strerror}).") from None
+    from ..outfiles import wrote
+
+    wrote(path, "the backward graph as Graphviz DOT; dot -Tsvg renders it")
 
 
 def short(summary: Any, n: int = 4) -> str:

@@ -196,7 +196,7 @@ def jacobian_view(r: Result, leaf: str, view: View) -> RenderableType:
         more = (
             f"more than {_opt(r, 'full')} shows in a terminal ({FULL_MAX:,}; {_opt(r, 'json_full')} has them all)"
             if view.full
-            else f"more than a screen ({_opt(r, 'full')} shows them)"
+            else f"more than a screen ({_opt(r, 'full')} {'show' if surface(r) == API else 'shows'} them)"
         )
         summary = Text(
             f"J = ∂{out}/∂{leaf} has {m} x {n} entries, {more}: "

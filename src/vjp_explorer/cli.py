@@ -47,7 +47,6 @@ from .cli_options import (
     VarOpt,
     VerboseOpt,
     check_settings,
-    complete_example,
 )
 from .cli_output import emit, fail, render, write
 from .cli_paths import is_snippet_path, is_snippet_text, looks_like_file, not_a_program
@@ -321,15 +320,7 @@ def _opts(local: dict[str, Any]) -> dict[str, Any]:
 @app.command(name="explain", cls=VariableOptions, epilog="Example: vjp explain expressions/seed_3vector.toml")
 def explain_cmd(
     ctx: typer.Context,
-    expression: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="FILE|PROGRAM",
-            help="An expression file (.toml) or a bundled example, e.g. seed_3vector; or a program as for 'run'.",
-            show_default=False,
-            autocompletion=complete_example,
-        ),
-    ] = None,
+    expression: Expression = None,
     file: FileOpt = None,
     var: VarOpt = None,
     const: ConstOpt = None,
@@ -362,7 +353,7 @@ def explain_cmd(
 ) -> None:
     """Explain backward(v) for a program: shapes, the symbolic Jacobian, and each grad term by term.
 
-    Accepts an expression file or, like 'run', an inline program with values.
+    Takes what 'run' takes: a program with its values, an expression file, a snippet or an example's name.
     """
     o = _opts(locals())
     o["latex"] = latex

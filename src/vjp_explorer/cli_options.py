@@ -119,8 +119,9 @@ def check_settings(o: dict[str, Any]) -> None:
 Expression = Annotated[
     str | None,
     typer.Argument(
-        metavar="PROGRAM",
-        help="The program, e.g. '3*a + 2*b*b + log(c)'; '-' reads it from stdin.",
+        metavar="PROGRAM|FILE|NAME",
+        help="A program, an expression file (.toml), a snippet (.py), a bundled example's name (vjp examples), "
+        "or '-' (a program or a snippet from stdin), e.g. '3*a + 2*b*b + log(c)' or seed_3vector.",
         show_default=False,
         autocompletion=complete_example,
     ),
@@ -149,7 +150,9 @@ CallsOpt = Annotated[
 JsonOpt = Annotated[
     bool,
     typer.Option(
-        "--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .grads (a program's .grad)."
+        "--json",
+        help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .grads (a program's .grad; a "
+        "snippet's: jq '.snippet.events[].grads').",
     ),
 ]
 CheckJsonOpt = Annotated[

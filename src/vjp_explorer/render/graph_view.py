@@ -17,12 +17,17 @@ from ..engine.backward_graph import paths
 from ..errors import UsageError
 from ..language.unicode import visible as _visible
 from ..result import element_label
+from .numbers import fmt_shape
 
 PATH_ELEMENTS = 6  # elements written out as a sum over paths; a bigger tensor shows its first ones
 PATH_TERMS = 4  # paths written out in one sum; more (a value used in each pass of a loop) are counted
 SOURCE_CHARS = 32  # a node's program text is cut here, so each line of the tree stays short
 MAX_DEPTH = 12  # levels of the tree shown: deeper, each line would have little room left at 80 columns
 MAX_LINES = 200  # lines of the tree shown; the DOT file and the JSON have every node
+# how the output and the leaves are marked, in the colours torchviz users know: its DOT fills a leaf
+# lightblue and the output darkolivegreen1; the tree says "(output)" and "(leaf)" in the nearest terminal colours
+LEAF_FILL, OUTPUT_FILL = "lightblue", "darkolivegreen1"
+LEAF_STYLE, OUTPUT_STYLE = "blue", "green"
 
 
 def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
@@ -37,17 +42,24 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
                 incoming[edge["to"]] = incoming.get(edge["to"], 0) + 1
     top = Tree(Text(title, style="bold"))
     shown: set[int] = set()
+    roots = set(g) - set(incoming)
 
     def label(node: dict[str, Any], edge: Any) -> Text:
         edge_value = edge["value"] if edge else None
         text = Text(node["name"], style="bold")
+        named = "span" not in node and node["value_of"] and not node["leaf"]  # a snippet's node: "(y)"
+        if node["id"] in roots:
+            text.append(f" (output {_visible(node['value_of'])})" if named else " (output)", style=OUTPUT_STYLE)
         if node["leaf"]:
-            text.append(f" → {_visible(node['leaf'])}.grad")
+            text.append(f" → {_visible(node['leaf'])}.grad", style=LEAF_STYLE)
+            text.append(" (leaf)", style=LEAF_STYLE)
         if "span" in node and node["source"]:
             made = f"{node['value_of']} = " if node["value_of"] and not node["leaf"] else ""
             text.append(f"  {_visible(made + _cut(node['source']))}", style="cyan")
-        elif node["value_of"] and not node["leaf"]:
+        elif named and node["id"] not in roots:
             text.append(f" ({_visible(node['value_of'])})")
+        if (shape := shape_of(node)) is not None:
+            text.append(f"  {shape}", style="dim")
         merged = incoming.get(node["id"], 0) > 1
         if node["id"] in shown:
             text.append(f"  gets {short(edge_value)} here (shown above)" if merged else "  (shown above)", style="dim")
@@ -136,16 +148,22 @@ def to_dot(events: list[tuple[int, str, list[dict[str, Any]]]]) -> str:
     for index, title, graph in events:
         lines.append(f"  subgraph cluster_{index} {{")
         lines.append(f"    label={_quote(title)};")
+        pointed_to = {edge["to"] for node in graph for edge in node["edges"]}
         for node in graph:
-            label = node["name"] + (f"\n→ {node['leaf']}" if node["leaf"] else "")
+            label = node["name"] + (f"\n→ {node['leaf']} (leaf)" if node["leaf"] else "")
+            label += "\n(output)" if node["id"] not in pointed_to else ""
             label += f"\nmakes {node['value_of']}" if node["value_of"] else ""
             if "span" in node and node["source"]:
                 label += f"\n{_cut(node['source'])}"
             elif node["line"]:
                 label += f"\nline {node['line']}"
+            if (shape := shape_of(node)) is not None:
+                label += f"\n{shape}"
             if node["arriving"] is not None:
                 label += f"\nreceives {short(node['arriving'])}"
-            lines.append(f"    e{index}n{node['id']} [label={_quote(label)}];")
+            fill = LEAF_FILL if node["leaf"] else OUTPUT_FILL if node["id"] not in pointed_to else None
+            style = f", style=filled, fillcolor={fill}" if fill else ""
+            lines.append(f"    e{index}n{node['id']} [label={_quote(label)}{style}];")
         for node in graph:
             for edge in node["edges"]:
                 if edge["to"] is not None:
@@ -178,6 +196,15 @@ def short(summary: Any, n: int = 4) -> str:
     flat = _flatten(values)
     text = ", ".join(f"{x:.4g}" for x in flat[:n]) + (", …" if len(flat) > n else "")
     return f"[{text}]" if isinstance(values, list) else text
+
+
+def shape_of(node: dict[str, Any]) -> str | None:
+    """The shape of the value a node stands for (that of the gradient it received): `[32, 10]`; None for a
+    single number, where a shape would only add `[]` to every line."""
+    arriving = node.get("arriving")
+    if arriving is None or not arriving.get("shape"):
+        return None
+    return fmt_shape(tuple(arriving["shape"]))
 
 
 def _num(x: float) -> str:

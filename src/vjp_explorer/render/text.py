@@ -384,7 +384,8 @@ def graph_section(r: Result) -> RenderableType | None:
     out = r.output_name
     title = f"{out}.backward(v): the nodes torch ran, output first, each with what it received"
     note = Text(
-        "each node is named as torch names it (grad_fn), with the part of the program that made it; "
+        "each node is named as torch names it (grad_fn), with the part of the program that made it and the "
+        "shape of that value; "
         "AccumulateGrad adds what it receives to the leaf's .grad; (× d) is the local derivative of the node above "
         "along that edge, element by element: what it received there = what the node above received × d",
         style="dim",

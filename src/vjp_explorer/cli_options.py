@@ -42,16 +42,19 @@ GradOpt = Annotated[
     str | None,
     typer.Option(
         "--grad",
+        "--gradient",
         metavar="V",
-        help="v of y.backward(v): same forms as values, or 'ones', e.g. --grad 0.5,1,2. Default 1 for a scalar output.",
+        help="v, the gradient of y.backward(gradient) (not a leaf's .grad): same forms as values, or 'ones', "
+        "e.g. --grad 0.5,1,2. Default 1 for a scalar output.",
     ),
 ]
 GradsOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--grad",
+        "--gradient",
         metavar="V",
-        help="v of y.backward(v), e.g. --grad 0.1,1,0.0001: same forms as values, or 'ones'; or a probe: e3 / e[1,2] "
+        help="v, the gradient of y.backward(gradient) (not a leaf's .grad), e.g. --grad 0.1,1,0.0001: same forms as values, or 'ones'; or a probe: e3 / e[1,2] "
         "(one-hot), basis "
         "(every row of J), random (seeded by --seed). Repeat it to check linearity (--grad 1,0 --grad 0,1). "
         "Default 1 for a scalar output.",

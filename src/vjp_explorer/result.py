@@ -270,7 +270,7 @@ class Result:
     device: str
     inputs: dict[str, Input]
     output: TensorData
-    grad: TensorData  # the v of backward(v)
+    grad: TensorData  # the v of backward(v): PyTorch's `gradient` (also r.gradient); not a leaf's .grad
     grad_source: str  # "given", "default (scalar output)", "ones"
     backward_calls: int
     grads: dict[str, TensorData]
@@ -286,6 +286,11 @@ class Result:
     meta: dict[str, Any] = field(default_factory=dict)
     probe: Probe | None = None  # --grad e3 / basis / random / several, --upstream
     graph: list[dict[str, Any]] | None = None  # --graph: the nodes of the real backward (engine/backward_graph.py)
+
+    @property
+    def gradient(self) -> TensorData:
+        """v, as PyTorch names it (`y.backward(gradient)`): the same array as `grad` (the JSON's key)."""
+        return self.grad
 
     @property
     def leaves(self) -> list[str]:

@@ -54,7 +54,8 @@ GradsOpt = Annotated[
         "--grad",
         "--gradient",
         metavar="V",
-        help="v, the gradient of y.backward(gradient) (not a leaf's .grad), e.g. --grad 0.1,1,0.0001: same forms as values, or 'ones'; or a probe: e3 / e[1,2] "
+        help="v, the gradient of y.backward(gradient) (not a leaf's .grad), e.g. --grad 0.1,1,0.0001: "
+        "same forms as values, or 'ones'; or a probe: e3 / e[1,2] "
         "(one-hot), basis "
         "(every row of J), random (seeded by --seed). Repeat it to check linearity (--grad 1,0 --grad 0,1). "
         "Default 1 for a scalar output.",

@@ -108,3 +108,11 @@ def test_a_snippet_in_a_notebook_names_the_seed_keyword():
     s = vx.run_snippet("import torch\nx = torch.randn(3, requires_grad=True)\n(x * x).sum().backward()\n", seed=7)
     page = s._repr_html_()
     assert "seed 7 (seed=7)" in page and "--seed" not in page
+
+
+def test_an_error_from_the_api_names_the_keyword_to_change():
+    with pytest.raises(vx.VjpError) as e:
+        vx.explore("exp(a) * 2", {"a": "1,2"}, gradient="ones", backward_calls=2, retain_graph=False)
+    text = e.value.render()
+    assert "retain_graph=False" in text and not CLI_WORDS.search(text), text
+    assert "exp's result" in text  # what this graph saved, by name

@@ -17,6 +17,7 @@ from ..engine.backward_graph import paths
 from ..errors import UsageError
 from ..language.unicode import visible as _visible
 from ..result import element_label
+from ..wording import CLI
 from .numbers import fmt_shape
 
 PATH_ELEMENTS = 6  # elements written out as a sum over paths; a bigger tensor shows its first ones
@@ -30,8 +31,10 @@ LEAF_FILL, OUTPUT_FILL = "lightblue", "darkolivegreen1"
 LEAF_STYLE, OUTPUT_STYLE = "blue", "green"
 
 
-def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
-    """The graph as a tree, output first, with the cotangent each node received; then the sums over paths."""
+def tree(graph: list[dict[str, Any]], title: str, said_to: str = CLI) -> list[RenderableType]:
+    """The graph as a tree, output first, with the cotangent each node received; then the sums over paths.
+    Where the whole graph is, when the tree is cut, is said in the words of `said_to` (wording.py)."""
+    whole = "--dot FILE and --json have" if said_to == CLI else "r.graph has"
     from rich.tree import Tree
 
     g = {n["id"]: n for n in graph}
@@ -83,9 +86,7 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
         parent, node_id, edge, depth = stack.pop()
         lines += 1
         if lines > MAX_LINES:
-            top.add(
-                Text(f"... {len(g) - len(shown)} more nodes: the whole graph is in --dot FILE and --json", style="dim")
-            )
+            top.add(Text(f"... {len(g) - len(shown)} more nodes: {whole} the whole graph", style="dim"))
             break
         node = g[node_id]
         again = node_id in shown
@@ -95,7 +96,7 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
         shown.add(node_id)
         children = [(branch, e["to"], e, depth + 1) for e in node["edges"] if e["to"] is not None]
         if children and depth + 1 >= MAX_DEPTH:
-            branch.add(Text("... deeper: --dot FILE and --json have the whole graph", style="dim"))
+            branch.add(Text(f"... deeper: {whole} the whole graph", style="dim"))
             continue
         stack.extend(reversed(children))
     out: list[RenderableType] = [top]
@@ -103,11 +104,11 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
     if merges:
         out.append(Text("gradients add where a value is used more than once:", style="bold"))
         for m in merges:
-            out.extend(_sum_over_paths(m, g[m["node"]]))
+            out.extend(_sum_over_paths(m, g[m["node"]], said_to))
     return out
 
 
-def _sum_over_paths(m: dict[str, Any], node: dict[str, Any]) -> list[RenderableType]:
+def _sum_over_paths(m: dict[str, Any], node: dict[str, Any], said_to: str = CLI) -> list[RenderableType]:
     """`b.grad = 2 via MulBackward0 (2*b) + ...`; for a tensor, one line per element: each a sum over paths."""
     whom = (
         f"{_visible(m['leaf'])}.grad"
@@ -137,7 +138,8 @@ def _sum_over_paths(m: dict[str, Any], node: dict[str, Any]) -> list[RenderableT
         terms += " + ..." if rest else ""
         lines.append(Padding(Text(f"{label}: {terms} = {_num(sums[k])}"), (0, 0, 0, 4), expand=False))
     if len(sums) > PATH_ELEMENTS:
-        more = f"... {len(sums) - PATH_ELEMENTS} more elements (--json with --graph has them all)"
+        where = "--json with --graph has" if said_to == CLI else "r.graph has"
+        more = f"... {len(sums) - PATH_ELEMENTS} more elements ({where} them all)"
         lines.append(Padding(Text(more), (0, 0, 0, 4), expand=False))
     return lines
 

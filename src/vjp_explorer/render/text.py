@@ -72,6 +72,11 @@ def surface(r: Result) -> str:
     return str(r.meta.get("surface", API))
 
 
+def all_of_them(r: Result, where: str) -> str:
+    """Where the rest of a cut list is: `--full` on the command line; in Python, the result's `where`."""
+    return "--full" if surface(r) == CLI else f"{where} has them all"
+
+
 def _opt(r: Result, key: str, value: str | None = None) -> str:
     """The option `key` in the words of the front end that asked for r."""
     return option(surface(r), key, value)
@@ -390,7 +395,7 @@ def graph_section(r: Result) -> RenderableType | None:
         "along that edge, element by element: what it received there = what the node above received × d",
         style="dim",
     )
-    return Group(Text("backward graph", style="bold underline"), *tree(r.graph, title), note)
+    return Group(Text("backward graph", style="bold underline"), *tree(r.graph, title, surface(r)), note)
 
 
 def render_run(r: Result, view: View) -> RenderableType:

@@ -116,3 +116,23 @@ def test_an_error_from_the_api_names_the_keyword_to_change():
     text = e.value.render()
     assert "retain_graph=False" in text and not CLI_WORDS.search(text), text
     assert "exp's result" in text  # what this graph saved, by name
+
+
+@pytest.mark.parametrize(
+    ("call", "api_word"),
+    [
+        (lambda: vx.explore("3*a", {"a": "1,2,3"}), 'gradient="ones"'),
+        (lambda: vx.explore("exp(x)", {"x": "1,2"}, gradient="ones", limits=vx.Limits(steps=0)), "limits=Limits("),
+    ],
+)
+def test_errors_worded_by_the_engine_name_keywords_from_the_api(call, api_word):
+    with pytest.raises(vx.VjpError) as e:
+        call()
+    text = e.value.render()
+    assert api_word in text and not CLI_WORDS.search(text), text
+
+
+def test_a_probe_note_names_the_keyword():
+    r = vx.explore("x * x", {"x": "1,2,3"}, gradient="basis")
+    assert r.probe is not None and r.probe.note.startswith('gradient="basis"')
+    assert not CLI_WORDS.search(str(r))

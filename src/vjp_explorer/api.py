@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import Origin, UsageError
+from .errors import Origin, UsageError, VjpError
 from .request import Request, ValueLike
 from .result import Check, Result
 from .stages import bind, checks, forward, probe
@@ -20,6 +20,7 @@ from .stages.call import explain_call
 from .stages.context import RunContext
 from .stages.notes import Facts, notes_for
 from .stages.parse import parse_request
+from .wording import API, api_words
 
 
 def explore(
@@ -45,7 +46,13 @@ def explore(
     req = Request(program, dict(values or {}), **options)
     if gradient is not None:
         req.origins.given.setdefault("grad", Origin("gradient"))
-    return run(req)
+    try:
+        return run(req)
+    except VjpError as e:
+        if req.surface == API:  # a message worded where the surface is not known spells the command line's
+            e.message, e.hint = api_words(e.message) or "", api_words(e.hint)
+            e.args = (e.message,)
+        raise
 
 
 def run(req: Request) -> Result:

@@ -16,6 +16,9 @@ from .limits import DEFAULT_LIMITS, Limits
 ValueLike = str | float | int | list[Any] | ValueSpec
 
 
+KEYWORDS = {"grad": "gradient"}  # explore()'s word for a request field, where the two differ
+
+
 @dataclass
 class Origins:
     """Where each value of a request came from, so that messages point there (errors.Origin).
@@ -31,7 +34,7 @@ class Origins:
         if key in self.given:
             return self.given[key]
         table, _, name = key.partition(".")
-        where = f"{'values' if table == 'inputs' else 'consts'}[{name!r}]" if name else key
+        where = f"{'values' if table == 'inputs' else 'consts'}[{name!r}]" if name else KEYWORDS.get(key, key)
         return Origin(where)
 
     def missing(self, name: str) -> str:

@@ -7,6 +7,8 @@ its texts with `option(surface, key, value)`; the Request says which surface ask
 
 from __future__ import annotations
 
+import re
+
 CLI, API = "cli", "api"
 
 # key -> (the command line's option, explore()'s keyword); a value follows each, as that surface writes it
@@ -51,3 +53,31 @@ def _number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# The engine and the language word a few of their texts (a budget's reason, a limit error, a probe's note)
+# without knowing who asked: they spell the option as the command line does. For a run asked from Python,
+# api_words() turns exactly those spellings into the keywords of explore(), at the API's boundary.
+_KEYWORD = {"grad": "gradient"}
+_TO_KEYWORDS = (
+    (re.compile(r"--limit (\w+)=(\w+)"), r"limits=Limits(\1=\2)"),
+    (re.compile(r"--max-jacobian N\b"), "limits=Limits(jacobian_entries=N)"),
+    (re.compile(r"--max-jacobian\b"), "limits=Limits(jacobian_entries=...)"),
+    (re.compile(r"--dtype (float64|float32)"), r'dtype="\1"'),
+    (re.compile(r"--grad (ones|basis|random|e\d+|e\[[\d,]+\]|-?[\d.][\d.,e-]*)"), r'gradient="\1"'),
+    (re.compile(r"--seed (N|\d+)"), r"seed=\1"),
+    (re.compile(r"--backward-calls (N|\d+)"), r"backward_calls=\1"),
+    (re.compile(r"--output (\w+)"), r'output="\1"'),
+    (re.compile(r"--no-retain-graph\b"), "retain_graph=False"),
+    (re.compile(r"--no-symbolic\b"), "symbolic=False"),
+    (re.compile(r"--(grad|upstream|seed|dtype|device|output)\b"), lambda m: f"{_KEYWORD.get(m[1], m[1])}="),
+)
+
+
+def api_words(text: str | None) -> str | None:
+    """A text spelled for the command line, with its options named as explore()'s keywords."""
+    if not text or "--" not in text:
+        return text
+    for pattern, keyword in _TO_KEYWORDS:
+        text = pattern.sub(keyword, text)
+    return text

@@ -48,3 +48,9 @@ def test_a_drawn_seed_repeats_the_run(vjp, tmp_path):
     again = vjp("run", str(path), "--seed", seed)
     grads = [line for line in first.stdout.splitlines() if line.strip().startswith("tensor(")]
     assert grads and grads == [line for line in again.stdout.splitlines() if line.strip().startswith("tensor(")]
+
+
+def test_words_in_comments_and_strings_draw_nothing(vjp, tmp_path):
+    code = PLAIN + "# a random init would use torch.randn here\nprint('randn and Linear')\n"
+    line = banner(vjp, tmp_path, code)
+    assert " · " not in line, line

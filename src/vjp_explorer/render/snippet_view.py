@@ -73,15 +73,27 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False, surface:
 # weights of nn layers, torch.nn.init, ... Read from the source: the run does not report its draws
 DRAWS = re.compile(
     r"\b(rand\w*|normal_?|uniform_|bernoulli_?|multinomial|poisson|exponential_|cauchy_|geometric_|random_|"
-    r"[Dd]ropout\w*|init\.\w+|Linear|Bilinear|LazyLinear|Conv\w*|Embedding\w*|RNN\w*|LSTM\w*|GRU\w*|"
+    r"[Dd]ropout\w*|init\s*\.\s*\w+|Linear|Bilinear|LazyLinear|Conv\w*|Embedding\w*|RNN\w*|LSTM\w*|GRU\w*|"
     r"MultiheadAttention|Transformer\w*|PReLU)\b"
 )
 SEEDS_ITSELF = re.compile(r"\bmanual_seed\s*\(")
 
 
 def _random(r: SnippetResult) -> bool:
-    """Whether the snippet draws random numbers (read from its source)."""
-    return any(DRAWS.search(s.source) for s in r.steps)
+    """Whether the snippet draws random numbers (read from its code: comments and strings left out)."""
+    return any(DRAWS.search(_code(s.source)) for s in r.steps)
+
+
+def _code(source: str) -> str:
+    """A statement's tokens without its comments and string literals (`# random init` draws nothing)."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return source
+    return " ".join(t.string for t in tokens if t.type not in (tokenize.COMMENT, tokenize.STRING))
 
 
 def seed_banner(r: SnippetResult, surface: str = CLI) -> str | None:
@@ -89,7 +101,7 @@ def seed_banner(r: SnippetResult, surface: str = CLI) -> str | None:
     seeds itself, the seed drawn for it, or nothing where it draws no random number."""
     if r.seed_given:
         return f"seed {r.seed} ({option(surface, 'seed', str(r.seed) if surface == API else None)})"
-    if any(SEEDS_ITSELF.search(s.source) for s in r.steps):
+    if any(SEEDS_ITSELF.search(_code(s.source)) for s in r.steps):
         return "seeded by the snippet itself (manual_seed)"
     if not _random(r):
         return None

@@ -138,6 +138,8 @@ def run(req: Request) -> Result:
     if req.explain:
         from .explain import build_explanation
 
+        if req.progress is not None:
+            req.progress("explaining: the formulas and the ledger")
         res.explanation = build_explanation(res, prog, fwd, sym, req.limits)
     return res
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 import sympy as sp
 import torch
@@ -263,7 +264,7 @@ def test_the_result_holds_numbers_not_rules():
     r = explore("2*b*b + torch.log(c)", dict.fromkeys("bc", f"linspace(1, 2, {n})"), grad="ones")
     assert "elementwise" in r.checks["symbolic"].compares and r.symbolic is not None
     for td in r.symbolic.values():
-        assert isinstance(td.flat, memoryview | R.Repeated) and type(td.stats) is R.Stats
+        assert isinstance(td, np.ndarray) and type(td.stats) is R.Stats
         assert td.dtype == "float64"
 
 
@@ -280,17 +281,10 @@ def test_the_summary_of_a_constant_view_is_that_of_its_copy(c, shape):
     assert a.norm == pytest.approx(b.norm, rel=1e-15, nan_ok=True)
 
 
-def test_repeated_values_behave_as_a_list_of_them():
-    from vjp_explorer.result import Repeated, Stats, TensorData
-
-    r = Repeated(3, 5)
-    assert len(r) == 5 and list(r) == [3.0] * 5 and r[0] == r[-5] == 3.0
-    assert r[1:4] == [3.0] * 3 and r[::2] == [3.0] * 3 and r[7:] == []
-    for k in (5, -6):
-        with pytest.raises(IndexError):
-            r[k]
-    td = TensorData((2, 3), Repeated(-1.5, 6), Stats(-1.5, -1.5, 1.5 * math.sqrt(6), 0, 0))
-    assert td.tolist() == [[-1.5] * 3] * 2
+def test_a_constant_is_one_number_seen_as_an_array_of_them():
+    t = to_data(torch.tensor(-1.5, dtype=torch.float64).expand(2, 3))
+    assert t.strides == (0, 0) and t.tolist() == [[-1.5] * 3] * 2
+    assert list(t.flat) == [-1.5] * 6 and t[1, 2] == -1.5 and np.asarray(t).sum() == -9.0
 
 
 def test_a_constant_reference_that_is_inf_on_both_sides_is_reported_not_skipped():

@@ -31,7 +31,7 @@ def test_an_error_without_origin_is_printed_as_worded():
 @pytest.mark.parametrize(
     ("request_", "opens"),
     [
-        (Request("x*2", {"x": "1,2"}, grad="1,2,3"), "grad: v has shape [3] but the output 'y' has shape [2]"),
+        (Request("x*2", {"x": "1,2"}, grad="1,2,3"), "gradient: v has shape [3] but the output 'y' has shape [2]"),
         (Request("x*2", {"x": "1,,2"}), "values['x']: an item is missing"),
         (Request("x*2", {"x": "1"}, consts={"c": [1e39]}), "consts['c']: a value was given for 'c'"),
         (Request("x*2", {"x": "1"}, dtype="float16"), "dtype: must be float32 or float64, not 'float16'"),

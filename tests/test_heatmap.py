@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 
 from vjp_explorer.api import explore
@@ -27,9 +28,9 @@ def _map(values: list[float], m: int, n: int, structure: str, ascii: bool = Fals
     """The rows of the map between its borders."""
     from vjp_explorer.render.heatmap import heatmap
 
-    data = TensorData((m, n), values, Stats(min(values), max(values), 0.0, 0, 0))
+    data = TensorData(np.reshape(values, (m, n)), Stats(min(values), max(values), 0.0, 0, 0))
     jac = Jacobian("x", (m, n), "autograd.grad rows", structure, data)
-    leaf = TensorData((n,), [0.0] * n, Stats(0, 0, 0, 0, 0))
+    leaf = TensorData(np.zeros(n), Stats(0, 0, 0, 0, 0))
     shown = _show(heatmap(jac, "y", (m,), leaf, ascii))
     rows = [line.split("│")[1] for line in shown.splitlines() if line.count("│") == 2]
     b = max(-(-m // 24), -(-n // 48))  # entries per cell, down and across
@@ -61,7 +62,7 @@ def test_blocks_keep_the_largest_entry_and_its_sign():
 
 def test_heatmap_pinned_at_80_columns():
     """relu(sin(x)) at x = 0..29: a diagonal J with positive, negative and numerically zero entries."""
-    r = explore("relu(sin(x))", {"x": "arange(30)"}, grad="ones", symbolic=False)
+    r = explore("relu(sin(x))", {"x": "arange(30)"}, grad="ones", symbolic=False, surface="cli")  # as vjp run
     view = text.View.for_result(r, None, False)
     got = _show(text.jacobian_view(r, "x", view))
     assert all(len(line) <= 80 for line in got.splitlines())

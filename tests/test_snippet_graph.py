@@ -62,7 +62,7 @@ def test_dot_parses_back_to_the_same_graph(tmp_path):
     r = run_snippet(TWICE, seed=0, graph=True)
     g = r.events[0].graph
     text = to_dot([(1, 'a "title" with \\ and\nbreak', g)])
-    nodes = dict(re.findall(r'^\s+(e1n\d+) \[label="((?:[^"\\]|\\.)*)"\];$', text, re.M))
+    nodes = dict(re.findall(r'^\s+(e1n\d+) \[label="((?:[^"\\]|\\.)*)"(?:, [^\]]*)?\];$', text, re.M))
     edges = re.findall(r"^\s+(e1n\d+) -> (e1n\d+) ", text, re.M)
     assert len(nodes) == len(g)
     assert all(nodes[f"e1n{n['id']}"].startswith(n["name"]) for n in g)
@@ -84,7 +84,7 @@ def test_cli_graph_tree_and_dot_file(vjp, tmp_path):
     res = vjp("run", str(path), "--seed", "0", "--dot", str(dot), "--json")
     assert '"graph": null' in res.stdout  # only the file was asked for
     res = vjp("run", "3*a", "--a", "1", "--graph")  # a program has its graph too (tests/test_program_graph.py)
-    assert res.exit_code == 0 and "MulBackward0  y = 3*a" in res.stdout
+    assert res.exit_code == 0 and "MulBackward0 (output)  y = 3*a" in res.stdout
 
 
 def test_svg_and_html_save_what_the_terminal_shows(vjp, tmp_path):

@@ -11,12 +11,14 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .api import Request, explore
     from .errors import ExitCode, VjpError
+    from .limits import Limits
     from .result import Result
     from .snippet import SnippetResult, run_snippet
     from .trusted import check
 
 __all__ = [
     "ExitCode",
+    "Limits",
     "Request",
     "Result",
     "SnippetResult",
@@ -31,6 +33,7 @@ _WHERE = {
     "Request": "api",
     "explore": "api",
     "ExitCode": "errors",
+    "Limits": "limits",
     "VjpError": "errors",
     "Result": "result",
     "check": "trusted",
@@ -48,6 +51,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    # the public API (what `from vjp_explorer import *` gives), not the submodules loaded so far
+    return sorted(__all__)
+
+
 def _html(result: Any) -> str:
     # Jupyter's view of a result (its _repr_html_): the renderer is imported only when a notebook asks
     from .render.notebook import html
@@ -55,4 +63,18 @@ def _html(result: Any) -> str:
     return html(result)
 
 
+def _rich(result: Any) -> Any:
+    from .render.notebook import renderable
+
+    return renderable(result)
+
+
+def _text(result: Any) -> str:
+    from .render.notebook import plain
+
+    return plain(result)
+
+
 display.html_view = _html
+display.rich_view = _rich
+display.text_view = _text

@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from .errors import Origin, UsageError, VjpError
 from .request import Request, ValueLike
 from .result import Check, Result
 from .stages import bind, checks, forward, probe
@@ -19,12 +20,39 @@ from .stages.call import explain_call
 from .stages.context import RunContext
 from .stages.notes import Facts, notes_for
 from .stages.parse import parse_request
+from .wording import API, api_words
 
 
-def explore(program: str | Request, values: Mapping[str, ValueLike] | None = None, **options: Any) -> Result:
-    """Run a program at the given values: backward(v), Jacobians, Jᵀv and the symbolic check."""
-    req = program if isinstance(program, Request) else Request(program, dict(values or {}), **options)
-    return run(req)
+def explore(
+    program: str | Request,
+    values: Mapping[str, ValueLike] | None = None,
+    *,
+    gradient: ValueLike | None = None,
+    **options: Any,
+) -> Result:
+    """Run a program at the given values: backward(v), Jacobians, Jᵀv and the symbolic check.
+
+    Values (and v) are value text (`"1,2,3"`, `"randn(3)"`), numbers, nested lists, torch tensors or numpy
+    arrays. `gradient` is v, the argument of `y.backward(gradient)` (`grad=` is the same keyword, kept); the
+    other keywords are the fields of Request."""
+    if isinstance(program, Request):
+        if gradient is not None or values or options:
+            raise UsageError("Give either a Request or a program with its values and keywords, not both.")
+        return run(program)
+    if gradient is not None:
+        if options.get("grad") is not None:
+            raise UsageError("v is given twice, as gradient= and as grad=; give it once (gradient=).")
+        options["grad"] = gradient
+    req = Request(program, dict(values or {}), **options)
+    if gradient is not None:
+        req.origins.given.setdefault("grad", Origin("gradient"))
+    try:
+        return run(req)
+    except VjpError as e:
+        if req.surface == API:  # a message worded where the surface is not known spells the command line's
+            e.message, e.hint = api_words(e.message) or "", api_words(e.hint)
+            e.args = (e.message,)
+        raise
 
 
 def run(req: Request) -> Result:
@@ -98,7 +126,8 @@ def run(req: Request) -> Result:
 
     facts = Facts(
         prog, fwd, bound.leaves, call.grads, jacs, v, grad_source, call.none_grads, calls, found, req.dtype,
-        ctx.v_ones, ctx.singular, ctx.origin, ctx.reweighed, req.expected_dropped,
+        ctx.v_ones, ctx.singular, ctx.origin, ctx.reweighed, req.expected_dropped, req.surface,
+        req.retain_graph,
     )  # fmt: skip
     res = assemble(
         ctx, prog, {**specs, **const_specs}, bound, fwd, out, call, grad_source, kept, symbolic, found,
@@ -109,6 +138,8 @@ def run(req: Request) -> Result:
     if req.explain:
         from .explain import build_explanation
 
+        if req.progress is not None:
+            req.progress("explaining: the formulas and the ledger")
         res.explanation = build_explanation(res, prog, fwd, sym, req.limits)
     return res
 

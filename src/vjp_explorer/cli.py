@@ -49,11 +49,11 @@ from .cli_options import (
     VarOpt,
     VerboseOpt,
     check_settings,
-    complete_example,
 )
 from .cli_output import emit, fail, render, write
-from .cli_paths import is_snippet_path, looks_like_file, not_a_program
-from .cli_request import build_request
+from .cli_paths import is_snippet_path, is_snippet_text, looks_like_file, not_a_program
+from .cli_request import build_request, read_stdin
+from .cli_support import limits_from_options
 from .errors import ExitCode, UsageError, VjpError
 
 app = typer.Typer(
@@ -154,21 +154,74 @@ def _valueless(arg: str, name: str, options: list[str]) -> str:
     return f"{arg} needs a value: {arg} VALUE (or --var {name}=VALUE)."
 
 
+def _argument(ctx: Any, expression: str | None, file: Path | None, o: dict[str, Any], explain: bool) -> Any:
+    """What the one argument of `run` and `explain` names, read the same way by both: an expression file or
+    a bundled example (-> file), a snippet, `-` (stdin: a snippet or a program, by its text) or a program."""
+    if file is not None or expression is None or o.get("snippet") is not None:
+        return expression, file
+    if expression == "-":
+        text = read_stdin(limits_from_options(o).snippet_chars)
+        if is_snippet_text(text):
+            o["snippet"] = text
+            return None, None
+        return text, None
+    if is_snippet_path(expression):
+        return expression, None
+    given = bool(ctx.meta.get("vjp_variables") or o.get("var") or o.get("const"))
+    if looks_like_file(expression, given):
+        return None, Path(expression)
+    if not given and (problem := not_a_program(expression, "explain" if explain else "run")) is not None:
+        raise fail(problem, o["debug"])
+    return expression, None
+
+
+def check_files(o: dict[str, Any]) -> None:
+    """The files asked for beside the output, checked before any work (outfiles.py)."""
+    from .outfiles import check_writable
+
+    for key in ("svg", "html", "dot"):
+        if o.get(key) is not None:
+            check_writable(f"--{key}", Path(o[key]))
+    if o.get("save") is not None:
+        from .save import check_path
+
+        check_path(Path(o["save"]))
+
+
 def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool, **o: Any) -> None:
     debug = o["debug"]
     try:
         check_settings(o)
+        check_files(o)
+        expression, file = _argument(ctx, expression, file, o, explain)
     except VjpError as e:
         raise fail(e, debug) from None
+    from .render.status import Status
+
     if o.get("snippet") is not None or (file is None and is_snippet_path(expression)):
         from .snippet_cli import snippet_command
 
         if o.pop("save", None) is not None:
             raise fail(UsageError("--save writes the arrays of a program's run; a snippet has none yet."), debug)
+        if o.get("json_") and (o.get("svg") or o.get("html")):
+            problem = UsageError(
+                "--svg and --html save the screen a snippet shows, and with --json it shows none.",
+                hint="Run it twice: once with --json, once with --svg FILE (or --html FILE).",
+            )
+            raise fail(problem, debug)
+        status = Status.for_command(o["json_"], "running the snippet (torch, then each statement)")
+
+        def write_after_status(*args: Any, **kwargs: Any) -> None:
+            status.stop()  # the line is cleared before the first output
+            write(*args, **kwargs)
+
         try:
-            code = snippet_command(ctx, expression, explain, o, write, render)
+            code = snippet_command(ctx, expression, explain, o, write_after_status, render)
         except (Exception, KeyboardInterrupt) as e:
+            status.stop()
             raise fail(e, debug) from None
+        finally:
+            status.stop()
         raise typer.Exit(code)
     o.pop("snippet", None)
     for key, flag in (("trust", "--trust"), ("allow_read", "--allow-read")):
@@ -179,21 +232,20 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
     save = o.pop("save", None)
     o["grad"] = list(o["grad"]) if o.get("grad") else None  # repeatable: none given reads as None
     graph, dot = o.pop("graph", False), o.pop("dot", None)
+    status = Status.for_command(o["json_"], "parsing the program")
     try:
         if o["digits"] is not None and not 1 <= o["digits"] <= 17:
             raise UsageError(f"--digits must be between 1 and 17, not {o['digits']}.")
         latex = o.pop("latex", False)
-        if save is not None:
-            from .save import check_path
-
-            check_path(save)
         req = build_request(ctx, expression, file, **o)
         req.explain = explain
         req.latex = latex
         req.graph = graph or dot is not None
+        req.progress = status.say
         from .api import explore
 
         result = explore(req)
+        status.stop()
         if dot is not None:
             from .render.graph_view import write_dot
 
@@ -207,6 +259,7 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
     except typer.Exit:
         raise
     except (Exception, KeyboardInterrupt) as e:
+        status.stop()
         name = getattr(e, "unknown_name", None)
         typed = isinstance(e, VjpError) and e.origin is not None and e.origin.path is None
         if isinstance(e, VjpError) and name is not None and typed:  # a --NAME nobody meant as a variable?
@@ -216,6 +269,8 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
             if near and len(name) > 2:
                 e.hint = f"--{name} is not an option either; did you mean {near[0]}?"
         raise fail(e, debug) from None
+    finally:
+        status.stop()
     code = int(result.exit_code)
     if code:
         if not o["json_"]:
@@ -274,15 +329,7 @@ def _opts(local: dict[str, Any]) -> dict[str, Any]:
 @app.command(name="explain", cls=VariableOptions, epilog="Example: vjp explain expressions/seed_3vector.toml")
 def explain_cmd(
     ctx: typer.Context,
-    expression: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="FILE|PROGRAM",
-            help="An expression file (.toml) or a bundled example, e.g. seed_3vector; or a program as for 'run'.",
-            show_default=False,
-            autocompletion=complete_example,
-        ),
-    ] = None,
+    expression: Expression = None,
     file: FileOpt = None,
     var: VarOpt = None,
     const: ConstOpt = None,
@@ -317,16 +364,10 @@ def explain_cmd(
 ) -> None:
     """Explain backward(v) for a program: shapes, the symbolic Jacobian, and each grad term by term.
 
-    Accepts an expression file or, like 'run', an inline program with values.
+    Takes what 'run' takes: a program with its values, an expression file, a snippet or an example's name.
     """
     o = _opts(locals())
     o["latex"] = latex
-    if file is None and expression is not None and snippet is None and not is_snippet_path(expression):
-        given = bool(ctx.meta.get("vjp_variables") or var or const)
-        if looks_like_file(expression, given):
-            file, expression = Path(expression), None
-        elif not given and (problem := not_a_program(expression)) is not None:
-            raise fail(problem, debug)
     _command(ctx, expression, file, True, **o)
 
 
@@ -400,9 +441,7 @@ def examples(
             t.add_row(Text(i.name), Text(i.title))
         shown: list[Any] = [t]
         if items:
-            shown.append(
-                Text(f"\nfiles in {items[0].path.parent}; run one with: vjp explain NAME, vjp run --file NAME")
-            )
+            shown.append(Text(f"\nfiles in {items[0].path.parent}; run one with: vjp run NAME, or vjp explain NAME"))
         write(render(*shown))
     except Exception as e:
         raise fail(e, debug) from None

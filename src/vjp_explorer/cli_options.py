@@ -42,16 +42,20 @@ GradOpt = Annotated[
     str | None,
     typer.Option(
         "--grad",
+        "--gradient",
         metavar="V",
-        help="v of y.backward(v): same forms as values, or 'ones', e.g. --grad 0.5,1,2. Default 1 for a scalar output.",
+        help="v, the gradient of y.backward(gradient) (not a leaf's .grad): same forms as values, or 'ones', "
+        "e.g. --grad 0.5,1,2. Default 1 for a scalar output.",
     ),
 ]
 GradsOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--grad",
+        "--gradient",
         metavar="V",
-        help="v of y.backward(v), e.g. --grad 0.1,1,0.0001: same forms as values, or 'ones'; or a probe: e3 / e[1,2] "
+        help="v, the gradient of y.backward(gradient) (not a leaf's .grad), e.g. --grad 0.1,1,0.0001: "
+        "same forms as values, or 'ones'; or a probe: e3 / e[1,2] "
         "(one-hot), basis "
         "(every row of J), random (seeded by --seed). Repeat it to check linearity (--grad 1,0 --grad 0,1). "
         "Default 1 for a scalar output.",
@@ -119,8 +123,9 @@ def check_settings(o: dict[str, Any]) -> None:
 Expression = Annotated[
     str | None,
     typer.Argument(
-        metavar="PROGRAM",
-        help="The program, e.g. '3*a + 2*b*b + log(c)'; '-' reads it from stdin.",
+        metavar="PROGRAM|FILE|NAME",
+        help="A program, an expression file (.toml), a snippet (.py), a bundled example's name (vjp examples), "
+        "or '-' (a program or a snippet from stdin), e.g. '3*a + 2*b*b + log(c)' or seed_3vector.",
         show_default=False,
         autocompletion=complete_example,
     ),
@@ -149,7 +154,9 @@ CallsOpt = Annotated[
 JsonOpt = Annotated[
     bool,
     typer.Option(
-        "--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .grads (a program's .grad)."
+        "--json",
+        help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .grads (a program's .grad; a "
+        "snippet's: jq '.snippet.events[].grads').",
     ),
 ]
 CheckJsonOpt = Annotated[

@@ -155,7 +155,8 @@ def emit(
         write_json(result, parts.append, full)
         parts.append("\n")
         write(parts)
-        return
+        if export == (None, None):
+            return
     from .render import text
 
     view = text.View.for_result(result, digits, full, verbose, ascii=not can_encode("Jᵀv∂Σ"))
@@ -165,7 +166,8 @@ def emit(
         shown = render_explain(result, view)
     else:
         shown = text.render_run(result, view)
-    write(render(shown))
+    if not json_:  # with --json, stdout has the JSON and the files what the terminal would have shown
+        write(render(shown))
     from .render.export import export as save_export
 
     save_export(shown, export, "vjp explain" if explain else "vjp run")

@@ -46,8 +46,30 @@ def is_file(text: str) -> bool:
         return False
 
 
-def not_a_program(text: str) -> UsageError | None:
-    """For `vjp explain WORD` with no variables given: WORD meant as a file or an example that does not exist.
+def is_snippet_text(text: str) -> bool:
+    """Text read from stdin (`vjp run -`) that is a PyTorch snippet rather than a program: it imports, or
+    calls backward or autograd.grad itself (a program never does: vjp calls backward for it)."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return bool(re.search(r"^\s*(import|from)\s", text, re.M))  # broken Python: the snippet door says where
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("backward", "grad")
+        ):
+            return True
+    return False
+
+
+def not_a_program(text: str, command: str = "explain") -> UsageError | None:
+    """For `vjp explain WORD` (or `vjp run WORD`, named by `command`) with no variables given: WORD meant as
+    a file or an example that does not exist.
 
     A bare name (`vjp explain seed_scalr`), a path (`vjp explain expressions/nope`) or a file name
     (`notes.txt`) cannot run as a program without values anyway; say that it is neither a file nor a
@@ -65,8 +87,8 @@ def not_a_program(text: str) -> UsageError | None:
     if text.isidentifier() and text.isascii():
         return UsageError(
             f"{shown!r} is neither an expression file nor the name of a bundled example.",
-            hint=f"{not_found_hint(text)} To explain the program {shown!r} instead, give its value: "
-            f"vjp explain {shown} --{shown} VALUE.",
+            hint=f"{not_found_hint(text)} To {command} the program {shown!r} instead, give its value: "
+            f"vjp {command} {shown} --{shown} VALUE.",
         )
     if "\n" in text:
         return None

@@ -61,7 +61,7 @@ def build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any)
         seen.add(name)
     limits = limits_from_options(o)
     if expression == "-":
-        expression = _read_stdin(limits.program_chars)
+        expression = read_stdin(limits.program_chars)
     if file is not None:
         from .language.files import load_request_fields
 
@@ -96,6 +96,7 @@ def build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any)
         elif key not in from_file:  # where it would go: the file names the key, the command line the option
             given[key] = Origin(option, option, req.source, key if req.source else None)
     given["program"] = from_file.pop("program", Origin("expression"))
+    req.surface = "cli"
     req.origins = CommandLineOrigins({**from_file, **given}, req.source, frozenset(options))
     req.limits = limits
     return req
@@ -115,7 +116,7 @@ def _check_variable_names(variables: list[tuple[str, str]], options: list[str]) 
             )
 
 
-def _read_stdin(limit: int) -> str:
+def read_stdin(limit: int) -> str:
     """`vjp run -`: the program from stdin, bounded: one character past the limit is enough for the parser
     to refuse it (`< /dev/zero` ends)."""
     try:

@@ -1,8 +1,8 @@
-"""How results show themselves in Jupyter: a hook the package fills, so that result modules import no renderer.
+"""How results show themselves in Jupyter, print and rich.print: hooks that keep renderers out of results.
 
-`Result` and `SnippetResult` define `_repr_html_`, which asks `html(result)`; the package's `__init__` sets
-`html_view` to a function that imports render/notebook.py when first called. Without it (the hook unset),
-Jupyter shows the result's repr.
+`Result` and `SnippetResult` define `_repr_html_`, which asks `html(result)`; `Result.__rich__` and
+`__str__` ask `rich(result)` and `text(result)`. The package's `__init__` sets the hooks to functions that
+import render/notebook.py when first called. Without them (unset), a result shows its repr.
 """
 
 from __future__ import annotations
@@ -11,8 +11,20 @@ from collections.abc import Callable
 from typing import Any
 
 html_view: Callable[[Any], str] | None = None
+rich_view: Callable[[Any], Any] | None = None
+text_view: Callable[[Any], str] | None = None
 
 
 def html(result: Any) -> str | None:
     """The HTML a notebook shows for a result (what the terminal shows), or None."""
     return None if html_view is None else html_view(result)
+
+
+def rich(result: Any) -> Any:
+    """The Rich renderable of a result (what the terminal shows), or its repr."""
+    return repr(result) if rich_view is None else rich_view(result)
+
+
+def text(result: Any) -> str:
+    """The report of a result as plain text, or its repr."""
+    return repr(result) if text_view is None else text_view(result)

@@ -38,7 +38,7 @@ class Origin:
             return text + (f" (or {self.option} {value} on the command line)" if self.option else "")
         if self.option is not None:
             return f"{self.option} {value}"
-        return f"{self.where}={value}"
+        return f"{self.where}={toml or value}"  # a keyword of the Python API: the value as Python writes it
 
     def give_text(self, text: str) -> str:
         """`give` for a value that a file writes as a string: `--grad ones`, `grad = "ones" in f.toml ...`."""

@@ -5,6 +5,7 @@ The CLI and expression files both build a Request; `api.explore` takes one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,9 @@ from .language.values import ValueSpec
 from .limits import DEFAULT_LIMITS, Limits
 
 ValueLike = str | float | int | list[Any] | ValueSpec
+
+
+KEYWORDS = {"grad": "gradient"}  # explore()'s word for a request field, where the two differ
 
 
 @dataclass
@@ -30,7 +34,7 @@ class Origins:
         if key in self.given:
             return self.given[key]
         table, _, name = key.partition(".")
-        where = f"{'values' if table == 'inputs' else 'consts'}[{name!r}]" if name else key
+        where = f"{'values' if table == 'inputs' else 'consts'}[{name!r}]" if name else KEYWORDS.get(key, key)
         return Origin(where)
 
     def missing(self, name: str) -> str:
@@ -60,6 +64,8 @@ class Request:
     description: str | None = None
     source_note: str | None = None  # an expression file's `source`: where the example comes from
     grad_label: str = "given"  # where v came from, for the output ("given", "given in the file")
+    surface: str = "api"  # who asked: "api" (Python) or "cli"; texts name options in its words (wording.py)
+    progress: Callable[[str], None] | None = None  # told what the run starts doing next (the CLI's status line)
     latex: bool = False  # formulas of `explain` as LaTeX
     origins: Origins = field(default_factory=Origins)  # where each value came from, for messages
     expected: Any = None  # language.files.Expected: numbers a source printed, checked as "expected"

@@ -1,17 +1,18 @@
 """The result of one exploration: plain Python data, fed to every renderer.
 
 Nothing here imports torch or sympy, and nothing here runs either: tensors arrive
-as TensorData, a shape, a flat sequence of Python floats (a memoryview over the
-tensor's buffer, so big tensors cost no copy; a constant as Repeated) and summary
-statistics worked out by the engine.
+as TensorData, a numpy array (a view of the tensor's buffer, so big tensors cost no
+copy; a constant as a zero-stride view) with summary statistics worked out by the
+engine.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from .errors import ExitCode
 
@@ -35,30 +36,6 @@ def element_label(name: str, shape: tuple[int, ...], k: int) -> str:
     return index_label(name, unravel(shape, k))
 
 
-class Repeated(Sequence[float]):
-    """One number n times: the values of a constant tensor (the elementwise route's Jᵀv of 3*a is 3 at
-    every element), held without n copies. Indexes, slices and iterates like a list of them."""
-
-    __slots__ = ("n", "value")
-
-    def __init__(self, value: float, n: int) -> None:
-        self.value = float(value)
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, k: Any) -> Any:
-        if isinstance(k, slice):
-            return [self.value] * len(range(*k.indices(self.n)))
-        if not -self.n <= k < self.n:
-            raise IndexError(k)
-        return self.value
-
-    def __repr__(self) -> str:
-        return f"Repeated({self.value!r}, {self.n})"
-
-
 @dataclass(frozen=True)
 class Stats:
     """Summary of a tensor: for big ones, instead of every element."""
@@ -70,34 +47,68 @@ class Stats:
     inf: int
 
 
-@dataclass(frozen=True)
-class TensorData:
-    """A tensor's values as plain Python numbers (row-major) with its shape."""
+class TensorData(np.ndarray):
+    """A tensor's values: a numpy array (so `np.asarray(r.grads["b"])` and `torch.as_tensor(...)` give the
+    numbers), carrying the summary statistics the engine worked out once, so that no view computes them.
 
-    shape: tuple[int, ...]
-    flat: Sequence[float]
+    Slices and arithmetic give plain numpy arrays (their statistics would differ); a reshape keeps them.
+    A constant tensor (3*a's diagonal) is one number seen n times: a zero-stride view, not n copies.
+    A tensor of more dimensions than numpy holds (64: a Jacobian of two deep tensors) is held flat;
+    `dims` is then its shape, and `tolist()` nests by it."""
+
     stats: Stats
-    dtype: str = "float64"  # the dtype the numbers came from (float32 numbers are exact in a float64)
+    _dims: tuple[int, ...] | None
+
+    def __new__(cls, values: Any, stats: Stats, dims: tuple[int, ...] | None = None) -> TensorData:
+        obj = np.asarray(values).view(cls)
+        obj.stats = stats
+        obj._dims = dims if dims is not None and tuple(dims) != obj.shape else None
+        return obj
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.stats = getattr(obj, "stats", None)  # type: ignore[assignment]
+        self._dims = None
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        """The tensor's shape: `shape`, but for a tensor of more than 64 dimensions, held flat."""
+        return self.shape if self._dims is None else self._dims
+
+    def tolist(self) -> Any:
+        """The values as nested lists (a bare number for a 0-d tensor), nested by `dims`."""
+        if self._dims is None:
+            return self.view(np.ndarray).tolist()
+        out: Any = self.view(np.ndarray).tolist()
+        for n in reversed(self._dims[1:]):
+            out = [out[i : i + n] for i in range(0, len(out), n)]
+        return out
+
+    def __array_wrap__(self, out: Any, context: Any = None, return_scalar: bool = False) -> Any:
+        out = np.asarray(out).view(np.ndarray)
+        return out[()] if return_scalar else out
+
+    def __getitem__(self, k: Any) -> Any:
+        return self.view(np.ndarray)[k]
+
+    def __repr__(self) -> str:
+        return repr(self.view(np.ndarray))
+
+    def __reduce__(self) -> Any:  # pickles as the plain array it is
+        return self.view(np.ndarray).__reduce__()
 
     @property
     def numel(self) -> int:
         """Number of elements."""
-        return math.prod(self.shape)
+        return int(self.size)
 
-    def tolist(self) -> Any:
-        """The values as a nested list (a bare number for a 0-d tensor)."""
-        if not self.shape:
-            return float(self.flat[0])
-        if isinstance(self.flat, memoryview) and len(self.shape) <= 64:  # memoryview's limit on dimensions
-            return self.flat.cast("B").cast(self.flat.format, list(self.shape)).tolist()  # type: ignore[call-overload]
-        out: Any = self.flat.tolist() if isinstance(self.flat, memoryview) else list(self.flat)
-        for n in reversed(self.shape[1:]):
-            out = [out[i : i + n] for i in range(0, len(out), n)]
-        return out
+    @property
+    def flat(self) -> np.ndarray:  # type: ignore[override]
+        """The values in row-major order, as a 1-d array (a view where the layout allows)."""
+        return self.view(np.ndarray).reshape(-1)
 
     def index(self, k: int) -> tuple[int, ...]:
         """The multi-index of flat position k."""
-        return unravel(self.shape, k)
+        return unravel(self.dims, k)
 
 
 @dataclass(frozen=True)
@@ -247,9 +258,11 @@ class Probe:
     loss: float | None = None  # upstream: L at the output's value
 
 
-@dataclass
+@dataclass(repr=False)
 class Result:
-    """Everything one run computed: inputs, output, v, grads, Jacobians, Jᵀv, checks."""
+    """Everything one run computed: inputs, output, v, grads, Jacobians, Jᵀv, checks.
+
+    `print(r)` and `rich.print(r)` show the report `vjp run` shows; `repr(r)` is one line."""
 
     program: str
     output_name: str
@@ -257,7 +270,7 @@ class Result:
     device: str
     inputs: dict[str, Input]
     output: TensorData
-    grad: TensorData  # the v of backward(v)
+    grad: TensorData  # the v of backward(v): PyTorch's `gradient` (also r.gradient); not a leaf's .grad
     grad_source: str  # "given", "default (scalar output)", "ones"
     backward_calls: int
     grads: dict[str, TensorData]
@@ -273,6 +286,11 @@ class Result:
     meta: dict[str, Any] = field(default_factory=dict)
     probe: Probe | None = None  # --grad e3 / basis / random / several, --upstream
     graph: list[dict[str, Any]] | None = None  # --graph: the nodes of the real backward (engine/backward_graph.py)
+
+    @property
+    def gradient(self) -> TensorData:
+        """v, as PyTorch names it (`y.backward(gradient)`): the same array as `grad` (the JSON's key)."""
+        return self.grad
 
     @property
     def leaves(self) -> list[str]:
@@ -291,6 +309,26 @@ class Result:
         from . import display
 
         return display.html(self)
+
+    def __rich__(self) -> Any:
+        """The report, for `rich.print(r)` and a Rich console."""
+        from . import display
+
+        return display.rich(self)
+
+    def __str__(self) -> str:
+        """The report as plain text, for `print(r)`."""
+        from . import display
+
+        return display.text(self)
+
+    def __repr__(self) -> str:
+        shape = "[" + ", ".join(map(str, self.output.dims)) + "]"
+        said = headline(list(self.checks.values()))
+        return (
+            f"<Result {self.program!r}: {self.output_name} shape {shape}, leaves {', '.join(self.leaves) or 'none'}, "
+            f"exit {int(self.exit_code)}: {said}>"
+        )
 
     def to_dict(self, full: bool = False) -> dict[str, Any]:
         """The JSON-ready form (see docs/json.md); non-finite numbers become strings; arrays of more than

@@ -38,8 +38,8 @@ def summary(t: TensorData) -> dict[str, Any]:
     edge = min(SUMMARY_EDGE, n)
     return {
         "summary": True,
-        "shape": list(t.shape),
-        "dtype": t.dtype,
+        "shape": list(t.dims),
+        "dtype": str(t.dtype),
         "numel": n,
         "min": clean(float(t.stats.min)),
         "max": clean(float(t.stats.max)),

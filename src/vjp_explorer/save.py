@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
-from .result import Repeated
+from .outfiles import check_writable, wrote
 
 if TYPE_CHECKING:
     from .result import Result, TensorData
@@ -28,8 +28,7 @@ def check_path(path: Path) -> None:
             f"--save writes .npz (numpy) or .pt (torch) files, not {path.suffix or 'a file without a suffix'!r}.",
             hint="Name the file FILE.npz or FILE.pt.",
         )
-    if not path.parent.is_dir():
-        raise UsageError(f"--save: the folder {str(path.parent)!r} does not exist.")
+    check_writable("--save", path)
 
 
 def arrays(r: Result) -> Iterator[tuple[str, TensorData]]:
@@ -63,11 +62,8 @@ def to_numpy(t: TensorData) -> Any:
     """The array with its shape and dtype; a view of the result's buffer where it has one."""
     import numpy as np
 
-    dtype = np.dtype(t.dtype)
-    if isinstance(t.flat, Repeated):
-        return np.full(t.shape, t.flat.value, dtype=dtype)
-    flat = np.asarray(t.flat if isinstance(t.flat, memoryview) else list(t.flat), dtype=dtype)
-    return flat.reshape(t.shape)
+    a = t.view(np.ndarray)
+    return a if a.flags.c_contiguous else a.copy()  # a constant's zero-stride view is written out whole
 
 
 def save(r: Result, path: Path) -> None:
@@ -86,3 +82,4 @@ def save(r: Result, path: Path) -> None:
             torch.save({k: torch.from_numpy(v) for k, v in data.items()}, path)
     except OSError as e:
         raise UsageError(f"--save could not write {str(path)!r}: {e.strerror or e}.") from None
+    wrote(path, f"{len(data)} arrays, {'numpy .npz' if path.suffix == '.npz' else 'torch.save'}; keys as in the JSON")

@@ -20,6 +20,8 @@ from ..language import program as P
 from ..result import index_label
 from .interpreter import Step, Val, _ReplayInterpreter
 
+WIDER = "--dtype float64"  # the fixes below name it so; text() words it for the front end that asked
+
 
 @dataclass
 class Origin:
@@ -37,8 +39,8 @@ class Origin:
     fix: str
     overflow: bool = False  # an operation overflowed the dtype: --dtype float64 may be the fix
 
-    def text(self) -> str:
-        """One sentence for people."""
+    def text(self, wider: str = WIDER) -> str:
+        """One sentence for people; `wider` is how the front end that asked spells float64 (wording.py)."""
         product = ""
         if self.incoming is not None and self.local is not None:
             product = (
@@ -52,7 +54,7 @@ class Origin:
         return (
             f"the non-finite value entered the backward pass at {self.node}, the backward of `{self.operation}` "
             f"({self.where}), at {self.element}{product}. "
-            f"{self.why}{summed} Fix: {self.fix}"
+            f"{self.why}{summed} Fix: {self.fix.replace(WIDER, wider)}"
         )
 
 

@@ -1,18 +1,21 @@
-"""ValueSpec -> torch tensor, and torch tensor -> TensorData (plain Python numbers)."""
+"""ValueSpec -> torch tensor, and torch tensor -> TensorData (a numpy array with its summary)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..errors import Origin, ValueSyntaxError
 from ..language.values import ValueSpec
-from ..result import Repeated, Stats, TensorData
+from ..result import Stats, TensorData
 
 # the span the comparison and the elementwise route work in, a chunk at a time
 CHUNK = 1 << 18  # elements per chunk: 1-2 MB temporaries stay in cache (1 << 20 runs twice as slow here)
+
+NUMPY_DIMS = 64  # the most dimensions a numpy array has; torch allows more
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -126,23 +129,19 @@ def _stats(flat: torch.Tensor) -> Stats:
 
 
 def to_data(t: torch.Tensor) -> TensorData:
-    """Copy-free (where possible) view of a tensor as plain Python numbers, with summary stats."""
+    """Copy-free (where possible) view of a tensor as a numpy array, with summary stats."""
     t = t.detach().to("cpu")
-    dtype = str(t.dtype).removeprefix("torch.")
+    shape = tuple(t.shape)
     flat = t.reshape(-1)
     n = flat.numel()
     if n == 0:
-        return TensorData(tuple(t.shape), [], Stats(math.nan, math.nan, 0.0, 0, 0), dtype)
-    if n > 1 and flat.stride(0) == 0 and math.isfinite(c := float(flat[0])):  # one number n times (expanded)
-        return TensorData(tuple(t.shape), Repeated(c, n), Stats(c, c, abs(c) * math.sqrt(n), 0, 0), dtype)
+        return TensorData(np.zeros(0, t.numpy().dtype), Stats(math.nan, math.nan, 0.0, 0, 0), shape)
+    constant = n > 1 and len(shape) <= NUMPY_DIMS and flat.stride(0) == 0
+    if constant and math.isfinite(c := float(flat[0])):  # one number n times (expanded)
+        one = flat[:1].contiguous().numpy()
+        held = np.lib.stride_tricks.as_strided(one, shape, (0,) * len(shape))
+        return TensorData(held, Stats(c, c, abs(c) * math.sqrt(n), 0, 0))
     flat = flat.contiguous()
-    stats = _stats(flat)
-    return TensorData(tuple(t.shape), _data(flat), stats, dtype)
-
-
-def _data(flat: torch.Tensor) -> memoryview | list[float]:
-    """The values of a contiguous 1-d CPU tensor, without a copy where numpy is there."""
-    try:
-        return memoryview(flat.numpy())  # type: ignore[arg-type]
-    except (RuntimeError, TypeError, ImportError):  # no numpy: plain list
-        return flat.tolist()
+    if len(shape) > NUMPY_DIMS:  # held flat, nested by its dims where it is read
+        return TensorData(flat.numpy(), _stats(flat), shape)
+    return TensorData(flat.numpy().reshape(shape), _stats(flat))

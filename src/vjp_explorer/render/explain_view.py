@@ -61,7 +61,8 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
             for e in shown:
                 parts.append(Text(f"    ∂{e['y']}/∂{e['x']} = {_clip(e['formula'], view)}"))
             if len(shown) < len(f.entries):
-                parts.append(Text(f"    ... {len(f.entries) - len(shown)} more non-zero entries (--full)"))
+                more = f"{len(f.entries) - len(shown)} more non-zero entries"
+                parts.append(Text(f"    ... {more} ({T.all_of_them(r, 'r.explanation')})"))
     parts.append(Text(""))
 
     parts.append(_section(f"3. the ledger: each grad element, term by term ({_source(ex.ledger_source)})"))
@@ -73,7 +74,7 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
     if graph is not None:
         parts += [graph, Text("")]
     parts.append(_section("4. every route, one answer"))
-    parts.append(T.check_rows(r.checks.values()))
+    parts.append(T.check_rows(r.checks.values(), T.surface(r)))
     note_items = T.notes(r)
     if note_items:
         parts += [Text(""), _section("5. notes"), *note_items[1:]]
@@ -133,6 +134,8 @@ def _ledger_table(r: Result, leaf: str, entries: list, view: T.View) -> Renderab
                 star = "★" if e.dominant == term.i else " "
                 lines.append(Text(f"{pad[:-2]}{star} {_term_text(r, e, term, view)}   ({term.share:.0%})"))
             if len(shown) < len(e.terms):
-                lines.append(Text(f"{pad}... {len(e.terms) - len(shown)} more terms (--full)"))
+                lines.append(
+                    Text(f"{pad}... {len(e.terms) - len(shown)} more terms ({T.all_of_them(r, 'r.explanation')})")
+                )
         lines.append(Text(pad + tail, style="dim"))
     return Group(*lines)

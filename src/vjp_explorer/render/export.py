@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console, RenderableType
 
 from ..errors import UsageError
+from ..outfiles import wrote
 
 
 def save(renderable: RenderableType, svg: Path | None, html: Path | None, width: int, title: str) -> None:
@@ -26,6 +27,7 @@ def save(renderable: RenderableType, svg: Path | None, html: Path | None, width:
             Path(path).write_text(text, encoding="utf-8")
         except OSError as e:
             raise UsageError(f"--{kind} {path}: cannot write the file ({e.strerror}).") from None
+        wrote(Path(path), f"what the terminal shows, as {kind.upper()}")
 
 
 def export(shown: RenderableType, paths: tuple[Path | None, Path | None], title: str) -> None:

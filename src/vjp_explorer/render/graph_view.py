@@ -17,16 +17,24 @@ from ..engine.backward_graph import paths
 from ..errors import UsageError
 from ..language.unicode import visible as _visible
 from ..result import element_label
+from ..wording import CLI
+from .numbers import fmt_shape
 
 PATH_ELEMENTS = 6  # elements written out as a sum over paths; a bigger tensor shows its first ones
 PATH_TERMS = 4  # paths written out in one sum; more (a value used in each pass of a loop) are counted
 SOURCE_CHARS = 32  # a node's program text is cut here, so each line of the tree stays short
 MAX_DEPTH = 12  # levels of the tree shown: deeper, each line would have little room left at 80 columns
 MAX_LINES = 200  # lines of the tree shown; the DOT file and the JSON have every node
+# how the output and the leaves are marked, in the colours torchviz users know: its DOT fills a leaf
+# lightblue and the output darkolivegreen1; the tree says "(output)" and "(leaf)" in the nearest terminal colours
+LEAF_FILL, OUTPUT_FILL = "lightblue", "darkolivegreen1"
+LEAF_STYLE, OUTPUT_STYLE = "blue", "green"
 
 
-def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
-    """The graph as a tree, output first, with the cotangent each node received; then the sums over paths."""
+def tree(graph: list[dict[str, Any]], title: str, said_to: str = CLI) -> list[RenderableType]:
+    """The graph as a tree, output first, with the cotangent each node received; then the sums over paths.
+    Where the whole graph is, when the tree is cut, is said in the words of `said_to` (wording.py)."""
+    whole = "--dot FILE and --json have" if said_to == CLI else "r.graph has"
     from rich.tree import Tree
 
     g = {n["id"]: n for n in graph}
@@ -37,17 +45,24 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
                 incoming[edge["to"]] = incoming.get(edge["to"], 0) + 1
     top = Tree(Text(title, style="bold"))
     shown: set[int] = set()
+    roots = set(g) - set(incoming)
 
     def label(node: dict[str, Any], edge: Any) -> Text:
         edge_value = edge["value"] if edge else None
         text = Text(node["name"], style="bold")
+        named = "span" not in node and node["value_of"] and not node["leaf"]  # a snippet's node: "(y)"
+        if node["id"] in roots:
+            text.append(f" (output {_visible(node['value_of'])})" if named else " (output)", style=OUTPUT_STYLE)
         if node["leaf"]:
-            text.append(f" → {_visible(node['leaf'])}.grad")
+            text.append(f" → {_visible(node['leaf'])}.grad", style=LEAF_STYLE)
+            text.append(" (leaf)", style=LEAF_STYLE)
         if "span" in node and node["source"]:
             made = f"{node['value_of']} = " if node["value_of"] and not node["leaf"] else ""
             text.append(f"  {_visible(made + _cut(node['source']))}", style="cyan")
-        elif node["value_of"] and not node["leaf"]:
+        elif named and node["id"] not in roots:
             text.append(f" ({_visible(node['value_of'])})")
+        if (shape := shape_of(node)) is not None:
+            text.append(f"  {shape}", style="dim")
         merged = incoming.get(node["id"], 0) > 1
         if node["id"] in shown:
             text.append(f"  gets {short(edge_value)} here (shown above)" if merged else "  (shown above)", style="dim")
@@ -71,9 +86,7 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
         parent, node_id, edge, depth = stack.pop()
         lines += 1
         if lines > MAX_LINES:
-            top.add(
-                Text(f"... {len(g) - len(shown)} more nodes: the whole graph is in --dot FILE and --json", style="dim")
-            )
+            top.add(Text(f"... {len(g) - len(shown)} more nodes: {whole} the whole graph", style="dim"))
             break
         node = g[node_id]
         again = node_id in shown
@@ -83,7 +96,7 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
         shown.add(node_id)
         children = [(branch, e["to"], e, depth + 1) for e in node["edges"] if e["to"] is not None]
         if children and depth + 1 >= MAX_DEPTH:
-            branch.add(Text("... deeper: --dot FILE and --json have the whole graph", style="dim"))
+            branch.add(Text(f"... deeper: {whole} the whole graph", style="dim"))
             continue
         stack.extend(reversed(children))
     out: list[RenderableType] = [top]
@@ -91,11 +104,11 @@ def tree(graph: list[dict[str, Any]], title: str) -> list[RenderableType]:
     if merges:
         out.append(Text("gradients add where a value is used more than once:", style="bold"))
         for m in merges:
-            out.extend(_sum_over_paths(m, g[m["node"]]))
+            out.extend(_sum_over_paths(m, g[m["node"]], said_to))
     return out
 
 
-def _sum_over_paths(m: dict[str, Any], node: dict[str, Any]) -> list[RenderableType]:
+def _sum_over_paths(m: dict[str, Any], node: dict[str, Any], said_to: str = CLI) -> list[RenderableType]:
     """`b.grad = 2 via MulBackward0 (2*b) + ...`; for a tensor, one line per element: each a sum over paths."""
     whom = (
         f"{_visible(m['leaf'])}.grad"
@@ -125,7 +138,8 @@ def _sum_over_paths(m: dict[str, Any], node: dict[str, Any]) -> list[RenderableT
         terms += " + ..." if rest else ""
         lines.append(Padding(Text(f"{label}: {terms} = {_num(sums[k])}"), (0, 0, 0, 4), expand=False))
     if len(sums) > PATH_ELEMENTS:
-        more = f"... {len(sums) - PATH_ELEMENTS} more elements (--json with --graph has them all)"
+        where = "--json with --graph has" if said_to == CLI else "r.graph has"
+        more = f"... {len(sums) - PATH_ELEMENTS} more elements ({where} them all)"
         lines.append(Padding(Text(more), (0, 0, 0, 4), expand=False))
     return lines
 
@@ -136,16 +150,22 @@ def to_dot(events: list[tuple[int, str, list[dict[str, Any]]]]) -> str:
     for index, title, graph in events:
         lines.append(f"  subgraph cluster_{index} {{")
         lines.append(f"    label={_quote(title)};")
+        pointed_to = {edge["to"] for node in graph for edge in node["edges"]}
         for node in graph:
-            label = node["name"] + (f"\n→ {node['leaf']}" if node["leaf"] else "")
+            label = node["name"] + (f"\n→ {node['leaf']} (leaf)" if node["leaf"] else "")
+            label += "\n(output)" if node["id"] not in pointed_to else ""
             label += f"\nmakes {node['value_of']}" if node["value_of"] else ""
             if "span" in node and node["source"]:
                 label += f"\n{_cut(node['source'])}"
             elif node["line"]:
                 label += f"\nline {node['line']}"
+            if (shape := shape_of(node)) is not None:
+                label += f"\n{shape}"
             if node["arriving"] is not None:
                 label += f"\nreceives {short(node['arriving'])}"
-            lines.append(f"    e{index}n{node['id']} [label={_quote(label)}];")
+            fill = LEAF_FILL if node["leaf"] else OUTPUT_FILL if node["id"] not in pointed_to else None
+            style = f", style=filled, fillcolor={fill}" if fill else ""
+            lines.append(f"    e{index}n{node['id']} [label={_quote(label)}{style}];")
         for node in graph:
             for edge in node["edges"]:
                 if edge["to"] is not None:
@@ -163,6 +183,9 @@ def write_dot(path: Path, events: list[tuple[int, str, list[dict[str, Any]]]]) -
         path.write_text(to_dot(events), encoding="utf-8")
     except OSError as err:
         raise UsageError(f"--dot {_visible(str(path))}: cannot write the file ({err.strerror}).") from None
+    from ..outfiles import wrote
+
+    wrote(path, "the backward graph as Graphviz DOT; dot -Tsvg renders it")
 
 
 def short(summary: Any, n: int = 4) -> str:
@@ -175,6 +198,15 @@ def short(summary: Any, n: int = 4) -> str:
     flat = _flatten(values)
     text = ", ".join(f"{x:.4g}" for x in flat[:n]) + (", …" if len(flat) > n else "")
     return f"[{text}]" if isinstance(values, list) else text
+
+
+def shape_of(node: dict[str, Any]) -> str | None:
+    """The shape of the value a node stands for (that of the gradient it received): `[32, 10]`; None for a
+    single number, where a shape would only add `[]` to every line."""
+    arriving = node.get("arriving")
+    if arriving is None or not arriving.get("shape"):
+        return None
+    return fmt_shape(tuple(arriving["shape"]))
 
 
 def _num(x: float) -> str:

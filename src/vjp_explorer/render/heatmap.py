@@ -34,7 +34,7 @@ def heatmap(
     assert jac.value is not None
     m, n = math.prod(out_shape), leaf_data.numel
     flat = jac.value.flat
-    a = np.asarray(flat if isinstance(flat, memoryview) else list(flat), dtype=np.float64).reshape(m, n)
+    a = np.asarray(flat, dtype=np.float64).reshape(m, n)
     b = max(-(-m // MAX_ROWS), -(-n // MAX_COLS))  # entries per cell: square blocks keep a diagonal one
     bm, bn = min(b, m), min(b, n)
     rows, cols = -(-m // bm), -(-n // bn)

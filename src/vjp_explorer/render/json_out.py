@@ -86,12 +86,12 @@ def _stream(obj: Any, write: Callable[[str], Any]) -> None:
 
 def _stream_tensor(t: TensorData, write: Callable[[str], Any]) -> None:
     """A tensor as nested JSON arrays, one row (last dimension) at a time, in chunks."""
-    if not t.shape:
+    if not t.dims:
         write(json.dumps(_clean(float(t.flat[0])), allow_nan=False))
         return
     clean = bool(t.stats.nan or t.stats.inf)
-    last = t.shape[-1]
-    outer = t.shape[:-1]
+    last = t.dims[-1]
+    outer = t.dims[:-1]
     rows = t.numel // last if last else 0
     for r in range(rows):
         idx = []
@@ -104,7 +104,7 @@ def _stream_tensor(t: TensorData, write: Callable[[str], Any]) -> None:
         write("[" * opens + "[")
         for start in range(r * last, (r + 1) * last, CHUNK):
             seg = t.flat[start : min(start + CHUNK, (r + 1) * last)]
-            chunk = seg.tolist() if isinstance(seg, memoryview) else list(seg)
+            chunk = seg.tolist()
             if clean:
                 chunk = _clean(chunk)
             text = json.dumps(chunk, allow_nan=False)[1:-1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from ..snippet.result import Event, LeafGrad, SnippetResult
 from ..snippet.source import visible
+from ..wording import API, CLI, option
 from .fit import NumberTable, ValueGrid
 from .numbers import fmt, fmt_shape
 
@@ -24,8 +26,9 @@ def write_json(result: SnippetResult, write: Callable[[str], Any]) -> None:
     write(json.dumps(result.to_dict(), ensure_ascii=True, allow_nan=False) + "\n")
 
 
-def render(r: SnippetResult, explain: bool = False, full: bool = False) -> RenderableType:
-    parts: list[RenderableType] = [_header(r)]
+def render(r: SnippetResult, explain: bool = False, full: bool = False, surface: str = CLI) -> RenderableType:
+    """The snippet's transcript with its events; options are named in the words of `surface` (wording.py)."""
+    parts: list[RenderableType] = [_header(r, surface)]
     events = {e.index: e for e in r.events}
     if r.kind == "check":
         parts.extend(Padding(_event(e, explain, full), (0, 0, 0, 2)) for e in r.events)
@@ -114,16 +117,51 @@ def _folded(e: Event) -> bool:
     return any("every" in (c.reason or "") and "is checked" in (c.reason or "") for c in e.checks)
 
 
+# what in a snippet's source draws from torch's random generator: rand*, normal_, dropout, the initial
+# weights of nn layers, torch.nn.init, ... Read from the source: the run does not report its draws
+DRAWS = re.compile(
+    r"\b(rand\w*|normal_?|uniform_|bernoulli_?|multinomial|poisson|exponential_|cauchy_|geometric_|random_|"
+    r"[Dd]ropout\w*|init\s*\.\s*\w+|Linear|Bilinear|LazyLinear|Conv\w*|Embedding\w*|RNN\w*|LSTM\w*|GRU\w*|"
+    r"MultiheadAttention|Transformer\w*|PReLU)\b"
+)
+SEEDS_ITSELF = re.compile(r"\bmanual_seed\s*\(")
+
+
 def _random(r: SnippetResult) -> bool:
-    return any("rand" in s.source for s in r.steps)
+    """Whether the snippet draws random numbers (read from its code: comments and strings left out)."""
+    return any(DRAWS.search(_code(s.source)) for s in r.steps)
 
 
-def _header(r: SnippetResult) -> Text:
+def _code(source: str) -> str:
+    """A statement's tokens without its comments and string literals (`# random init` draws nothing)."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return source
+    return " ".join(t.string for t in tokens if t.type not in (tokenize.COMMENT, tokenize.STRING))
+
+
+def seed_banner(r: SnippetResult, surface: str = CLI) -> str | None:
+    """What the header says of the seed, only what is true of this snippet: the seed given, that the snippet
+    seeds itself, the seed drawn for it, or nothing where it draws no random number."""
+    if r.seed_given:
+        return f"seed {r.seed} ({option(surface, 'seed', str(r.seed) if surface == API else None)})"
+    if any(SEEDS_ITSELF.search(_code(s.source)) for s in r.steps):
+        return "seeded by the snippet itself (manual_seed)"
+    if not _random(r):
+        return None
+    return f"seed {r.seed} (drawn; pass {option(surface, 'seed', 'N')} to repeat it)"
+
+
+def _header(r: SnippetResult, surface: str = CLI) -> Text:
     if r.kind == "check":
         return Text(f"check {visible(r.label)} · torch {r.torch_version} (your own code, imported)\n", style="bold")
-    seed = f"seed {r.seed}" + (" (--seed)" if r.seed_given else " (drawn; pass --seed N to repeat it)")
+    seed = seed_banner(r, surface)
     kind = "REPL transcript" if r.repl else "snippet"
-    return Text(f"{kind} {visible(r.label)}\ntorch {r.torch_version} · {seed}\n", style="bold")
+    return Text(f"{kind} {visible(r.label)}\ntorch {r.torch_version}{f' · {seed}' if seed else ''}\n", style="bold")
 
 
 def _source_lines(first: int, source: str) -> Text:

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from ..result import Check, Result, TensorData, headline
 from ..result import index_label as label
+from ..wording import API, CLI, option
 from .fit import NumberTable, ValueGrid
 from .numbers import DEFAULT_DIGITS, fmt, fmt_shape
 
@@ -66,6 +67,21 @@ METHOD_WORDS = {
 STATUS_STYLE = {"agree": "bold green", "disagree": "bold red", "skipped": "yellow", "inconclusive": "yellow"}
 
 
+def surface(r: Result) -> str:
+    """Who asked for this run (wording.py): the command line, or Python."""
+    return str(r.meta.get("surface", API))
+
+
+def all_of_them(r: Result, where: str) -> str:
+    """Where the rest of a cut list is: `--full` on the command line; in Python, the result's `where`."""
+    return "--full" if surface(r) == CLI else f"{where} has them all"
+
+
+def _opt(r: Result, key: str, value: str | None = None) -> str:
+    """The option `key` in the words of the front end that asked for r."""
+    return option(surface(r), key, value)
+
+
 def inline(t: TensorData, view: View, limit: int = 12) -> Text:
     """A short one-line form: the values if few, else head ... tail plus stats."""
     n = t.numel
@@ -103,15 +119,16 @@ def header(r: Result, view: View) -> RenderableType:
         kind = "leaf, requires_grad=True" if i.requires_grad else "constant, requires_grad=False"
         t.add_row(Text(n), inline(i.value, view), Text(f"shape {fmt_shape(i.value.shape)}, {kind}"))
     t.add_row(Text(r.output_name), inline(r.output, view), Text(f"shape {fmt_shape(r.output.shape)}, the output"))
-    src = {"given": "given with --grad", "ones": "ones"}.get(r.grad_source, r.grad_source)
+    src = {"given": f"given with {_opt(r, 'grad')}", "ones": "ones"}.get(r.grad_source, r.grad_source)
     if r.probe is not None:
         p = r.probe
+        several = f"{_opt(r, 'grad')} values" if surface(r) == CLI else "values (gradient= and more_grads=)"
         src = {
-            "one-hot": f"one-hot at {p.element} (--grad {', '.join(p.texts)})",
-            "basis": "ones, the sum of every one-hot v (--grad basis)",
-            "random": "random, standard normal (--grad random)",
-            "upstream": f"dL/d{r.output_name} for L = {p.formula} (--upstream)",
-            "several": f"v1 of {len(p.vs)} --grad values",
+            "one-hot": f"one-hot at {p.element} ({_opt(r, 'grad', ', '.join(p.texts))})",
+            "basis": f"ones, the sum of every one-hot v ({_opt(r, 'grad', 'basis')})",
+            "random": f"random, standard normal ({_opt(r, 'grad', 'random')})",
+            "upstream": f"dL/d{r.output_name} for L = {p.formula} ({_opt(r, 'upstream')})",
+            "several": f"v1 of {len(p.vs)} {several}",
         }.get(p.source, src)
     t.add_row(
         Text("v"),
@@ -157,7 +174,9 @@ def leaf_table(r: Result, leaf: str, view: View) -> NumberTable:
         if k is None:
             t.add_row(None)
             if view.full:  # under the table: in a cell it would widen the element column past the numbers
-                t.caption = f"{g.numel:,} elements: --full shows {FULL_MAX:,} rows; --json --full has all"
+                t.caption = (
+                    f"{g.numel:,} elements: {_opt(r, 'full')} shows {FULL_MAX:,} rows; {_opt(r, 'json_full')} has all"
+                )
             continue
         idx = g.index(k)
         jv = "-" if jtv is None else fmt(jtv.flat[k], view.digits)  # already N·Jᵀv, as .grad
@@ -180,9 +199,9 @@ def jacobian_view(r: Result, leaf: str, view: View) -> RenderableType:
     if not (view.full and m * n <= FULL_MAX) and (m > view.max_rows or n > view.max_cols):
         d = jac.value
         more = (
-            f"more than --full shows in a terminal ({FULL_MAX:,}; --json --full has them all)"
+            f"more than {_opt(r, 'full')} shows in a terminal ({FULL_MAX:,}; {_opt(r, 'json_full')} has them all)"
             if view.full
-            else "more than a screen (--full shows them)"
+            else f"more than a screen ({_opt(r, 'full')} {'show' if surface(r) == API else 'shows'} them)"
         )
         summary = Text(
             f"J = ∂{out}/∂{leaf} has {m} x {n} entries, {more}: "
@@ -237,9 +256,9 @@ def _labelled_matrix(title: str, d: TensorData, r: Result, leaf: str, view: View
     m, leaf_data = r.output.numel, r.inputs[leaf].value
     n = leaf_data.numel
     t = NumberTable(Text(title), [Text(label(leaf, leaf_data.index(j))) for j in range(n)])
-    probe = TensorData(r.output.shape, [0.0] * m, r.output.stats)
     for i in range(m):
-        t.add_row(Text(label(r.output_name, probe.index(i))), *(fmt(d.flat[i * n + j], view.digits) for j in range(n)))
+        row = (fmt(d.flat[i * n + j], view.digits) for j in range(n))
+        t.add_row(Text(label(r.output_name, r.output.index(i))), *row)
     return t
 
 
@@ -294,15 +313,16 @@ def probe_section(r: Result, view: View) -> RenderableType | None:
     return Group(*parts)
 
 
-def check_rows(checks: Iterable[Check]) -> ValueGrid:
-    """The checks as a grid: name, status, what is compared and how closely."""
+def check_rows(checks: Iterable[Check], said_to: str = CLI) -> ValueGrid:
+    """The checks as a grid: name, status, what is compared and how closely (options named for `said_to`,
+    the front end that asked)."""
     t = ValueGrid(("bold", "", ""))
     for c in checks:
-        t.add_row(Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), check_detail(c))
+        t.add_row(Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), check_detail(c, said_to))
     return t
 
 
-def check_detail(c: Check) -> Text:
+def check_detail(c: Check, said_to: str = CLI) -> Text:
     """What a check compares, the measured difference and the tolerance (or why it was skipped)."""
     # whether the reference uses no autograd (independent evidence) or is a second autograd computation
     kind = "independent: " if c.independent else "consistency: "
@@ -332,7 +352,9 @@ def check_detail(c: Check) -> Text:
     if c.overflow:
         shown = ", ".join(c.overflow[:6]) + (" ..." if len(c.overflow) > 6 else "")
         t.append(
-            f"\noverflowed the dtype (inf) where the exact value is finite: {shown}; try --dtype float64", "yellow"
+            f"\noverflowed the dtype (inf) where the exact value is finite: {shown}; "
+            f"try {option(said_to, 'dtype', 'float64')}",
+            "yellow",
         )
     return t
 
@@ -340,7 +362,8 @@ def check_detail(c: Check) -> Text:
 def checks(r: Result) -> RenderableType:
     """The checks, then the verdict in one line: only independent routes count as evidence."""
     said = headline(list(r.checks.values()))
-    return Group(Text("checks", style="bold underline"), check_rows(r.checks.values()), Text(said, style="bold"))
+    rows = check_rows(r.checks.values(), surface(r))
+    return Group(Text("checks", style="bold underline"), rows, Text(said, style="bold"))
 
 
 def notes(r: Result) -> list[RenderableType]:
@@ -366,12 +389,13 @@ def graph_section(r: Result) -> RenderableType | None:
     out = r.output_name
     title = f"{out}.backward(v): the nodes torch ran, output first, each with what it received"
     note = Text(
-        "each node is named as torch names it (grad_fn), with the part of the program that made it; "
+        "each node is named as torch names it (grad_fn), with the part of the program that made it and the "
+        "shape of that value; "
         "AccumulateGrad adds what it receives to the leaf's .grad; (× d) is the local derivative of the node above "
         "along that edge, element by element: what it received there = what the node above received × d",
         style="dim",
     )
-    return Group(Text("backward graph", style="bold underline"), *tree(r.graph, title), note)
+    return Group(Text("backward graph", style="bold underline"), *tree(r.graph, title, surface(r)), note)
 
 
 def render_run(r: Result, view: View) -> RenderableType:

@@ -6,15 +6,21 @@ the notes and the probe. Output: the Result every renderer reads.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..language import program as P
 from ..language.values import ValueSpec
 from ..result import Check, Control, Input, Intermediate, Jacobian, Note, Probe, Result, TensorData
+from ..wording import API, api_words
 from .bind import Bound
 from .call import CallRecord
 from .context import RunContext
 from .notes import control_text
+
+
+def _same(text: str | None) -> str | None:
+    return text
 
 
 def assemble(
@@ -36,6 +42,7 @@ def assemble(
     from ..engine.tensors import to_data
 
     req, leaves = ctx.req, bound.leaves
+    words = api_words if req.surface == API else _same  # the engine's texts spell the command line's options
     control = [
         Control(c.kind, prog.source.count("\n", 0, c.span[0]) + 1, c.count, control_text(c.kind, c.count))
         for c in fwd.control
@@ -48,7 +55,7 @@ def assemble(
             structure=j.structure,
             value=to_data(j.full) if j.full is not None else None,
             diagonal=to_data(j.diagonal) if j.diagonal is not None else None,
-            reason=j.reason,
+            reason=words(j.reason),
             why=j.why,
         )
         for n, j in call.jacobians.items()
@@ -75,8 +82,8 @@ def assemble(
         # N x Jᵀv after N calls, as .grad and the symbolic route report it
         jtv={n: (to_data(t) if (t := call.jtv(n)) is not None else None) for n in call.jacobians},
         symbolic=symbolic,
-        checks=checks,
-        notes=notes,
+        checks={n: replace(c, reason=words(c.reason)) for n, c in checks.items()},
+        notes=[Note(n.code, words(n.text) or "") for n in notes],
         control=control,
         intermediates=intermediates,
         timings=ctx.timings,
@@ -88,7 +95,8 @@ def assemble(
             "source_note": req.source_note,
             "uses_random": bound.uses_random,
             "latex": req.latex,
+            "surface": req.surface,
         },
-        probe=probe,
+        probe=replace(probe, note=words(probe.note) or "") if probe is not None else None,
         graph=ctx.recorder.graph if ctx.recorder is not None else None,
     )

@@ -31,12 +31,25 @@ def check_request(req: Request) -> None:
 
 
 def spec_of(value: ValueLike, origin: Origin, limits: Limits, allow_ones: bool = False) -> ValueSpec:
-    """A value as given (text, number, nested list or spec) -> its ValueSpec; errors name `origin`."""
+    """A value as given (text, number, nested list, a torch tensor or numpy array, or a spec) -> its
+    ValueSpec; errors name `origin`."""
     if isinstance(value, ValueSpec):
         return value
     if isinstance(value, str):
         return parse_value(value, origin, limits, allow_ones=allow_ones)
-    return from_nested(value, origin, limits)
+    return from_nested(_plain(value), origin, limits)
+
+
+def _plain(value: Any) -> Any:
+    """A tensor or an array (or a numpy number) as the nested lists of its numbers; anything else as it is.
+    A tensor is read detached: only its numbers count, the run makes its own leaves."""
+    if hasattr(value, "detach") and hasattr(value, "tolist"):  # torch.Tensor
+        return value.detach().cpu().tolist()
+    if hasattr(value, "__array__") and not isinstance(value, list | int | float):  # numpy arrays and numbers
+        import numpy as np
+
+        return np.asarray(value).tolist()
+    return value
 
 
 def value_origin(req: Request, name: str) -> Origin:

@@ -13,8 +13,10 @@ from typing import Any
 
 from ..errors import UsageError
 from ..result import Check
+from ..wording import CLI, option
 from .checks import jtv_checks
 from .context import RunContext
+from .notes import saved_for_backward
 
 
 @dataclass
@@ -37,7 +39,13 @@ class CallRecord:
 
 
 def backward(
-    out: Any, v: Any, leaves: dict[str, Any], kept: dict[str, Any], calls: int, retain_graph: bool
+    out: Any,
+    v: Any,
+    leaves: dict[str, Any],
+    kept: dict[str, Any],
+    calls: int,
+    retain_graph: bool,
+    surface: str = CLI,
 ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """Call out.backward(v) `calls` times (calls 1 to N-1 with retain_graph, unless it is off). Returns the
     leaves' .grad before (None where unset), after (zeros where torch left None), and the leaves left None."""
@@ -47,7 +55,7 @@ def backward(
     for tensor in [*leaves.values(), *kept.values()]:
         tensor.grad = None
     before = {n: x.grad for n, x in leaves.items()}
-    saved = _saved_tensors(out) if calls > 1 and not retain_graph else []
+    saved = saved_for_backward(out) if calls > 1 and not retain_graph else []
     for k in range(calls):
         # every call but the last keeps the graph: backward frees the tensors it saved (exp's result, the
         # operands of *), and the next call needs them
@@ -56,11 +64,12 @@ def backward(
         except RuntimeError as e:
             if "a second time" not in str(e):
                 raise
+            switch = option(surface, "no_retain_graph")
             raise UsageError(
-                f"backward call {k + 1} of {calls} failed (--no-retain-graph): torch says '{_first_line(e)}'. "
+                f"backward call {k + 1} of {calls} failed ({switch}): torch says '{_first_line(e)}'. "
                 f"Call 1 ran without retain_graph=True, so it freed the intermediate values the graph saved for "
                 f"backward ({', '.join(saved) or 'none listed'}); call {k + 1} needs them again.",
-                hint="Drop --no-retain-graph (vjp then passes retain_graph=True to calls 1 to N-1, as the "
+                hint=f"Drop {switch} (vjp then passes retain_graph=True to calls 1 to N-1, as the "
                 "PyTorch message says), or, in your own code, run the forward again before each backward.",
             ) from None
     grads = {n: (x.grad if x.grad is not None else torch.zeros_like(x)) for n, x in leaves.items()}
@@ -86,7 +95,7 @@ def explain_call(
     if ctx.recorder is not None:
         ctx.recorder.watch(out, bound.leaves)
     try:
-        before, grads, none_grads = backward(out, v, bound.leaves, kept, calls, retain_graph)
+        before, grads, none_grads = backward(out, v, bound.leaves, kept, calls, retain_graph, ctx.req.surface)
     finally:
         if ctx.recorder is not None:
             ctx.recorder.finish()  # the hooks come off before any later pass through the graph
@@ -121,19 +130,3 @@ def hold_once(record: CallRecord, out: Any, kept: dict[str, Any]) -> None:
 
 def _first_line(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-
-
-def _saved_tensors(out: Any) -> list[str]:
-    """What the graph behind `out` saved for backward, as 'ExpBackward0: result', one per node."""
-    seen: set[int] = set()
-    stack, found = [out.grad_fn], []
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        names = [a.removeprefix("_saved_") for a in dir(node) if a.startswith("_saved_")]
-        if names:
-            found.append(f"{type(node).__name__}: {' and '.join(names)}")
-        stack += [nf for nf, _ in node.next_functions]
-    return found[:8]

@@ -17,8 +17,9 @@ from ..engine.tolerance import ROUNDOFF_UNITS, eps
 from ..errors import FileFormatError
 from ..language import program as P
 from ..result import Check, Tolerance, element_label
+from ..wording import option
 from .context import RunContext
-from .exact import OUT_OF_TIME, later_sizes
+from .exact import OUT_OF_TIME, later_sizes, limit_hint
 from .forward import work as forward_work
 
 SYM = ".grad from backward(v) vs Jᵀv from sympy's exact derivatives"
@@ -60,7 +61,7 @@ def finite_difference_check(
             _FD,
             f"each evaluation of the program reads and computes {work:,} elements; "
             f"{4 * DIRECTIONS + 1} evaluations would pass the budget of {lim.finite_difference_work:,} "
-            "(--limit finite_difference_work=N)",
+            f"({limit_hint(ctx, 'finite_difference_work=N')})",
         )
     max_evals = min(lim.finite_difference_evals, lim.finite_difference_work // work)
     try:
@@ -398,7 +399,7 @@ def symbolic_checks(
     started = time.perf_counter()
     leaves, calls, tol, mags = bound.leaves, ctx.req.backward_calls, how["tol"], how["mags"]
     if not ctx.req.symbolic:
-        checks["symbolic"] = compare.skipped("symbolic", SYM, "turned off (--no-symbolic)")
+        checks["symbolic"] = compare.skipped("symbolic", SYM, f"turned off ({option(ctx.req.surface, 'no_symbolic')})")
         return None, {}, None
     sym, sym_grads, reason, sym_sizes = symbolic_route(ctx, fwd, leaves, bound.consts, out, v, output)
     symbolic_grads = None
@@ -430,7 +431,7 @@ def symbolic_checks(
         checks["symbolic"] = compare.skipped(
             "symbolic",
             SYM,
-            f"sympy's Jᵀv was not compared within {total:g} s in all (--limit symbolic_seconds=S)",
+            f"sympy's Jᵀv was not compared within {total:g} s in all ({limit_hint(ctx, 'symbolic_seconds=S')})",
         )
     else:
         symbolic_grads = {n: to_data(g) for n, g in sym_grads.items()}

@@ -13,6 +13,23 @@ from typing import Any
 from ..limits import Limits
 from ..request import Request
 
+# what a run does after each lap, for Request.progress: a stage's name is recorded when it ends
+NEXT = {
+    "parse": "reading the values",
+    "values": "importing torch",
+    "import torch": "making the inputs",
+    "inputs": "running the program",
+    "forward": "building the Jacobians",
+    "jacobian": "calling backward(v)",
+    "basis rows": "checking the probe",
+    "probe": "calling backward(v)",
+    "backward": "checking: .grad against Jᵀv from J",
+    "jtv check": "checking: where derivatives are singular",
+    "singularity lint": "checking: sympy's exact derivatives",
+    "symbolic": "checking: finite differences",
+    "finite differences": "putting the result together",
+}
+
 
 @dataclass
 class RunContext:
@@ -46,6 +63,8 @@ class RunContext:
         """Record the time since `since` under name; returns now, the start of the next lap."""
         now = time.perf_counter()
         self.timings[name] = round(now - since, 6)
+        if self.req.progress is not None and name in NEXT:
+            self.req.progress(NEXT[name])
         return now
 
     def left(self, since: float, floor: float) -> float:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..language import program as P
+from ..wording import option
 from .context import RunContext
 from .forward import work as forward_work
 
@@ -47,19 +48,19 @@ def symbolic_route(
     if entries > ctx.limits.symbolic_entries:
         reason = (
             f"too large for the exact per-element check: {m:,} outputs x {n:,} inputs = {entries:,} "
-            f"derivatives (limit {ctx.limits.symbolic_entries:,}; --limit symbolic_entries=N)"
+            f"derivatives (limit {ctx.limits.symbolic_entries:,}; {limit_hint(ctx, 'symbolic_entries=N')})"
         )
     elif work + consts_read > ctx.limits.symbolic_entries * 5:
         reason = (
             f"the program computes {work:,} intermediate elements and reads {consts_read:,} constant ones, "
-            "more than 5 x symbolic_entries for per-element sympy (--limit symbolic_entries=N)"
+            f"more than 5 x symbolic_entries for per-element sympy ({limit_hint(ctx, 'symbolic_entries=N')})"
         )
     elif m * min(fwd.output.size[0], 10**12) * min(fwd.output.size[1], n) > ctx.limits.symbolic_cost:
         nodes, syms = fwd.output.size
         reason = (
             f"the exact per-element derivatives would cost about {m:,} outputs x {nodes:,} expression "
             f"nodes x {min(syms, n):,} symbols, more than the budget of {ctx.limits.symbolic_cost:,} "
-            "(--limit symbolic_cost=N)"
+            f"({limit_hint(ctx, 'symbolic_cost=N')})"
         )
     else:
         lv = {k: (tuple(x.shape), x.detach().double().reshape(-1).tolist()) for k, x in leaves.items()}
@@ -74,7 +75,7 @@ def symbolic_route(
             with S.time_budget(budget):
                 sym = S.symbolic_jacobian(fwd.steps, output, lv, cv, keep_formulas=ctx.req.explain)
         except S.SymbolicTimeout:
-            reason = f"sympy did not finish within {budget:g} s (--limit symbolic_seconds=S)"
+            reason = f"sympy did not finish within {budget:g} s ({limit_hint(ctx, 'symbolic_seconds=S')})"
             sym = None
         except S.Unsupported as e:
             return None, None, f"not supported symbolically: {e}", {}
@@ -193,3 +194,9 @@ def _route_sizes(
     except (S.Unsupported, RecursionError, OverflowError, ValueError, ZeroDivisionError) as e:
         return {}, f"the size of the terms could not be computed ({type(e).__name__})"
     return {}, None
+
+
+def limit_hint(ctx: RunContext, setting: str) -> str:
+    """How to raise a limit, in the words of the front end that asked: `--limit steps=N` or
+    `limits=Limits(steps=N)`."""
+    return option(ctx.req.surface, "limit", setting)

@@ -9,6 +9,7 @@ The codes are a contract (docs/json.md lists them, a test keeps the list and thi
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from ..engine.tolerance import ROUNDOFF_UNITS
 from ..language import program as P
 from ..result import Check, Note, element_label
+from ..wording import API, option
 
 # the second weighing after a disagreement: this many units of roundoff (eps of the dtype) of the size of
 # the terms autograd adds up. A bound on rounding, not a new rtol: a gradient off by more still disagrees
@@ -41,6 +43,12 @@ class Facts:
     origin: Any
     reweighed: list[str]
     expected_dropped: bool
+    surface: str = API  # who asked, for the options a note names (wording.py)
+    retain_graph: bool = True  # calls 1 to N-1 passed retain_graph=True
+
+    def option(self, key: str, value: str | None = None) -> str:
+        """The option `key` as the front end that asked spells it."""
+        return option(self.surface, key, value)
 
 
 @dataclass(frozen=True)
@@ -121,13 +129,45 @@ def _retain_graph(f: Facts) -> list[str]:
     calls = f.calls
     if calls == 1:
         return []
+    first = ("call 1" if calls == 2 else f"calls 1 to {calls - 1}") + " passed retain_graph=True"
+    saved = saved_for_backward(f.fwd.output.v)
+    if not f.retain_graph:  # the run got here, so no call needed what an earlier one freed
+        return [
+            f"{first.replace('passed', 'ran without')}, and the graph did not need it: none of its operations "
+            "saves a tensor for backward (a sum, + and - need none), so nothing was freed between calls."
+        ]
+    if not saved:
+        return [
+            f"{first}, which this graph does not need: none of its operations saves a tensor for backward "
+            "(a sum, + and - need none), so nothing is freed and torch runs the next call without it too."
+        ]
     return [
-        ("call 1" if calls == 2 else f"calls 1 to {calls - 1}")
-        + " passed retain_graph=True: each backward frees the intermediate values "
-        "the graph saved for it (exp's result, the operands of *), and the next call needs them. "
-        "Without it torch raises 'Trying to backward through the graph a second time' on call 2 "
-        "(--no-retain-graph shows it). The last call frees the graph."
+        f"{first}: each backward frees the values the graph saved for it (here "
+        f"{', '.join(saved)}), and the next call needs them. Without it torch raises 'Trying to backward "
+        f"through the graph a second time' on call 2 ({f.option('no_retain_graph')} shows it). The last call "
+        "frees the graph."
     ]
+
+
+def saved_for_backward(out: Any) -> list[str]:
+    """What the graph behind `out` saves for backward, in words: "exp's result", "mul's inputs" (one per
+    kind of operation, in the order backward meets them). Read from the nodes' saved-tensor slots, which
+    stay listed after a backward has freed their values."""
+    seen: set[int] = set()
+    stack, found = [getattr(out, "grad_fn", None)], dict[str, None]()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        slots = [a.removeprefix("_raw_saved_") for a in dir(node) if a.startswith("_raw_saved_")]
+        op = re.sub(r"Backward\d*$", "", node.name().rpartition("::")[2]).lower()
+        if "result" in slots:
+            found[f"{op}'s result"] = None
+        if set(slots) - {"result"}:
+            found[f"{op}'s inputs"] = None
+        stack += [nf for nf, _ in reversed(node.next_functions)]
+    return list(found)
 
 
 def _singularity(f: Facts) -> list[str]:
@@ -163,7 +203,7 @@ def _wrong_nonfinite_grad(f: Facts) -> list[str]:
     return [
         f"{label}.grad is {val} ({count} non-finite element(s) in {n}.grad) but the exact "
         "derivative there is finite: backward's value is wrong, not undefined"
-        + (f"; {f.origin.text()}" if f.origin is not None else ".")
+        + (f"; {f.origin.text(f.option('dtype', 'float64'))}" if f.origin is not None else ".")
         for n, label, val, count in _first_nonfinite(f)
         if label in spurious
     ]
@@ -177,7 +217,7 @@ def _nonfinite_grad(f: Facts) -> list[str]:
             continue
         if label in overflowed:
             why = f"{f.dtype} overflowed: the exact derivative is finite but larger than the dtype's range" + (
-                " (run with --dtype float64)" if f.dtype != "float64" else ", the largest torch has"
+                f" (run with {f.option('dtype', 'float64')})" if f.dtype != "float64" else ", the largest torch has"
             )
         elif val != val:  # nan
             why = (
@@ -226,7 +266,7 @@ def _rounding_allowance(f: Facts) -> list[str]:
         "terms in (x + 1e7)*(x - 1e7), 1 - tanh(u)**2 where tanh(u) rounds to 1, or s*(1 - s) for a "
         f"saturated sigmoid, and {f.dtype} rounding of those numbers is that large. Such "
         f"elements are allowed {ROUNDOFF_UNITS} units of roundoff of that size, no more."
-        + (" --dtype float64 gives more digits there." if f.dtype != "float64" else "")
+        + (f" {f.option('dtype', 'float64')} gives more digits there." if f.dtype != "float64" else "")
     ]
 
 
@@ -238,10 +278,10 @@ def _float32_disagrees(f: Facts) -> list[str]:
         failed = []  # not float32's doing: float64 multiplies 0 by inf too
     if not failed or f.dtype != "float32":
         return []
-    return [_float32_hint(failed, f.fwd, f.leaves)]
+    return [_float32_hint(failed, f.fwd, f.leaves, f.option("dtype", "float64"))]
 
 
-def _float32_hint(failed: list[str], fwd: Any, leaves: dict[str, Any]) -> str:
+def _float32_hint(failed: list[str], fwd: Any, leaves: dict[str, Any], wider: str) -> str:
     """What to try when a float32 run disagrees with the exact routes: float64, and whether the program's
     values come near the edges of float32's range (where squares and products underflow or overflow)."""
     import torch
@@ -267,7 +307,7 @@ def _float32_hint(failed: list[str], fwd: Any, leaves: dict[str, Any]) -> str:
             f": values of the program here reach {edge}, whose square (in x*x, a norm, a product) is out of "
             "that range, so torch's float32 result loses its digits there"
         )
-    return text + ". Run with --dtype float64: if it agrees there, the difference is float32's, not autograd's."
+    return text + f". Run with {wider}: if it agrees there, the difference is float32's, not autograd's."
 
 
 def _augmented_assignment(f: Facts) -> list[str]:

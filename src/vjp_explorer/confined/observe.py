@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 import torch
@@ -92,7 +92,7 @@ class Observer:
         """Number an event made elsewhere (a functional call) and send it."""
         self.count += 1
         event.index = self.count
-        self.send({"type": "event", "event": asdict(event)})
+        self.send({"type": "event", "event": plain(event)})
 
     def _watch_hooks(self) -> None:
         """Wrap Tensor.register_hook so a hook that returns another gradient is known: .grad is then not Jᵀv
@@ -141,7 +141,11 @@ class Observer:
             return self._run(real, args, kwargs)
         vs = (vs + [None] * len(outs))[: len(outs)]
         given = any(v is not None for v in vs)
-        v_used = [torch.ones_like(o) if v is None and o.numel() == 1 else v for o, v in zip(outs, vs, strict=True)]
+        with _outside_the_log():  # the default v is ours, not the forward's
+            v_used = [
+                torch.ones_like(o, requires_grad=False) if v is None and o.numel() == 1 else v
+                for o, v in zip(outs, vs, strict=True)
+            ]
         if inputs is None:
             inputs = self.in_snippet_order(graph_leaves(outs))
         leaves = [x for x in inputs if isinstance(x, torch.Tensor)]
@@ -217,7 +221,7 @@ class Observer:
             _by_design(event)
         diagnose(event, customs)
         event.notes.extend(event_notes(event, before))
-        self.send({"type": "event", "event": asdict(event)})
+        self.send({"type": "event", "event": plain(event)})
         if not event.retain_graph:
             self.recorder.forget(self.recorder.slice_for(outs, leaves))
         return value
@@ -419,6 +423,16 @@ def _by_design(event: Event) -> None:
         for c in event.checks
     ]
     event.notes.append(f"A hook registered with register_hook returned a different gradient: {why[46:]}.")
+
+
+def plain(x: Any) -> Any:
+    """A dataclass as dicts and lists for the channel; lists of numbers pass as they are (dataclasses.asdict
+    would copy every number of every tensor, the larger part of a folded loop's cost)."""
+    if is_dataclass(x) and not isinstance(x, type):
+        return {f.name: plain(getattr(x, f.name)) for f in fields(x)}
+    if isinstance(x, (list, tuple)) and x and (is_dataclass(x[0]) or isinstance(x[0], dict)):
+        return [plain(v) for v in x]
+    return x
 
 
 def _outside_the_log() -> Any:

@@ -90,17 +90,15 @@ class Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if self.paused:
+        # What runs without grad (an optimizer's step, torch.no_grad()), a detach, a mask or an index (x > 0,
+        # argmax) is a constant to backward: not logged; a later logged op that reads its result copies it
+        # then, as an input from outside, so the replay holds it fixed as autograd does.
+        name = func.overloadpacket.__name__
+        if self.paused or (not torch.is_grad_enabled() and self.custom_depth == 0) or name in ("detach", "alias"):
             return func(*args, **kwargs)
         flat, _ = tree_flatten((args, kwargs))
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
         if not any(t.requires_grad or key(t) in self.made for t in tensors):
-            return func(*args, **kwargs)
-        name = func.overloadpacket.__name__
-        # What runs without grad (an optimizer's step, torch.no_grad()), a detach, a mask or an index (x > 0,
-        # argmax) is a constant to backward: not logged; a later logged op that reads its result copies it
-        # then, as an input from outside, so the replay holds it fixed as autograd does.
-        if (not torch.is_grad_enabled() and self.custom_depth == 0) or name in ("detach", "alias"):
             return func(*args, **kwargs)
         refs = tree_map(self._ref, (args, kwargs))  # before the call: an in-place op changes its input
         out = func(*args, **kwargs)

@@ -58,6 +58,8 @@ def test_functional_calls_are_events_checked_by_finite_differences_and_gradcheck
     assert [round(v, 4) for v in [wrong.results[0].values[i][i] for i in range(3)]] == [3.0, 6.0, 9.0]
     assert [round(wrong.reference[0].values[i][i], 4) for i in range(3)] == [2.0, 4.0, 6.0]
     assert r.exit_code == 3
+    assert repr(r) == "<SnippetResult 'functional.py': 6 backward/grad calls, 1 disagree, exit 3>"
+    assert str(r).startswith("snippet functional.py") and "jacobian" in str(r)
 
 
 HOOKS_AND_NAMES = """\

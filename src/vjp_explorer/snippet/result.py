@@ -138,6 +138,29 @@ class SnippetResult:
 
         return display.html(self)
 
+    def __rich__(self) -> Any:
+        """The transcript, for `rich.print(r)` and a Rich console."""
+        from .. import display
+
+        return display.rich(self)
+
+    def __str__(self) -> str:
+        """The transcript as plain text, for `print(r)`."""
+        from .. import display
+
+        return display.text(self)
+
+    def __repr__(self) -> str:
+        bad = sum(1 for e in self.events if e.status == "disagree")
+        said = f"{bad} disagree" if bad else "none disagrees" if self.events else "no call"
+        stop = f", stopped: {self.stopped.message}" if self.stopped is not None else ""
+        raised = f", raised {self.error.type} at line {self.error.line}" if self.error is not None else ""
+        n = len(self.events)
+        return (
+            f"<SnippetResult {self.label!r}: {n} backward/grad call{'s' if n != 1 else ''}, {said}{raised}{stop}, "
+            f"exit {self.exit_code}>"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         d = {
             "schema": SNIPPET_SCHEMA_VERSION,

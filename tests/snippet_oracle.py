@@ -60,9 +60,16 @@ def code_of(text: str) -> str:
     return "\n".join(line[4:] for line in lines if line.startswith((">>> ", "... ")) or line in (">>>", "...")) + "\n"
 
 
+# a REPL transcript was copied from a session that had imported these (the tool says so in a note)
+SESSION = (
+    "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport numpy as np\nimport math\n"
+    "from torch.autograd import Variable\n"
+)
+
+
 def plain_python(texts: list[str], seed: int = 0) -> list[dict]:
     """For each snippet: what plain Python with torch prints, and the exception it stops at (or None)."""
-    jobs = json.dumps([[code_of(t), seed, is_transcript(t)] for t in texts])
+    jobs = json.dumps([[(SESSION if is_transcript(t) else "") + code_of(t), seed, is_transcript(t)] for t in texts])
     proc = subprocess.run([sys.executable, "-c", _RUNNER], input=jobs, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)

@@ -296,8 +296,8 @@ TrustOpt = Annotated[
     bool,
     typer.Option(
         "--trust",
-        help="Run a snippet unconfined, with your own rights (files, network, GPU), as python FILE.py would. "
-        "Only for code you trust.",
+        help="Run a snippet unconfined, with your own rights (files, network, GPU), as python FILE.py would; "
+        "only for code you trust, e.g. vjp run train.py --trust.",
     ),
 ]
 AllowReadOpt = Annotated[

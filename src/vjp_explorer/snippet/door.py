@@ -34,9 +34,13 @@ def run_snippet(
     `result.stopped` instead, beside the statements and events that ran before it. With `graph`, each
     explained event carries the backward graph with the cotangent every node received.
     """
+    import os
+
     from ..confined.launch import run_confined
     from ..confined.protocol import safe_text
 
+    # without --seed one is drawn and used, so the banner's advice (pass it back with --seed) repeats the run
+    drawn = seed if seed is not None else int.from_bytes(os.urandom(4), "little") % 2**31
     src = read_source(text, label)
     parse(src, label, limits.snippet_chars, limits.snippet_nodes)  # Python's refusal, pointed, before a child
     outcome = run_confined(
@@ -47,7 +51,7 @@ def run_snippet(
         mode="repl" if src.repl else "script",
         filename=label,
         observe=True,
-        seed=seed,
+        seed=drawn,
         graph=graph,
     )
     if outcome.stopped is not None and not keep_partial:
@@ -87,7 +91,7 @@ def run_snippet(
 
     return SnippetResult(
         label=label,
-        seed=seed if seed is not None else 0,
+        seed=drawn,
         seed_given=seed is not None,
         repl=src.repl,
         torch_version=version("torch"),  # the child's: the same interpreter and packages, not imported here

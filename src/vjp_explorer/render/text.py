@@ -14,7 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..result import Check, Result, TensorData, headline
+from ..result import Check, Result, TensorData, Tolerance, headline
 from ..result import index_label as label
 from .fit import NumberTable, ValueGrid
 from .numbers import DEFAULT_DIGITS, fmt, fmt_shape
@@ -302,6 +302,13 @@ def check_rows(checks: Iterable[Check]) -> ValueGrid:
     return t
 
 
+def tolerance_text(tol: Tolerance | str) -> str:
+    """A check's tolerance in words: the table's first weighing, or the rule a check states itself."""
+    if isinstance(tol, str):
+        return tol
+    return f"|Δ| <= {fmt(tol.atol, 3)} + {fmt(tol.rtol, 3)}·max(|exact|, Σ|terms|)"
+
+
 def check_detail(c: Check) -> Text:
     """What a check compares, the measured difference and the tolerance (or why it was skipped)."""
     # whether the reference uses no autograd (independent evidence) or is a second autograd computation
@@ -311,10 +318,8 @@ def check_detail(c: Check) -> Text:
     t = Text(kind + c.compares)
     if c.max_abs_diff is not None:
         t.append(f"\nmax |Δ| = {fmt(c.max_abs_diff, 3)}, max rel = {fmt(c.max_rel_diff or 0.0, 3)}")
-    if isinstance(c.tolerance, str):
-        t.append(f"; tolerance {c.tolerance}")
-    elif c.tolerance is not None:
-        t.append(f"; tolerance |Δ| <= {fmt(c.tolerance.atol, 3)} + {fmt(c.tolerance.rtol, 3)}·max(|exact|, Σ|terms|)")
+    if c.tolerance is not None:
+        t.append(f"; tolerance {tolerance_text(c.tolerance)}")
     if c.status == "disagree" and c.worst:
         t.append(f"\nfails the tolerance most at {c.worst}", "red")
     if c.reason:  # of a check that ran: what it left out, or why a second weighing was not possible

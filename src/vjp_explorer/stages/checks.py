@@ -47,7 +47,7 @@ def finite_difference_check(
     import torch
 
     from ..engine import compare
-    from ..engine.finite_diff import DIRECTIONS, FDUnavailable, finite_differences
+    from ..engine.finite_diff import DIRECTIONS, FDUnavailable, directional_pairs, finite_differences
 
     lim = ctx.limits
     # what one evaluation reads and writes: its inputs (a matrix W of a matvec) and every step's result
@@ -72,21 +72,7 @@ def finite_difference_check(
     rtol = how["tol"].rtol
     if not fd.directions:
         return compare.skipped("finite_difference", _FD, f"no usable direction: {fd.kink_reason}")
-    pairs: list[tuple[str, Any, Any]] = []
-    scales: dict[str, Any] = {}
-    for k, ((ref, err, _), u) in enumerate(zip(fd.directions, fd.us, strict=True)):
-        products = [u[name] * grads[name].detach().double().cpu() for name in leaves]
-        got = math.fsum(float(t.sum()) for t in products)
-        # the size of what autograd added up: Σ_j |u_j|·Σᵢ|v[i]·J[i, j]| where J is known, else Σ|u·grad|
-        size = math.fsum(
-            float((u[name].abs() * mags[name].double().cpu()).sum())
-            if name in mags
-            else float(t.abs().nan_to_num(0.0, 0.0, 0.0).sum())
-            for name, t in zip(leaves, products, strict=True)
-        )
-        label = f"<u{k + 1}, Jᵀv>"
-        pairs.append((label, torch.tensor(got, dtype=torch.float64), torch.tensor(ref * calls, dtype=torch.float64)))
-        scales[label] = torch.tensor(max(size, err * calls / rtol), dtype=torch.float64)
+    pairs, scales = directional_pairs(fd, grads, mags, rtol, calls)
     compares = (
         f"{_FD_DIR} ({len(fd.directions)} random u, {fd.evals} evaluations; the full Jacobian would take "
         f"{4 * n + 1}, more than finite_difference_evals = {lim.finite_difference_evals:,})"

@@ -47,7 +47,7 @@ CHECK = {
     "worst",
     "independent",
 }
-JAC = {"shape", "value", "method", "structure", "diagonal", "reason", "why"}
+JAC = {"shape", "value", "method", "structure", "diagonal", "reason", "why", "same_pass"}
 
 
 def test_schema_is_pinned(vjp):

@@ -103,10 +103,11 @@ def test_backward_twice_every_route_reports_what_grad_holds(vjp):
     (text,) = notes(d, "retain_graph")
     assert text.startswith("call 1 passed retain_graph=True") and "a second time" in text
     # the text view shows the result's numbers and does not multiply them again
-    r = vjp("run", "3*a", "--a", "1,2", "--grad", "1,1", "--backward-calls", "3")
+    # (v = 1,2, not ones: with ones, Jᵀv from J is backward's own pass and has no column)
+    r = vjp("run", "3*a", "--a", "1,2", "--grad", "1,2", "--backward-calls", "3")
     row = next(line for line in r.stdout.splitlines() if line.startswith("a[1]"))
     cells = [c.split()[0] for c in row.split("│")[2:5]]  # .grad, 3·Jᵀv (from J), 3·Jᵀv (sympy)
-    assert cells == ["9", "9", "9"], row
+    assert cells == ["18", "18", "18"], row
 
 
 def test_no_retain_graph_reproduces_torchs_error(vjp):

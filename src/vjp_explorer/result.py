@@ -179,6 +179,7 @@ class Jacobian:
     diagonal: TensorData | None = None  # for structure == diagonal: dy[k]/dx[k]
     reason: str | None = None
     why: str = ""  # why this method was chosen
+    same_pass: bool = False  # Jᵀv from J is .grad itself: J's diagonal came from backward's own pass (v = ones)
 
 
 @dataclass(frozen=True)

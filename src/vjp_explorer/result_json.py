@@ -128,6 +128,7 @@ def result_to_dict(r: Result, lazy: bool = False, full: bool = False) -> dict[st
                 "diagonal": values(j.diagonal) if j.diagonal is not None else None,
                 "reason": j.reason,
                 "why": j.why,
+                "same_pass": j.same_pass,
             }
             for n, j in r.jacobians.items()
         },

@@ -50,6 +50,7 @@ def assemble(
             diagonal=to_data(j.diagonal) if j.diagonal is not None else None,
             reason=j.reason,
             why=j.why,
+            same_pass=j.same_pass,
         )
         for n, j in call.jacobians.items()
     }

@@ -19,8 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .check_result import CheckResult
 from .errors import UsageError
-from .snippet.result import Check, Event, LeafGrad, SnippetResult, TensorInfo
+from .snippet.result import Check, Event, LeafGrad, TensorInfo
 from .trusted_checks import backward_of, compare
 
 
@@ -66,7 +67,7 @@ def parameters(obj: Any) -> list[str]:
     return names[1:] if fn is not obj else names
 
 
-def check(obj: Any, *inputs: Any, v: Any = None, label: str | None = None) -> SnippetResult:
+def check(obj: Any, *inputs: Any, v: Any = None, label: str | None = None) -> CheckResult:
     """Check the backward of `obj` (a function or a torch.autograd.Function) at `inputs`, with `v` (default 1)."""
     import torch
 
@@ -107,7 +108,7 @@ def check(obj: Any, *inputs: Any, v: Any = None, label: str | None = None) -> Sn
         False,
         [],
     )
-    result = SnippetResult(name, 0, True, False, torch.__version__, [], [event], None, [], "", kind="check")
+    result = CheckResult(name, 0, True, False, torch.__version__, [], [event], None, [], "", kind="check")
     try:
         grads = backward_of(fn, xs, leaves, vv)
     except RuntimeError as e:

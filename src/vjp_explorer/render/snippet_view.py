@@ -276,6 +276,10 @@ def _index(shape: list[int], flat: int) -> str:
 
 
 def _summary(r: SnippetResult) -> Text:
+    if r.kind == "check":  # one call of the user's own function: no snippet's backward/grad calls
+        from ..check_result import summary
+
+        return Text("\n" + summary(r), style="bold red" if r.exit_code == 3 else "bold")
     n = len(r.events)
     bad = sum(1 for e in r.events if e.status == "disagree")
     text = f"\n{n} backward/grad call{'s' if n != 1 else ''} explained"

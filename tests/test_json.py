@@ -27,6 +27,7 @@ TOP = {
     "jacobian",
     "jtv",
     "symbolic",
+    "finite_difference",
     "checks",
     "intermediates",
     "control",

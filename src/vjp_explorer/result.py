@@ -274,6 +274,9 @@ class Result:
     meta: dict[str, Any] = field(default_factory=dict)
     probe: Probe | None = None  # --grad e3 / basis / random / several, --upstream
     graph: list[dict[str, Any]] | None = None  # --graph: the nodes of the real backward (engine/backward_graph.py)
+    # per leaf, Jᵀv from finite differences of the program (nan where they are no reference); {} where the
+    # route took random directions or did not run
+    finite_difference: dict[str, TensorData] = field(default_factory=dict)
 
     @property
     def leaves(self) -> list[str]:

@@ -134,6 +134,7 @@ def result_to_dict(r: Result, lazy: bool = False, full: bool = False) -> dict[st
         },
         "jtv": {n: (values(t) if t is not None else None) for n, t in r.jtv.items()},
         "symbolic": None if r.symbolic is None else {n: values(t) for n, t in r.symbolic.items()},
+        "finite_difference": {n: values(t) for n, t in r.finite_difference.items()},
         "checks": {n: check(c) for n, c in r.checks.items()},
         "intermediates": {
             n: {

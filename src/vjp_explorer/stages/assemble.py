@@ -76,6 +76,7 @@ def assemble(
         # N x Jᵀv after N calls, as .grad and the symbolic route report it
         jtv={n: (to_data(t) if (t := call.jtv(n)) is not None else None) for n in call.jacobians},
         symbolic=symbolic,
+        finite_difference={n: to_data(t) for n, t in ctx.finite_difference.items()},
         checks=checks,
         notes=notes,
         control=control,

@@ -68,6 +68,7 @@ def finite_difference_check(
     except FDUnavailable as e:
         return compare.skipped("finite_difference", _FD, str(e))
     if fd.method == "full":
+        ctx.finite_difference = {n: torch.where(fd.left_out[n], torch.nan, fd.jtv[n] * calls) for n in leaves}
         return _fd_every_column(ctx, fd, leaves, v, grads, calls, mags, how, later)
     rtol = how["tol"].rtol
     if not fd.directions:

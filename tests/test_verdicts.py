@@ -418,3 +418,32 @@ def test_a_sympy_alarm_swallowed_once_still_stops_the_work():
                     if swallowed > 1:
                         raise
     assert swallowed == 2 and time.monotonic() - started < 1
+
+
+def test_past_jvp_elements_the_adjoint_check_steps_aside_only_for_an_independent_route(monkeypatch):
+    # bench/README.md: at 10^7 elements forward mode costs about a forward and a backward more; past
+    # jvp_elements it runs only where neither sympy nor finite differences decided
+    small = Limits(jvp_elements=10)
+    r = explore("x**3 + 2*x", {"x": "linspace(1, 2, 50)"}, grad="ones", limits=small)
+    jvp = r.checks["jvp"]
+    assert jvp.status == "skipped" and "jvp_elements = 10" in (jvp.reason or "") and r.exit_code == 0
+    assert "symbolic" in (jvp.reason or "") and list(r.checks)[:2] == ["jtv", "jvp"]
+    # with no independent route, it is the only autodiff cross-check: it runs at any size
+    alone = Limits(jvp_elements=10, finite_difference_work=1)
+    r = explore("x**3 + 2*x", {"x": "linspace(1, 2, 50)"}, grad="ones", limits=alone, symbolic=False)
+    assert r.checks["jvp"].status == "agree"
+    # a wrong backward at that size is still wrong: the independent route says so
+    from vjp_explorer.stages import call
+
+    real = call.backward
+
+    def doubled(*args):
+        before, grads, none = real(*args)
+        grads["x"] = grads["x"] * 2
+        return before, grads, none
+
+    monkeypatch.setattr(call, "backward", doubled)
+    r = explore("x**3 + 2*x", {"x": "linspace(1, 2, 50)"}, grad="ones", limits=small)
+    assert r.exit_code == 3 and r.checks["symbolic"].status == "disagree" and r.checks["jvp"].status == "skipped"
+    r = explore("x**3 + 2*x", {"x": "linspace(1, 2, 50)"}, grad="ones", limits=alone, symbolic=False)
+    assert r.exit_code == 3 and r.checks["jvp"].status == "disagree"

@@ -282,52 +282,87 @@ def magnitudes(v: Any, jacs: dict[str, Any], calls: int) -> dict[str, Any]:
 
 
 def jtv_checks(
-    fwd: Any,
-    output: str,
-    leaves: dict[str, Any],
-    consts: dict[str, Any],
-    grads: dict[str, Any],
-    jacs: dict[str, Any],
-    v: Any,
-    calls: int,
-    how: dict[str, Any],
+    grads: dict[str, Any], jacs: dict[str, Any], calls: int, how: dict[str, Any]
 ) -> tuple[dict[str, Check], list[tuple[str, Any, Any]]]:
-    """Route 2: .grad against Jᵀv contracted from the explicit Jacobian (check `jtv`), and on every run the
-    adjoint identity ⟨u, Jᵀv⟩ = ⟨Ju, v⟩ with forward mode, whose formulas are not backward's (check `jvp`;
-    the only autodiff check of the leaves whose J is too big). Returns the checks and the items compared (a
-    later weighing reuses them)."""
-    import torch
-
+    """Route 2: .grad against Jᵀv contracted from the explicit Jacobian (check `jtv`). Returns the check and
+    the items compared (a later weighing reuses them)."""
     from ..engine import compare
-    from ..engine.jacobian import random_vjp_check
 
     tol, mags = how["tol"], how["mags"]
     checks: dict[str, Check] = {}
     have = [(n, grads[n], j.jtv * calls if calls > 1 else j.jtv) for n, j in jacs.items() if j.jtv is not None]
     if have:
         checks["jtv"] = compare.compare_tensors("jtv", JTV, have, tol, mags, how["big"], autodiff=True)
-    missing = [n for n, j in jacs.items() if j.jtv is None]
+    return checks, have
+
+
+def jvp_check(
+    ctx: RunContext,
+    checks: dict[str, Check],
+    fwd: Any,
+    output: str,
+    bound: Any,
+    grads: dict[str, Any],
+    jacs: dict[str, Any],
+    v: Any,
+    calls: int,
+    how: dict[str, Any],
+) -> Check | None:
+    """The adjoint identity ⟨u, Jᵀv⟩ = ⟨Ju, v⟩ with forward mode, whose formulas are not backward's (check
+    `jvp`, a consistency check; the only autodiff check of the leaves whose J is too big). Past
+    `jvp_elements` it runs only where no independent route decided: forward mode then costs about as much as
+    the forward and backward themselves, and adds nothing to an exact route that compared every element."""
+    import torch
+
+    from ..engine import compare
+    from ..engine.jacobian import random_vjp_check
+
     names = list(jacs)
+    if not names:
+        return None
+    elements = max(v.numel(), *(bound.leaves[n].numel() for n in names))
+    decided = [
+        k for k in ("symbolic", "finite_difference") if k in checks and checks[k].status in ("agree", "disagree")
+    ]
+    if elements > ctx.limits.jvp_elements and decided:
+        return compare.skipped(
+            "jvp",
+            JVP,
+            f"{elements:,} elements, more than jvp_elements = {ctx.limits.jvp_elements:,}: forward mode would cost "
+            f"about a forward and a backward more, and {' and '.join(decided)} (independent) already compared "
+            "every element (--limit jvp_elements=N runs it)",
+        )
+    tol = how["tol"]
     once = grads if calls == 1 else {n: grads[n] / calls for n in names}  # no copies of the grads for one call
-    adjoint = random_vjp_check(fwd, leaves, consts, names, once, v, output) if names else None
-    if adjoint is not None and not all(math.isfinite(x) for x in adjoint[:3]):
-        checks["jvp"] = compare.skipped(
+    adjoint = random_vjp_check(fwd, bound.leaves, bound.consts, names, once, v, output)
+    if adjoint is None:
+        return None
+    if not all(math.isfinite(x) for x in adjoint[:3]):
+        return compare.skipped(
             "jvp", JVP, "<Ju, v> is not finite at this point: the adjoint identity compares finite sums"
         )
-    elif adjoint is not None:
-        a, b, size, us = adjoint
-        how["us"] = us  # for a second weighing (jvp_weighed_again)
-        label = "<u, Jᵀv>"
-        which = f" (the only route for {', '.join(missing)}, whose Jacobian is not materialised)" if missing else ""
-        checks["jvp"] = compare.compare_tensors(
-            "jvp",
-            f"{JVP}{which}",
-            [(label, torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64))],
-            tol,
-            {label: torch.tensor(size, dtype=torch.float64)},  # a sum of many terms: their size sets the scale
-            autodiff=True,
-        )
-    return checks, have
+    a, b, size, us = adjoint
+    how["us"] = us  # for a second weighing (jvp_weighed_again)
+    label = "<u, Jᵀv>"
+    missing = [n for n, j in jacs.items() if j.jtv is None]
+    which = f" (the only route for {', '.join(missing)}, whose Jacobian is not materialised)" if missing else ""
+    return compare.compare_tensors(
+        "jvp",
+        f"{JVP}{which}",
+        [(label, torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64))],
+        tol,
+        {label: torch.tensor(size, dtype=torch.float64)},  # a sum of many terms: their size sets the scale
+        autodiff=True,
+    )
+
+
+def in_order(found: dict[str, Check], jvp: Check | None) -> dict[str, Check]:
+    """The checks in the order they are shown: jtv, then jvp (run last, after the independent routes), then
+    the rest as they came."""
+    first = {k: found[k] for k in ("jtv",) if k in found}
+    if jvp is not None:
+        first["jvp"] = jvp
+    return {**first, **{k: c for k, c in found.items() if k not in first}}
 
 
 def jvp_weighed_again(ctx: RunContext, checks: dict[str, Check], adjoint_us: Any, calls: int, dtype: Any) -> Check:

@@ -9,85 +9,23 @@ import pytest
 import torch
 
 import vjp_explorer
+from planted import FUNCTIONS
 from vjp_explorer.errors import VjpError
 from vjp_explorer.trusted import check, load_target
 
-MODULE = textwrap.dedent(
+# the planted mistakes (tests/planted.py, shared with test_three_doors.py), and a few more functions
+MODULE = FUNCTIONS + textwrap.dedent(
     """
-    import torch
-
-    def _fn(name, fwd, bwd):
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return fwd(x)
-
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return bwd(x, g)
-
-        return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
-                                                        "backward": staticmethod(backward)})
 
     Right = _fn("Right", lambda x: x ** 3, lambda x, g: 3 * x ** 2 * g)
-    Factor = _fn("Factor", lambda x: x ** 3, lambda x, g: 2 * x ** 2 * g)
-    Sign = _fn("Sign", lambda x: x ** 3, lambda x, g: -3 * x ** 2 * g)
-    Offset = _fn("Offset", lambda x: x ** 3, lambda x, g: 3 * x ** 2 * g + 1)
-    Squares = _fn("Squares", lambda x: x ** 3, lambda x, g: 3 * x ** 2 * g * g)
-    Zeros = _fn("Zeros", lambda x: x ** 3, lambda x, g: torch.zeros_like(x))
-    Nothing = _fn("Nothing", lambda x: x ** 3, lambda x, g: None)
-    Precision = _fn("Precision", lambda x: x ** 2,
-                    lambda x, g: ((x + 3e4) ** 2 - (x - 3e4) ** 2) / 6e4 * g)
 
-    class OneRow(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return torch.cumsum(x, 0)
 
-        @staticmethod
-        def backward(ctx, g):
-            out = torch.flip(torch.cumsum(torch.flip(g, [0]), 0), [0])
-            return out + g[0] * torch.tensor([0.0, 1.0, 0.0])  # row 0 of J gets a stray entry
-
-    class Transposed(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, W, x):
-            ctx.save_for_backward(W, x)
-            return W @ x
-
-        @staticmethod
-        def backward(ctx, g):
-            W, x = ctx.saved_tensors
-            return torch.outer(g, x), W @ g
-
-    class Linear(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, W, x):
-            ctx.save_for_backward(W, x)
-            return W @ x
-
+    class Linear(Transposed):  # the same forward, the right backward
         @staticmethod
         def backward(ctx, g):
             W, x = ctx.saved_tensors
             return torch.outer(g, x), W.T @ g
 
-    class Shape(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g[:2] * 2
-
-    class Count(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * 2, g
 
     class Two(torch.autograd.Function):
         @staticmethod
@@ -100,6 +38,7 @@ MODULE = textwrap.dedent(
             (x,) = ctx.saved_tensors
             return g1 * x.cos() + 2 * x * g2
 
+
     class TwoWrong(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -111,8 +50,10 @@ MODULE = textwrap.dedent(
             (x,) = ctx.saved_tensors
             return g1 * x.cos() + 2 * x * g1  # the second output's cotangent is never used
 
+
     def plain(x):
         return torch.sin(x) * x
+
 
     def boom(x):
         raise ValueError("my bug")

@@ -420,6 +420,33 @@ def test_a_sympy_alarm_swallowed_once_still_stops_the_work():
     assert swallowed == 2 and time.monotonic() - started < 1
 
 
+def test_a_sympy_alarm_never_raises_inside_a_gc_callback():
+    # where it did, Python printed "Exception ignored in: <gc callback>" (pytest: an unraisable exception)
+    import gc
+    import sys
+    import time
+
+    from vjp_explorer.engine import symbolic as S
+
+    lost = []
+
+    def slow_callback(phase, info):  # as hypothesis's: time spent in a gc callback
+        if phase == "start":
+            time.sleep(0.004)
+
+    hook, sys.unraisablehook = sys.unraisablehook, lambda u: lost.append(u.exc_type)
+    gc.callbacks.append(slow_callback)
+    try:
+        with pytest.raises(S.SymbolicTimeout), S.time_budget(0.005):
+            while True:  # about half the time in the callback
+                gc.collect()
+                time.sleep(0.004)
+    finally:
+        gc.callbacks.remove(slow_callback)
+        sys.unraisablehook = hook
+    assert lost == []
+
+
 def test_past_jvp_elements_the_adjoint_check_steps_aside_only_for_an_independent_route(monkeypatch):
     # bench/README.md: at 10^7 elements forward mode costs about a forward and a backward more; past
     # jvp_elements it runs only where neither sympy nor finite differences decided

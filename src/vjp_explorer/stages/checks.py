@@ -176,8 +176,6 @@ def reweigh(
     """A failed check weighed once more: each element's scale also takes ROUNDOFF_UNITS·eps·(size of its
     terms) / rtol, so the allowance there is that many units of roundoff of the terms, not rtol of them."""
 
-    import torch
-
     from ..engine import compare
 
     if not terms:
@@ -186,8 +184,9 @@ def reweigh(
         return replace(first, reason=why) if why else first
     if how["tol"].rtol == 0:  # a tolerance of 0 asks for the same bits: no allowance for rounding
         return first
-    eps = torch.finfo(items[0][1].dtype).eps if items[0][1].is_floating_point() else 2.0**-52
-    factor = ROUNDOFF_UNITS * eps / how["tol"].rtol
+    got = items[0][1]
+    unit = eps(got.dtype if got.is_floating_point() else "float64")  # the table's eps of the dtype checked
+    factor = ROUNDOFF_UNITS * unit / how["tol"].rtol
     scaled = {n: m.double() * factor for n, m in terms.items()}
     again = compare.compare_tensors(first.name, first.compares, items, magnitudes=larger(scaled, mags), **how)
     if again.status == "agree":

@@ -9,85 +9,23 @@ import pytest
 import torch
 
 import vjp_explorer
+from planted import FUNCTIONS
 from vjp_explorer.errors import VjpError
 from vjp_explorer.trusted import check, load_target
 
-MODULE = textwrap.dedent(
+# the planted mistakes (tests/planted.py, shared with test_three_doors.py), and a few more functions
+MODULE = FUNCTIONS + textwrap.dedent(
     """
-    import torch
-
-    def _fn(name, fwd, bwd):
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return fwd(x)
-
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return bwd(x, g)
-
-        return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
-                                                        "backward": staticmethod(backward)})
 
     Right = _fn("Right", lambda x: x ** 3, lambda x, g: 3 * x ** 2 * g)
-    Factor = _fn("Factor", lambda x: x ** 3, lambda x, g: 2 * x ** 2 * g)
-    Sign = _fn("Sign", lambda x: x ** 3, lambda x, g: -3 * x ** 2 * g)
-    Offset = _fn("Offset", lambda x: x ** 3, lambda x, g: 3 * x ** 2 * g + 1)
-    Squares = _fn("Squares", lambda x: x ** 3, lambda x, g: 3 * x ** 2 * g * g)
-    Zeros = _fn("Zeros", lambda x: x ** 3, lambda x, g: torch.zeros_like(x))
-    Nothing = _fn("Nothing", lambda x: x ** 3, lambda x, g: None)
-    Precision = _fn("Precision", lambda x: x ** 2,
-                    lambda x, g: ((x + 3e4) ** 2 - (x - 3e4) ** 2) / 6e4 * g)
 
-    class OneRow(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return torch.cumsum(x, 0)
 
-        @staticmethod
-        def backward(ctx, g):
-            out = torch.flip(torch.cumsum(torch.flip(g, [0]), 0), [0])
-            return out + g[0] * torch.tensor([0.0, 1.0, 0.0])  # row 0 of J gets a stray entry
-
-    class Transposed(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, W, x):
-            ctx.save_for_backward(W, x)
-            return W @ x
-
-        @staticmethod
-        def backward(ctx, g):
-            W, x = ctx.saved_tensors
-            return torch.outer(g, x), W @ g
-
-    class Linear(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, W, x):
-            ctx.save_for_backward(W, x)
-            return W @ x
-
+    class Linear(Transposed):  # the same forward, the right backward
         @staticmethod
         def backward(ctx, g):
             W, x = ctx.saved_tensors
             return torch.outer(g, x), W.T @ g
 
-    class Shape(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g[:2] * 2
-
-    class Count(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * 2, g
 
     class Two(torch.autograd.Function):
         @staticmethod
@@ -100,6 +38,7 @@ MODULE = textwrap.dedent(
             (x,) = ctx.saved_tensors
             return g1 * x.cos() + 2 * x * g2
 
+
     class TwoWrong(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -111,8 +50,10 @@ MODULE = textwrap.dedent(
             (x,) = ctx.saved_tensors
             return g1 * x.cos() + 2 * x * g1  # the second output's cotangent is never used
 
+
     def plain(x):
         return torch.sin(x) * x
+
 
     def boom(x):
         raise ValueError("my bug")
@@ -200,6 +141,7 @@ def test_python_api_is_exported(ops):
     obj, _ = load_target(f"{ops}:Right")
     r = vjp_explorer.check(obj, X, v=V)
     assert r.events[0].inputs[0].grad == pytest.approx([1.5, 12.0, 13.5])
+    assert r.to_dict()["kind"] == "check" and "steps" not in r.to_dict()["check"]
 
 
 def test_large_inputs_are_checked_along_directions(ops):
@@ -215,7 +157,50 @@ def test_cli_check(vjp, ops):
     res = vjp("check", f"{ops}:Right", "--x", "1,2,-1.5", "--json")
     assert res.exit_code == 0
     d = json.loads(res.stdout)["check"]
-    assert d["events"][0]["status"] == "agree"
+    assert d["call"]["status"] == "agree"
+
+
+def test_check_json_is_a_document_of_its_own_kind(vjp, ops):
+    # docs/json.md, "vjp check --json": a check is one call of your function, not a snippet
+    res = vjp("check", f"{ops}:Factor", "--x", "1,2,-1.5", "--grad", "0.5,1,2", "--json")
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 3 and set(doc) == {"schema", "kind", "check"}
+    assert doc["kind"] == "check" and doc["schema"] == 1
+    d = doc["check"]
+    assert set(d) == {"target", "torch", "call", "summary", "exit_code"} and d["exit_code"] == 3
+    assert d["target"].endswith("my_ops.py:Factor")
+    call = d["call"]
+    assert set(call) == {
+        "source",
+        "outputs",
+        "v",
+        "v_origin",
+        "inputs",
+        "grads",
+        "checks",
+        "status",
+        "diagnosis",
+        "notes",
+    }
+    (x,) = call["inputs"]
+    assert set(x) == {"name", "shape", "dtype", "value", "grad", "finite_difference"}
+    # Jᵀv of x³ at v by hand: 3x²v; the backward gives 2x²v
+    assert x["finite_difference"] == pytest.approx([1.5, 12.0, 13.5], rel=1e-9) and x["grad"] == [1.0, 8.0, 9.0]
+    assert {c["name"]: (c["status"], c["independent"]) for c in call["checks"]} == {
+        "finite_difference": ("disagree", True),
+        "linearity": ("agree", False),
+        "jacobian": ("disagree", True),
+    }
+    assert "off by the factor 0.666667" in call["diagnosis"]
+    # nothing of a snippet's transcript, and no word of backward/grad calls explained
+    text = json.dumps(doc)
+    for key in ('"repl"', '"stdout"', '"steps"', '"seed"', '"retain_graph"', '"grad_before"'):
+        assert key not in text, key
+    assert "explained" not in d["summary"] and d["summary"].startswith("the custom backward is wrong")
+    right = json.loads(vjp("check", f"{ops}:Right", "--x", "1,2,-1.5", "--json").stdout)["check"]
+    assert right["summary"].startswith("the custom backward agrees with finite differences")
+    text = vjp("check", f"{ops}:Right", "--x", "1,2,-1.5").stdout
+    assert "explained" not in text and "the custom backward agrees with finite differences" in text
 
 
 @pytest.mark.parametrize(
@@ -284,7 +269,7 @@ def test_a_float32_module_global_is_promoted_for_the_float64_reference(vjp, tmp_
     path.write_text(MODULE_W)
     r = vjp("check", f"{path}:Linear", "--x", "1,2,3", "--json")
     assert r.exit_code == 0, r.stdout + r.stderr
-    (event,) = json.loads(r.stdout)["check"]["events"]
+    event = json.loads(r.stdout)["check"]["call"]
     w = torch.randn(3, 3, generator=torch.Generator().manual_seed(0)).double()
     want = w.T @ torch.ones(3, dtype=torch.float64)  # Jᵀv of W@x at v = ones, by hand
     assert event["inputs"][0]["finite_difference"] == pytest.approx(want.tolist(), rel=1e-6)

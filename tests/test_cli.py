@@ -56,6 +56,24 @@ def test_seed_terminal_output_has_the_columns_and_no_ansi(vjp):
     assert "agree" in out and "disagree" not in out
 
 
+def test_jtv_from_backwards_own_pass_is_no_column_of_its_own(vjp):
+    # elementwise with v = ones: J's diagonal is autograd.grad(y, x, ones), backward's own pass, so Jᵀv
+    # from J would repeat .grad bit for bit; the table leaves it out and says why in one line
+    r = ok(vjp("run", "3*a + 2*b*b", "--a", "1,2", "--b", "1,4", "--grad", "ones"))
+    assert "Jᵀv (from J)" not in r.stdout.replace("no Jᵀv (from J) for", "")
+    assert "no Jᵀv (from J) for a, b: J's diagonal came from backward's own pass (v = ones)" in r.stdout
+    row = next(line for line in r.stdout.splitlines() if line.startswith("b[1]"))
+    assert [c.split()[0] for c in row.split("│")[1:4]] == ["4", "16", "16"], row  # value, .grad, sympy
+    # the same program with another v: Jᵀv from J (diagonal · v) is a number of its own, shown
+    r = ok(vjp("run", "3*a + 2*b*b", "--a", "1,2", "--b", "1,4", "--grad", "1,2"))
+    assert "Jᵀv (from J)" in r.stdout and "backward's own pass" not in r.stdout
+    # a dense J (W@x) is never backward's pass, even with v = ones
+    r = ok(vjp("run", "W@x", "--x", "1,2", "--const", "W=[[1,2],[3,4]]", "--grad", "ones"))
+    assert "Jᵀv (from J)" in r.stdout and "backward's own pass" not in r.stdout
+    d = json.loads(ok(vjp("run", "3*a + 2*b*b", "--a", "1,2", "--b", "1,4", "--grad", "ones", "--json")).stdout)
+    assert d["jacobian"]["a"]["same_pass"] is True and d["jtv"]["b"] == d["grads"]["b"]
+
+
 def test_json_only_json_on_stdout(vjp):
     r = ok(vjp(*SEED, "--json"))
     d = json.loads(r.stdout)
@@ -248,7 +266,8 @@ def test_full_stops_at_the_terminal_cap_and_says_so(vjp):
     from vjp_explorer.render.text import FULL_MAX
 
     r = ok(vjp("run", "2*a", "--a", f"linspace(0, 1, {FULL_MAX + 1})", "--grad", "ones", "--full"))
-    assert f"--full shows {FULL_MAX:,} rows; --json --full has all" in r.stdout
+    # (the caption wraps at the table's width, narrower where J's Jᵀv is .grad itself and has no column)
+    assert f"--full shows {FULL_MAX:,} rows; --json --full has all" in " ".join(r.stdout.split())
     assert r.stdout.count("\n") < 200
     # under the table, not in a cell: the element column stays narrow and the numbers stay whole
     header = next(line for line in r.stdout.splitlines() if line.startswith("element"))

@@ -27,6 +27,7 @@ TOP = {
     "jacobian",
     "jtv",
     "symbolic",
+    "finite_difference",
     "checks",
     "intermediates",
     "control",
@@ -47,7 +48,7 @@ CHECK = {
     "worst",
     "independent",
 }
-JAC = {"shape", "value", "method", "structure", "diagonal", "reason", "why"}
+JAC = {"shape", "value", "method", "structure", "diagonal", "reason", "why", "same_pass"}
 
 
 def test_schema_is_pinned(vjp):

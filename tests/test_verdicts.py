@@ -103,10 +103,11 @@ def test_backward_twice_every_route_reports_what_grad_holds(vjp):
     (text,) = notes(d, "retain_graph")
     assert text.startswith("call 1 passed retain_graph=True") and "a second time" in text
     # the text view shows the result's numbers and does not multiply them again
-    r = vjp("run", "3*a", "--a", "1,2", "--grad", "1,1", "--backward-calls", "3")
+    # (v = 1,2, not ones: with ones, Jᵀv from J is backward's own pass and has no column)
+    r = vjp("run", "3*a", "--a", "1,2", "--grad", "1,2", "--backward-calls", "3")
     row = next(line for line in r.stdout.splitlines() if line.startswith("a[1]"))
     cells = [c.split()[0] for c in row.split("│")[2:5]]  # .grad, 3·Jᵀv (from J), 3·Jᵀv (sympy)
-    assert cells == ["9", "9", "9"], row
+    assert cells == ["18", "18", "18"], row
 
 
 def test_no_retain_graph_reproduces_torchs_error(vjp):
@@ -417,3 +418,59 @@ def test_a_sympy_alarm_swallowed_once_still_stops_the_work():
                     if swallowed > 1:
                         raise
     assert swallowed == 2 and time.monotonic() - started < 1
+
+
+def test_a_sympy_alarm_never_raises_inside_a_gc_callback():
+    # where it did, Python printed "Exception ignored in: <gc callback>" (pytest: an unraisable exception)
+    import gc
+    import sys
+    import time
+
+    from vjp_explorer.engine import symbolic as S
+
+    lost = []
+
+    def slow_callback(phase, info):  # as hypothesis's: time spent in a gc callback
+        if phase == "start":
+            time.sleep(0.004)
+
+    hook, sys.unraisablehook = sys.unraisablehook, lambda u: lost.append(u.exc_type)
+    gc.callbacks.append(slow_callback)
+    try:
+        with pytest.raises(S.SymbolicTimeout), S.time_budget(0.005):
+            while True:  # about half the time in the callback
+                gc.collect()
+                time.sleep(0.004)
+    finally:
+        gc.callbacks.remove(slow_callback)
+        sys.unraisablehook = hook
+    assert lost == []
+
+
+def test_past_jvp_elements_the_adjoint_check_steps_aside_only_for_an_independent_route(monkeypatch):
+    # bench/README.md: at 10^7 elements forward mode costs about a forward and a backward more; past
+    # jvp_elements it runs only where neither sympy nor finite differences decided
+    small = Limits(jvp_elements=10)
+    r = explore("x**3 + 2*x", {"x": "linspace(1, 2, 50)"}, grad="ones", limits=small)
+    jvp = r.checks["jvp"]
+    assert jvp.status == "skipped" and "jvp_elements = 10" in (jvp.reason or "") and r.exit_code == 0
+    assert "symbolic" in (jvp.reason or "") and list(r.checks)[:2] == ["jtv", "jvp"]
+    # with no independent route, it is the only autodiff cross-check: it runs at any size
+    alone = Limits(jvp_elements=10, finite_difference_work=1)
+    r = explore("x**3 + 2*x", {"x": "linspace(1, 2, 50)"}, grad="ones", limits=alone, symbolic=False)
+    assert r.checks["jvp"].status == "agree"
+    # a wrong backward at that size is still wrong: the independent route says so
+    from vjp_explorer.stages import call
+
+    real = call.backward
+
+    def doubled(*args):
+        before, grads, none = real(*args)
+        grads["x"] = grads["x"] * 2
+        return before, grads, none
+
+    monkeypatch.setattr(call, "backward", doubled)
+    r = explore("x**3 + 2*x", {"x": "linspace(1, 2, 50)"}, grad="ones", limits=small)
+    assert r.exit_code == 3 and r.checks["symbolic"].status == "disagree" and r.checks["jvp"].status == "skipped"
+    r = explore("x**3 + 2*x", {"x": "linspace(1, 2, 50)"}, grad="ones", limits=alone, symbolic=False)
+    assert r.exit_code == 3 and r.checks["jvp"].status == "disagree"

@@ -117,8 +117,13 @@ def run(req: Request) -> Result:
         (sym, sym_sizes, t),
     )
     t = ctx.lap("finite differences", t)
-    if found.get("jvp") is not None and found["jvp"].status == "disagree":
-        found["jvp"] = checks.jvp_weighed_again(ctx, found, how.get("us"), calls, bound.dtype)
+    # after the independent routes: past jvp_elements it runs only where neither of them decided
+    jvp = checks.jvp_check(ctx, found, fwd, prog.output, bound, call.grads, jacs, v, calls, how)
+    if jvp is not None and jvp.status == "disagree":
+        found["jvp"] = jvp
+        jvp = checks.jvp_weighed_again(ctx, found, how.get("us"), calls, bound.dtype)
+    found = checks.in_order(found, jvp)
+    t = ctx.lap("jvp check", t)
     if req.expected is not None:
         found["expected"] = checks.expected_check(req.expected, prog, out, call.grads, fwd, req.source or "the file")
     found.update(probe_checks)

@@ -80,7 +80,7 @@ def check_command(
 
     if json_:
         parts: list[str] = []
-        snippet_view.write_json(result, parts.append)
+        snippet_view.write_json(result, parts.append)  # result.to_dict(): the check's own document
         write(parts)
     else:
         write(render(snippet_view.render(result, explain=True, full=full)))

@@ -160,7 +160,7 @@ JsonOpt = Annotated[
     ),
 ]
 CheckJsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .check.exit_code.")
+    bool, typer.Option("--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .check.summary.")
 ]
 ListJsonOpt = Annotated[bool, typer.Option("--json", help="Print the list as JSON, e.g. --json | jq '.[].name'.")]
 FullOpt = Annotated[

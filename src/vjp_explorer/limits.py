@@ -43,6 +43,9 @@ class Limits:
     snippet_jacobian_rows: int = 128  # output elements of an event's explicit Jacobian (one-hot v, batched)
     finite_difference_evals: int = 200  # program evaluations for the full finite-difference Jacobian
     finite_difference_work: int = 10_000_000  # elements computed in all by the finite-difference evaluations
+    # leaf or output elements past which the forward-mode adjoint check (jvp) runs only where no independent
+    # route (sympy, finite differences) decided: at 10^7 it costs about a forward and a backward more
+    jvp_elements: int = 1_000_000
 
     def with_overrides(self, items: dict[str, str]) -> Limits:
         """A copy with `name=value` overrides; raises ValueError naming a bad one."""

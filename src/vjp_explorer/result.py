@@ -190,6 +190,7 @@ class Jacobian:
     diagonal: TensorData | None = None  # for structure == diagonal: dy[k]/dx[k]
     reason: str | None = None
     why: str = ""  # why this method was chosen
+    same_pass: bool = False  # Jᵀv from J is .grad itself: J's diagonal came from backward's own pass (v = ones)
 
 
 @dataclass(frozen=True)
@@ -286,6 +287,9 @@ class Result:
     meta: dict[str, Any] = field(default_factory=dict)
     probe: Probe | None = None  # --grad e3 / basis / random / several, --upstream
     graph: list[dict[str, Any]] | None = None  # --graph: the nodes of the real backward (engine/backward_graph.py)
+    # per leaf, Jᵀv from finite differences of the program (nan where they are no reference); {} where the
+    # route took random directions or did not run
+    finite_difference: dict[str, TensorData] = field(default_factory=dict)
 
     @property
     def gradient(self) -> TensorData:

@@ -128,11 +128,13 @@ def result_to_dict(r: Result, lazy: bool = False, full: bool = False) -> dict[st
                 "diagonal": values(j.diagonal) if j.diagonal is not None else None,
                 "reason": j.reason,
                 "why": j.why,
+                "same_pass": j.same_pass,
             }
             for n, j in r.jacobians.items()
         },
         "jtv": {n: (values(t) if t is not None else None) for n, t in r.jtv.items()},
         "symbolic": None if r.symbolic is None else {n: values(t) for n, t in r.symbolic.items()},
+        "finite_difference": {n: values(t) for n, t in r.finite_difference.items()},
         "checks": {n: check(c) for n, c in r.checks.items()},
         "intermediates": {
             n: {

@@ -47,6 +47,9 @@ class FDResult:
     us: list[dict[str, Any]] = field(default_factory=list)
     kink_reason: str = ""  # what made directions unusable
     causes: dict[str, dict[int, str]] = field(default_factory=dict)  # leaf -> flat index -> why left out
+    # with columns=True (full route): J itself per leaf (m × n, float64) and each entry's error estimate
+    columns: dict[str, Any] = field(default_factory=dict)
+    column_error: dict[str, Any] = field(default_factory=dict)
 
 
 KINK = "a step crosses a kink of the program (relu or abs at 0, a norm at 0, a mask such as x > 0 that flips)"
@@ -144,17 +147,21 @@ class CallableFunction:
         return torch.as_tensor(out).detach().to(torch.float64), []
 
 
-def finite_differences_of(f: Any, xs: list[Any], v: Any, max_evals: int, seed: int = 1234) -> FDResult:
+def finite_differences_of(
+    f: Any, xs: list[Any], v: Any, max_evals: int, seed: int = 1234, columns: bool = False
+) -> FDResult:
     """The one finite-difference driver for a plain callable f(*float64 tensors) -> tensor: Jᵀv for every
     column within max_evals evaluations (4 per input element, plus 1), else DIRECTIONS random directions u
     (⟨u, Jᵀv⟩ against v·(f(x + hu) − f(x − hu))/2h, 4 evaluations each). The result's keys are x0, x1, ...;
-    the step rule and the error estimate are those of the program door (STEP, Richardson with h and h/2)."""
+    the step rule and the error estimate are those of the program door (STEP, Richardson with h and h/2).
+    With `columns`, the full route also keeps J (and each entry's error estimate): `vjp check` reads its
+    rows and columns to name a mistake."""
     fn = CallableFunction(f, xs)
     vf = v.detach().double().cpu().reshape(-1)
     n = sum(t.numel() for t in fn.env.values())
     scale = float(fn.f0.abs().nan_to_num(0.0, 0.0, 0.0).max()) if fn.f0.numel() else 0.0
     if 4 * n + 1 <= max_evals:
-        return _full(fn, fn.env, vf, [], scale)  # type: ignore[arg-type]
+        return _full(fn, fn.env, vf, [], scale, columns)  # type: ignore[arg-type]
     return _directional(fn, fn.env, vf, [], scale, seed)  # type: ignore[arg-type]
 
 
@@ -260,6 +267,7 @@ def _full(
     vf: Any,
     k0: list[Any],
     scale: float,
+    keep: bool = False,
 ) -> FDResult:
     res = FDResult("full", 1)
     f0 = fn.f0.reshape(-1).abs().nan_to_num(0.0, 0.0, 0.0)
@@ -268,6 +276,9 @@ def _full(
         jtv = torch.zeros(flat.numel(), dtype=torch.float64)
         err = torch.zeros(flat.numel(), dtype=torch.float64)
         out_mask = torch.zeros(flat.numel(), dtype=torch.bool)
+        if keep:
+            res.columns[name] = torch.zeros(f0.numel(), flat.numel(), dtype=torch.float64)
+            res.column_error[name] = torch.zeros(f0.numel(), flat.numel(), dtype=torch.float64)
         for j in range(flat.numel()):
             h = STEP * max(abs(float(flat[j])), 1.0)
             cols, bends = [], []
@@ -289,6 +300,9 @@ def _full(
             rounding = 16 * EPS * (f0 + scale) / (h / 2)
             kinked = kinked or _kinked(bends, h, rounding)
             unsettled = bool((spread > 1e-3 * col.abs().clamp(min=1.0) + rounding).any())
+            if keep:
+                res.columns[name][:, j] = col
+                res.column_error[name][:, j] = spread + rounding
             if kinked or not bool(torch.isfinite(col).all()) or unsettled:
                 out_mask[j] = True
                 why = KINK if kinked else DOMAIN if not bool(torch.isfinite(col).all()) else UNSETTLED
@@ -348,4 +362,36 @@ def _directional(
     return res
 
 
-__all__ = ["FDResult", "FDUnavailable", "finite_differences", "finite_differences_of", "jacobian_of", "step_rule"]
+def directional_pairs(
+    fd: FDResult, grads: dict[str, Any], mags: dict[str, Any], rtol: float, calls: int = 1
+) -> tuple[list[tuple[str, Any, Any]], dict[str, Any]]:
+    """The directional route's comparisons, as every door makes them: per random direction u, the label
+    `<uk, Jᵀv>`, ⟨u, .grad⟩ and the differences' ⟨u, Jᵀv⟩ (times calls), and the size each is weighed at:
+    the larger of Σ_j |u_j|·mags_j (mags: Σᵢ|v[i]·J[i, j]| where known, else |u·grad|) and the differences'
+    error estimate / rtol. `grads` and `mags` are keyed as the driver's leaves (fd.us)."""
+    pairs: list[tuple[str, Any, Any]] = []
+    scales: dict[str, Any] = {}
+    for k, ((ref, err, _), u) in enumerate(zip(fd.directions, fd.us, strict=True)):
+        products = [u[name] * grads[name].detach().double().cpu() for name in u]
+        got = math.fsum(float(t.sum()) for t in products)
+        size = math.fsum(
+            float((u[name].abs() * mags[name].double().cpu()).sum())
+            if name in mags
+            else float(t.abs().nan_to_num(0.0, 0.0, 0.0).sum())
+            for name, t in zip(u, products, strict=True)
+        )
+        label = f"<u{k + 1}, Jᵀv>"
+        pairs.append((label, torch.tensor(got, dtype=torch.float64), torch.tensor(ref * calls, dtype=torch.float64)))
+        scales[label] = torch.tensor(max(size, err * calls / rtol), dtype=torch.float64)
+    return pairs, scales
+
+
+__all__ = [
+    "FDResult",
+    "FDUnavailable",
+    "directional_pairs",
+    "finite_differences",
+    "finite_differences_of",
+    "jacobian_of",
+    "step_rule",
+]

@@ -67,6 +67,9 @@ class LeafJacobian:
     jtv: torch.Tensor | None
     reason: str | None = None
     why: str = ""  # why this method was chosen, for --verbose and the JSON
+    # Jᵀv from J is backward's own pass: J's diagonal came from autograd.grad with v = ones, the v of
+    # backward(v), through the same graph, so Jᵀv (= the diagonal · 1) is .grad itself, bit for bit
+    same_pass: bool = False
 
 
 def compute_jacobians(
@@ -166,6 +169,7 @@ def _diagonal_blocks(
             reason,
             why=f"the program shows {output_name} depends on {n} elementwise: one autograd.grad with v = ones "
             f"gives every ∂{output_name}[k]/∂{n}[k]",
+            same_pass=v_is_ones,
         )
     return res
 

@@ -9,6 +9,7 @@ turned into sympy objects: no user text ever reaches sympify.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import signal
@@ -67,6 +68,9 @@ def _num(x: float, integral: bool = False) -> Any:
     return sp.Float(x, DPS)
 
 
+GC_DEFERRALS = 25  # alarms (20 ms apart) that may land in a gc callback before one raises there anyway
+
+
 @contextmanager
 def time_budget(seconds: float) -> Iterator[None]:
     """Raise SymbolicTimeout in this (main) thread after `seconds`; sympy cannot escape it."""
@@ -74,7 +78,18 @@ def time_budget(seconds: float) -> Iterator[None]:
         yield  # no signals off the main thread: the size limits still bound the work
         return
 
+    deferred = [0]
+
     def on_alarm(signum: int, frame: Any) -> None:
+        # inside a gc callback (hypothesis installs one) Python drops the exception and prints "Exception
+        # ignored" on stderr: wait there for the next alarm, which lands in the work it bounds (a few
+        # times at most: work that spends all its time in gc callbacks is stopped all the same)
+        callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+        while frame is not None and deferred[0] < GC_DEFERRALS:
+            if frame.f_code in callbacks:
+                deferred[0] += 1
+                return
+            frame = frame.f_back
         raise SymbolicTimeout()
 
     # The timer repeats after it first fires: an alarm that lands in a gc callback, or in

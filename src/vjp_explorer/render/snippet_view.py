@@ -16,6 +16,7 @@ from ..snippet.source import visible
 from ..wording import API, CLI, option
 from .fit import NumberTable, ValueGrid
 from .numbers import fmt, fmt_shape
+from .text import tolerance_text
 
 INLINE = 8  # elements shown inline; past that the first and last ones with an ellipsis
 LEDGER = 12  # elements and terms written out term by term in explain
@@ -228,16 +229,18 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
         line = Text(f"{c.name:<18}", style="bold")
         line.append(f"{c.status:<13}", style=style)
         line.append("independent  " if c.independent else "consistency  ", style="" if c.independent else "dim")
-        if explain:  # run shows the verdict and the largest difference; explain also what and how
-            line.append(c.compares + "; ")
+        said = []  # run shows the verdict and the largest difference; explain also what and how
+        if explain:
+            said.append(c.compares)
         if c.max_abs_diff is not None:
-            line.append(f"max |Δ| = {fmt(c.max_abs_diff, 3)}")
+            said.append(f"max |Δ| = {fmt(c.max_abs_diff, 3)}")
         if c.tolerance and explain:
-            line.append(f"; tolerance {c.tolerance}")
+            said.append(f"tolerance {tolerance_text(c.tolerance)}")
         if c.reason:
-            line.append(f"; {c.reason}")
+            said.append(c.reason)
         if c.undefined:
-            line.append(f"; undefined (nan/inf on both routes) at {', '.join(c.undefined[:8])}")
+            said.append(f"undefined (nan/inf on both routes) at {', '.join(c.undefined[:8])}")
+        line.append("; ".join(said))
         parts.append(line)
     if e.diagnosis:
         parts.append(Text(("diagnosis: " if e.call == "check" else "") + visible(e.diagnosis), style="yellow"))
@@ -359,6 +362,10 @@ def _index(shape: list[int], flat: int) -> str:
 
 
 def _summary(r: SnippetResult) -> Text:
+    if r.kind == "check":  # one call of the user's own function: no snippet's backward/grad calls
+        from ..check_result import summary
+
+        return Text("\n" + summary(r), style="bold red" if r.exit_code == 3 else "bold")
     n = len(r.events)
     bad = sum(1 for e in r.events if e.status == "disagree")
     text = f"\n{n} backward/grad call{'s' if n != 1 else ''} explained"

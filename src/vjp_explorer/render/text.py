@@ -14,7 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..result import Check, Result, TensorData, headline
+from ..result import Check, Result, TensorData, Tolerance, headline
 from ..result import index_label as label
 from ..wording import API, CLI, option
 from .fit import NumberTable, ValueGrid
@@ -63,6 +63,9 @@ METHOD_WORDS = {
     "jacfwd": "by torch.func.jacfwd",
     "not materialised": "not materialised (too large)",
 }
+
+# why a leaf's table has no column "Jᵀv (from J)": with v = ones, J's diagonal is backward's own pass
+SAME_PASS = "no {word} (from J) for {leaves}: J's diagonal came from backward's own pass (v = ones), so it is .grad"
 
 STATUS_STYLE = {"agree": "bold green", "disagree": "bold red", "skipped": "yellow", "inconclusive": "yellow"}
 
@@ -168,7 +171,8 @@ def leaf_table(r: Result, leaf: str, view: View) -> NumberTable:
     sym = r.symbolic.get(leaf) if r.symbolic else None
     mult = f"{r.backward_calls}·" if r.backward_calls > 1 else ""
     word = "J^T v" if view.ascii else "Jᵀv"
-    heads = [".grad (backward)", f"{mult}{word} (from J)", f"{mult}{word} (sympy)"]
+    same = r.jacobians[leaf].same_pass  # Jᵀv from J would repeat .grad: no column of its own
+    heads = [".grad (backward)", *([] if same else [f"{mult}{word} (from J)"]), f"{mult}{word} (sympy)"]
     t = NumberTable(Text("element"), [Text("value"), *map(Text, heads)])
     for k in view.rows(g.numel):
         if k is None:
@@ -181,7 +185,8 @@ def leaf_table(r: Result, leaf: str, view: View) -> NumberTable:
         idx = g.index(k)
         jv = "-" if jtv is None else fmt(jtv.flat[k], view.digits)  # already N·Jᵀv, as .grad
         sv = "-" if sym is None else fmt(sym.flat[k], view.digits)
-        t.add_row(Text(label(leaf, idx)), fmt(inp.value.flat[k], view.digits), fmt(g.flat[k], view.digits), jv, sv)
+        cells = [fmt(g.flat[k], view.digits), *([] if same else [jv]), sv]
+        t.add_row(Text(label(leaf, idx)), fmt(inp.value.flat[k], view.digits), *cells)
     return t
 
 
@@ -219,6 +224,15 @@ def leaf_section(r: Result, leaf: str, view: View) -> RenderableType:
     jac = jacobian_view(r, leaf, view)
     # side by side when both fit the terminal, else the Jacobian goes below
     return Group(leaf_heading(r, leaf, view), Columns([table, jac], padding=(1, 4)))
+
+
+def same_pass_line(r: Result, view: View) -> Text | None:
+    """Why the leaves whose J came from backward's own pass have no column Jᵀv (from J), in one line."""
+    same = [n for n in r.leaves if r.jacobians[n].same_pass]
+    if not same:
+        return None
+    word = "J^T v" if view.ascii else "Jᵀv"
+    return Text(SAME_PASS.format(word=word, leaves=", ".join(same)), style="dim")
 
 
 def intermediates(r: Result, view: View) -> RenderableType | None:
@@ -322,6 +336,13 @@ def check_rows(checks: Iterable[Check], said_to: str = CLI) -> ValueGrid:
     return t
 
 
+def tolerance_text(tol: Tolerance | str) -> str:
+    """A check's tolerance in words: the table's first weighing, or the rule a check states itself."""
+    if isinstance(tol, str):
+        return tol
+    return f"|Δ| <= {fmt(tol.atol, 3)} + {fmt(tol.rtol, 3)}·max(|exact|, Σ|terms|)"
+
+
 def check_detail(c: Check, said_to: str = CLI) -> Text:
     """What a check compares, the measured difference and the tolerance (or why it was skipped)."""
     # whether the reference uses no autograd (independent evidence) or is a second autograd computation
@@ -331,10 +352,8 @@ def check_detail(c: Check, said_to: str = CLI) -> Text:
     t = Text(kind + c.compares)
     if c.max_abs_diff is not None:
         t.append(f"\nmax |Δ| = {fmt(c.max_abs_diff, 3)}, max rel = {fmt(c.max_rel_diff or 0.0, 3)}")
-    if isinstance(c.tolerance, str):
-        t.append(f"; tolerance {c.tolerance}")
-    elif c.tolerance is not None:
-        t.append(f"; tolerance |Δ| <= {fmt(c.tolerance.atol, 3)} + {fmt(c.tolerance.rtol, 3)}·max(|exact|, Σ|terms|)")
+    if c.tolerance is not None:
+        t.append(f"; tolerance {tolerance_text(c.tolerance)}")
     if c.status == "disagree" and c.worst:
         t.append(f"\nfails the tolerance most at {c.worst}", "red")
     if c.reason:  # of a check that ran: what it left out, or why a second weighing was not possible
@@ -401,6 +420,9 @@ def graph_section(r: Result) -> RenderableType | None:
 def render_run(r: Result, view: View) -> RenderableType:
     """The whole `vjp run` screen."""
     parts: list[RenderableType] = [header(r, view), Text("")]
+    same = same_pass_line(r, view)
+    if same is not None:
+        parts += [same, Text("")]
     for leaf in r.leaves:
         parts += [leaf_section(r, leaf, view), Text("")]
     inter = intermediates(r, view)

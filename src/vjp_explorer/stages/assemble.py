@@ -57,6 +57,7 @@ def assemble(
             diagonal=to_data(j.diagonal) if j.diagonal is not None else None,
             reason=words(j.reason),
             why=j.why,
+            same_pass=j.same_pass,
         )
         for n, j in call.jacobians.items()
     }
@@ -82,6 +83,7 @@ def assemble(
         # N x Jᵀv after N calls, as .grad and the symbolic route report it
         jtv={n: (to_data(t) if (t := call.jtv(n)) is not None else None) for n in call.jacobians},
         symbolic=symbolic,
+        finite_difference={n: to_data(t) for n, t in ctx.finite_difference.items()},
         checks={n: replace(c, reason=words(c.reason)) for n, c in checks.items()},
         notes=[Note(n.code, words(n.text) or "") for n in notes],
         control=control,

@@ -48,7 +48,7 @@ def finite_difference_check(
     import torch
 
     from ..engine import compare
-    from ..engine.finite_diff import DIRECTIONS, FDUnavailable, finite_differences
+    from ..engine.finite_diff import DIRECTIONS, FDUnavailable, directional_pairs, finite_differences
 
     lim = ctx.limits
     # what one evaluation reads and writes: its inputs (a matrix W of a matvec) and every step's result
@@ -69,25 +69,12 @@ def finite_difference_check(
     except FDUnavailable as e:
         return compare.skipped("finite_difference", _FD, str(e))
     if fd.method == "full":
+        ctx.finite_difference = {n: torch.where(fd.left_out[n], torch.nan, fd.jtv[n] * calls) for n in leaves}
         return _fd_every_column(ctx, fd, leaves, v, grads, calls, mags, how, later)
     rtol = how["tol"].rtol
     if not fd.directions:
         return compare.skipped("finite_difference", _FD, f"no usable direction: {fd.kink_reason}")
-    pairs: list[tuple[str, Any, Any]] = []
-    scales: dict[str, Any] = {}
-    for k, ((ref, err, _), u) in enumerate(zip(fd.directions, fd.us, strict=True)):
-        products = [u[name] * grads[name].detach().double().cpu() for name in leaves]
-        got = math.fsum(float(t.sum()) for t in products)
-        # the size of what autograd added up: Σ_j |u_j|·Σᵢ|v[i]·J[i, j]| where J is known, else Σ|u·grad|
-        size = math.fsum(
-            float((u[name].abs() * mags[name].double().cpu()).sum())
-            if name in mags
-            else float(t.abs().nan_to_num(0.0, 0.0, 0.0).sum())
-            for name, t in zip(leaves, products, strict=True)
-        )
-        label = f"<u{k + 1}, Jᵀv>"
-        pairs.append((label, torch.tensor(got, dtype=torch.float64), torch.tensor(ref * calls, dtype=torch.float64)))
-        scales[label] = torch.tensor(max(size, err * calls / rtol), dtype=torch.float64)
+    pairs, scales = directional_pairs(fd, grads, mags, rtol, calls)
     compares = (
         f"{_FD_DIR} ({len(fd.directions)} random u, {fd.evals} evaluations; the full Jacobian would take "
         f"{4 * n + 1}, more than finite_difference_evals = {lim.finite_difference_evals:,})"
@@ -190,8 +177,6 @@ def reweigh(
     """A failed check weighed once more: each element's scale also takes ROUNDOFF_UNITS·eps·(size of its
     terms) / rtol, so the allowance there is that many units of roundoff of the terms, not rtol of them."""
 
-    import torch
-
     from ..engine import compare
 
     if not terms:
@@ -200,8 +185,9 @@ def reweigh(
         return replace(first, reason=why) if why else first
     if how["tol"].rtol == 0:  # a tolerance of 0 asks for the same bits: no allowance for rounding
         return first
-    eps = torch.finfo(items[0][1].dtype).eps if items[0][1].is_floating_point() else 2.0**-52
-    factor = ROUNDOFF_UNITS * eps / how["tol"].rtol
+    got = items[0][1]
+    unit = eps(got.dtype if got.is_floating_point() else "float64")  # the table's eps of the dtype checked
+    factor = ROUNDOFF_UNITS * unit / how["tol"].rtol
     scaled = {n: m.double() * factor for n, m in terms.items()}
     again = compare.compare_tensors(first.name, first.compares, items, magnitudes=larger(scaled, mags), **how)
     if again.status == "agree":
@@ -296,52 +282,87 @@ def magnitudes(v: Any, jacs: dict[str, Any], calls: int) -> dict[str, Any]:
 
 
 def jtv_checks(
-    fwd: Any,
-    output: str,
-    leaves: dict[str, Any],
-    consts: dict[str, Any],
-    grads: dict[str, Any],
-    jacs: dict[str, Any],
-    v: Any,
-    calls: int,
-    how: dict[str, Any],
+    grads: dict[str, Any], jacs: dict[str, Any], calls: int, how: dict[str, Any]
 ) -> tuple[dict[str, Check], list[tuple[str, Any, Any]]]:
-    """Route 2: .grad against Jᵀv contracted from the explicit Jacobian (check `jtv`), and on every run the
-    adjoint identity ⟨u, Jᵀv⟩ = ⟨Ju, v⟩ with forward mode, whose formulas are not backward's (check `jvp`;
-    the only autodiff check of the leaves whose J is too big). Returns the checks and the items compared (a
-    later weighing reuses them)."""
-    import torch
-
+    """Route 2: .grad against Jᵀv contracted from the explicit Jacobian (check `jtv`). Returns the check and
+    the items compared (a later weighing reuses them)."""
     from ..engine import compare
-    from ..engine.jacobian import random_vjp_check
 
     tol, mags = how["tol"], how["mags"]
     checks: dict[str, Check] = {}
     have = [(n, grads[n], j.jtv * calls if calls > 1 else j.jtv) for n, j in jacs.items() if j.jtv is not None]
     if have:
         checks["jtv"] = compare.compare_tensors("jtv", JTV, have, tol, mags, how["big"], autodiff=True)
-    missing = [n for n, j in jacs.items() if j.jtv is None]
+    return checks, have
+
+
+def jvp_check(
+    ctx: RunContext,
+    checks: dict[str, Check],
+    fwd: Any,
+    output: str,
+    bound: Any,
+    grads: dict[str, Any],
+    jacs: dict[str, Any],
+    v: Any,
+    calls: int,
+    how: dict[str, Any],
+) -> Check | None:
+    """The adjoint identity ⟨u, Jᵀv⟩ = ⟨Ju, v⟩ with forward mode, whose formulas are not backward's (check
+    `jvp`, a consistency check; the only autodiff check of the leaves whose J is too big). Past
+    `jvp_elements` it runs only where no independent route decided: forward mode then costs about as much as
+    the forward and backward themselves, and adds nothing to an exact route that compared every element."""
+    import torch
+
+    from ..engine import compare
+    from ..engine.jacobian import random_vjp_check
+
     names = list(jacs)
+    if not names:
+        return None
+    elements = max(v.numel(), *(bound.leaves[n].numel() for n in names))
+    decided = [
+        k for k in ("symbolic", "finite_difference") if k in checks and checks[k].status in ("agree", "disagree")
+    ]
+    if elements > ctx.limits.jvp_elements and decided:
+        return compare.skipped(
+            "jvp",
+            JVP,
+            f"{elements:,} elements, more than jvp_elements = {ctx.limits.jvp_elements:,}: forward mode would cost "
+            f"about a forward and a backward more, and {' and '.join(decided)} (independent) already compared "
+            "every element (--limit jvp_elements=N runs it)",
+        )
+    tol = how["tol"]
     once = grads if calls == 1 else {n: grads[n] / calls for n in names}  # no copies of the grads for one call
-    adjoint = random_vjp_check(fwd, leaves, consts, names, once, v, output) if names else None
-    if adjoint is not None and not all(math.isfinite(x) for x in adjoint[:3]):
-        checks["jvp"] = compare.skipped(
+    adjoint = random_vjp_check(fwd, bound.leaves, bound.consts, names, once, v, output)
+    if adjoint is None:
+        return None
+    if not all(math.isfinite(x) for x in adjoint[:3]):
+        return compare.skipped(
             "jvp", JVP, "<Ju, v> is not finite at this point: the adjoint identity compares finite sums"
         )
-    elif adjoint is not None:
-        a, b, size, us = adjoint
-        how["us"] = us  # for a second weighing (jvp_weighed_again)
-        label = "<u, Jᵀv>"
-        which = f" (the only route for {', '.join(missing)}, whose Jacobian is not materialised)" if missing else ""
-        checks["jvp"] = compare.compare_tensors(
-            "jvp",
-            f"{JVP}{which}",
-            [(label, torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64))],
-            tol,
-            {label: torch.tensor(size, dtype=torch.float64)},  # a sum of many terms: their size sets the scale
-            autodiff=True,
-        )
-    return checks, have
+    a, b, size, us = adjoint
+    how["us"] = us  # for a second weighing (jvp_weighed_again)
+    label = "<u, Jᵀv>"
+    missing = [n for n, j in jacs.items() if j.jtv is None]
+    which = f" (the only route for {', '.join(missing)}, whose Jacobian is not materialised)" if missing else ""
+    return compare.compare_tensors(
+        "jvp",
+        f"{JVP}{which}",
+        [(label, torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64))],
+        tol,
+        {label: torch.tensor(size, dtype=torch.float64)},  # a sum of many terms: their size sets the scale
+        autodiff=True,
+    )
+
+
+def in_order(found: dict[str, Check], jvp: Check | None) -> dict[str, Check]:
+    """The checks in the order they are shown: jtv, then jvp (run last, after the independent routes), then
+    the rest as they came."""
+    first = {k: found[k] for k in ("jtv",) if k in found}
+    if jvp is not None:
+        first["jvp"] = jvp
+    return {**first, **{k: c for k, c in found.items() if k not in first}}
 
 
 def jvp_weighed_again(ctx: RunContext, checks: dict[str, Check], adjoint_us: Any, calls: int, dtype: Any) -> Check:

@@ -47,6 +47,9 @@ class RunContext:
     # () -> per leaf, Σ|terms| backward adds up (engine/term_sizes.py), computed on first use and kept
     backward_terms: Any = None
     jacobian_terms: Any = None  # () -> per leaf, the same per entry of J (m × n), or {}
+    # per leaf, the finite differences' Jᵀv (as .grad holds it; nan where they are no reference), where
+    # the route built every column of J
+    finite_difference: dict[str, Any] = field(default_factory=dict)
     _terms: dict[str, Any] | None = None
 
     def terms(self) -> dict[str, Any]:

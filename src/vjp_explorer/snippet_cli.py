@@ -38,22 +38,9 @@ def snippet_command(
     write: Callable[..., None],
     render: Callable[..., str],
 ) -> int:
-    for problem in ctx.meta.get("vjp_problems", []):
-        raise UsageError(problem)
-    names = [f"--{n}" for n, _ in ctx.meta.get("vjp_variables", [])]
-    names += [flag for key, flag in _PROGRAM_ONLY.items() if o.get(key)]
-    if names:
-        raise UsageError(
-            f"{', '.join(visible(n) for n in names)} {'does' if len(names) == 1 else 'do'} not apply to a snippet: "
-            "a snippet makes its own tensors and calls backward itself.",
-            hint="Change the values in the snippet, or run a program instead: vjp run '3*a' --a 1,2.",
-        )
-    limits = limits_from_options(o)
-    text, label = _read(expression, o.get("snippet"), limits.snippet_chars)
-    from .snippet import run_snippet
-
     want_graph = bool(o.get("graph")) or o.get("dot") is not None
-    result = run_snippet(text, label, seed=o.get("seed"), limits=limits, graph=want_graph)
+    result = snippet_result(ctx, expression, o, want_graph)
+    label = result.label
     from .render import snippet_view
 
     if o.get("dot") is not None:
@@ -74,6 +61,25 @@ def snippet_command(
         if result.exit_code == 3:
             write("error: a check disagrees (exit 3); see the event's checks above.\n", err=True)
     return result.exit_code
+
+
+def snippet_result(ctx: Any, expression: str | None, o: dict[str, Any], graph: bool = True) -> Any:
+    """The snippet's run (a SnippetResult), after refusing the options that belong to programs."""
+    for problem in ctx.meta.get("vjp_problems", []):
+        raise UsageError(problem)
+    names = [f"--{n}" for n, _ in ctx.meta.get("vjp_variables", [])]
+    names += [flag for key, flag in _PROGRAM_ONLY.items() if o.get(key)]
+    if names:
+        raise UsageError(
+            f"{', '.join(visible(n) for n in names)} {'does' if len(names) == 1 else 'do'} not apply to a snippet: "
+            "a snippet makes its own tensors and calls backward itself.",
+            hint="Change the values in the snippet, or run a program instead: vjp run '3*a' --a 1,2.",
+        )
+    limits = limits_from_options(o)
+    text, label = _read(expression, o.get("snippet"), limits.snippet_chars)
+    from .snippet import run_snippet
+
+    return run_snippet(text, label, seed=o.get("seed"), limits=limits, graph=graph)
 
 
 def _write_dot(path: Path, result: Any) -> None:

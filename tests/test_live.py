@@ -1,0 +1,277 @@
+"""`vjp live`, driven by Textual's own harness (App.run_test and its pilot).
+
+The numbers are checked against hand-derived values of the seed example y = 3a + 2b² + log(c):
+∂y[k]/∂a[k] = 3, ∂y[k]/∂b[k] = 4·b[k], ∂y[k]/∂c[k] = 1/c[k], every other entry 0. So row i of J has
+3, 4·b[i] and 1/c[i] at column i of each leaf, and x[j].grad = v[j]·∂y[j]/∂x[j].
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+
+import numpy as np
+import pytest
+
+from vjp_explorer.live import ProgramSession, command_line, v_text
+from vjp_explorer.request import Request
+
+SEED = "3*a+2*b*b+log(c)"
+VALUES = {"a": "1,2,3", "b": "3,4,5", "c": "6,7,8"}
+A, B, C = np.array([1.0, 2, 3]), np.array([3.0, 4, 5]), np.array([6.0, 7, 8])
+DIAG = {"a": 3 * np.ones(3), "b": 4 * B, "c": 1 / C}  # the diagonal of each leaf's J, by hand
+ARGV = [SEED, "--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8"]
+
+
+@pytest.fixture(autouse=True)
+def _no_color(monkeypatch):
+    # Textual pops NO_COLOR from the environment when an app starts; conftest's pin is put back after each test
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+def session(grad: str = "0.1,1,0.0001", **options) -> ProgramSession:
+    return ProgramSession(Request(SEED, dict(VALUES), grad=grad, **options), [*ARGV, "--grad", grad])
+
+
+def screen_text(app) -> str:
+    """The characters on the screen, from Textual's own SVG export (Rich's: 12.2 by 24.4 units a cell)."""
+    lines: dict[int, dict[int, str]] = {}
+    svg = app.export_screenshot()
+    for x, y, text in re.findall(r'<text[^>]*?x="([\d.]+)" y="([\d.]+)"[^>]*clip-path[^>]*>(.*?)</text>', svg):
+        row, col = round((float(y) - 20) / 24.4), round(float(x) / 12.2)
+        for k, ch in enumerate(html.unescape(text).replace("\xa0", " ")):
+            lines.setdefault(row, {})[col + k] = ch
+    out = []
+    for row in range(max(lines) + 1 if lines else 0):
+        cells = lines.get(row, {})
+        out.append("".join(cells.get(c, " ") for c in range(max(cells) + 1 if cells else 0)).rstrip())
+    return "\n".join(out)
+
+
+def page_text(app) -> str:
+    """The text of a pushed page (graph, keys): its renderable, rendered at 120 columns."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(app.screen.renderable)
+    return console.file.getvalue()
+
+
+def drive(app, size, script):
+    """Run `script(pilot)` in the app at this terminal size; background runs are waited for after each key."""
+
+    async def main():
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            await script(pilot)
+
+    asyncio.run(main())
+    return app
+
+
+async def settle(pilot):
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def grads(app) -> dict[str, np.ndarray]:
+    return {lf.name: lf.grad for lf in app.session.frame.leaves}
+
+
+def test_b_steps_v_through_the_rows_of_j():
+    from vjp_explorer.render.live_app import LiveApp
+
+    seen = []
+
+    async def script(pilot):
+        for _ in range(3):
+            await pilot.press("b")
+            quick = {lf.name: lf.jtv.copy() for lf in pilot.app.session.frame.leaves}  # from J, before backward
+            await settle(pilot)
+            f = pilot.app.session.frame
+            seen.append((f.v.copy(), quick, grads(pilot.app), f.grad_from, screen_text(pilot.app)))
+
+    drive(LiveApp(session()), (80, 24), script)
+    for i, (v, quick, real, source, shown) in enumerate(seen):
+        assert v.tolist() == [float(k == i) for k in range(3)]
+        for leaf, diag in DIAG.items():
+            row = np.where(np.arange(3) == i, diag, 0.0)  # row i of this leaf's J, by hand
+            np.testing.assert_allclose(quick[leaf], row, rtol=1e-6)  # Jᵀv from J
+            np.testing.assert_allclose(real[leaf], row, rtol=1e-6)  # then backward(v)'s .grad
+        assert source == "backward"
+        assert f"v = e{i}: Jᵀv is row y[{i}] of J" in shown
+        assert f"▶ y[{i}]" in shown
+
+
+def test_typed_v_moves_grad_jtv_and_the_ledger():
+    from vjp_explorer.render.live_app import LiveApp
+
+    out = {}
+
+    async def script(pilot):
+        await pilot.press("v")
+        pilot.app.query_one("#v").value = ""
+        await pilot.press(*"0.1,1,0.0001", "enter")
+        out["quick"] = {lf.name: lf.jtv.copy() for lf in pilot.app.session.frame.leaves}
+        await settle(pilot)
+        await pilot.press("right", "down")  # leaf b, element 1
+        out["text"] = screen_text(pilot.app)
+        out["grads"] = grads(pilot.app)
+
+    app = drive(LiveApp(session("ones")), (100, 40), script)
+    v = np.array([0.1, 1, 0.0001])
+    for leaf, diag in DIAG.items():
+        np.testing.assert_allclose(out["quick"][leaf], v * diag, rtol=1e-6)
+        np.testing.assert_allclose(out["grads"][leaf], v * diag, rtol=1e-6)
+    assert app.selected == ("b", 1)
+    text = out["text"]
+    assert "b[1].grad = Σᵢ v[i]·∂y[i]/∂b[1]" in text
+    assert "v[1]·∂y[1]/∂b[1] = 1 × 4*b[1] = 1 × 16 = 16" in text  # sympy's formula, b[1] = 4
+    assert "Σ = 16; 2 zero term(s) left out" in text
+    assert "(exact derivatives from sympy)" in text
+
+
+def test_the_seed_numbers_on_the_main_screen_at_80x24_and_160x48():
+    from vjp_explorer.render.live_app import LiveApp
+
+    shown = {}
+
+    async def script(pilot):
+        shown[pilot.app.size] = screen_text(pilot.app)
+
+    for size in ((80, 24), (160, 48)):
+        drive(LiveApp(session()), size, script)
+    small, big = shown.values()
+    for text in (small, big):
+        assert "3*a+2*b*b+log(c)" in text and "y shape [3]" in text and "float32" in text
+        assert re.search(r"v = +0.1, 1, 0.0001 +given", text)
+        assert "J = ∂y/∂x, rows y[i], columns x[j]" in text
+        for number in ("0.3", "3", "0.0003", "1.2", "16", "0.002"):  # a.grad and b.grad of the seed
+            assert re.search(rf"\s{re.escape(number)}\s", text), number
+        assert "ledger  a[0].grad" in text
+    # the big screen has room for all of it: c's grads and every check with the verdict
+    for number in ("0.0166667", "0.142857", "1.25e-05"):
+        assert number in big
+    assert "finite_difference agree" in re.sub(" +", " ", big)
+    assert "2 independent routes agree (sympy, finite differences)" in big
+    assert small.count("\n") <= 24 and max(map(len, small.splitlines())) <= 80
+
+
+def test_the_graph_shows_the_cotangents_under_the_current_v():
+    from vjp_explorer.render.live_app import LiveApp, TextScreen
+
+    pages = []
+
+    async def script(pilot):
+        await pilot.press("g")
+        pages.append(page_text(pilot.app))
+        assert isinstance(pilot.app.screen, TextScreen)
+        await pilot.press("escape", "b")
+        await settle(pilot)
+        await pilot.press("g")
+        pages.append(page_text(pilot.app))
+        await pilot.press("escape")
+
+    drive(LiveApp(session()), (80, 24), script)
+    first, second = pages
+    assert "AddBackward0" in first and "receives [0.1, 1, 0.0001]" in first
+    assert "receives [1, 0, 0]" in second  # v = e0, run again with it
+    assert "AccumulateGrad → b.grad" in second and "under this v" in second
+
+
+def test_ones_random_and_an_upstream_loss():
+    from vjp_explorer.render.live_app import LiveApp
+
+    vs = []
+
+    async def script(pilot):
+        await pilot.press("1")
+        vs.append(pilot.app.session.frame.v.copy())
+        await pilot.press("r")
+        vs.append((pilot.app.session.frame.v.copy(), pilot.app.session.frame.v_label))
+        await settle(pilot)
+        await pilot.press("u", *"sum(y**2)", "enter")
+        await settle(pilot)
+        await settle(pilot)
+        vs.append((pilot.app.session.frame.v.copy(), grads(pilot.app)))
+
+    drive(LiveApp(session(), seed=0), (80, 24), script)
+    assert vs[0].tolist() == [1.0, 1.0, 1.0]
+    random, label = vs[1]
+    assert label == "random (numpy, seed 1)"
+    np.testing.assert_array_equal(random, np.random.default_rng(1).standard_normal(3))
+    v, g = vs[2]
+    y = 3 * A + 2 * B * B + np.log(C)
+    np.testing.assert_allclose(v, 2 * y, rtol=1e-6)  # dL/dy of sum(y**2)
+    np.testing.assert_allclose(g["b"], 2 * y * 4 * B, rtol=1e-5)
+
+
+def test_a_bad_v_is_refused_and_v_stays():
+    from vjp_explorer.render.live_app import LiveApp
+
+    notes = []
+
+    async def script(pilot):
+        await pilot.press("v")
+        pilot.app.query_one("#v").value = ""
+        await pilot.press(*"1,2", "enter")
+        notes.extend(n.message for n in pilot.app._notifications)
+
+    app = drive(LiveApp(session()), (80, 24), script)
+    assert app.session.frame.v.tolist() == pytest.approx([0.1, 1, 0.0001])
+    assert any("v has 2 number(s) but the output y has 3" in n for n in notes), notes
+
+
+def test_c_prints_the_run_command_of_the_current_state():
+    from vjp_explorer.render.live_app import LiveApp
+
+    async def script(pilot):
+        await pilot.press("b", "b")
+        await settle(pilot)
+        await pilot.press("c")
+
+    app = drive(LiveApp(session()), (80, 24), script)
+    assert app.return_value == "vjp run '3*a+2*b*b+log(c)' --a 1,2,3 --b 3,4,5 --c 6,7,8 --grad 0,1,0"
+
+
+def test_without_j_each_v_runs_backward():
+    from vjp_explorer.limits import DEFAULT_LIMITS
+    from vjp_explorer.render.live_app import LiveApp
+
+    limits = DEFAULT_LIMITS.with_overrides({"jacobian_entries": "1"})
+    s = session(limits=limits, symbolic=False)
+    assert all(lf.jacobian is None for lf in s.frame.leaves)
+    quick = s.set_v(np.array([0.0, 1.0, 0.0]), "e1")  # no J: the old numbers, marked pending
+    assert quick.pending and "J is not materialised" in quick.checks_note
+    seen = []
+
+    async def script(pilot):
+        await pilot.press("b")
+        await settle(pilot)
+        seen.append(pilot.app.session.frame)
+
+    drive(LiveApp(s), (80, 24), script)
+    (frame,) = seen
+    assert not frame.pending and frame.grad_from == "backward"
+    real = {lf.name: lf.grad for lf in frame.leaves}
+    assert frame.one_hot == 2  # b after e1
+    for leaf, diag in DIAG.items():
+        np.testing.assert_allclose(real[leaf], np.where(np.arange(3) == 2, diag, 0.0), rtol=1e-6)
+
+
+def test_no_color_is_respected():
+    from vjp_explorer.render.live_app import LiveApp
+
+    app = LiveApp(session())
+    assert app.no_color
+
+
+def test_the_reproducing_command_and_v_text():
+    assert v_text(np.array([0.1, 1, 1e-4]), (3,), "float32") == "0.1,1,0.0001"
+    assert v_text(np.array([1.0, 2, 3, 4]), (2, 2), "float64") == "[[1,2],[3,4]]"
+    s = session()
+    argv = ["--file", "f.toml", "--grad=ones", "--upstream", "sum(y)", "--svg", "x.svg", "--graph", "--seed", "3"]
+    assert command_line(argv, s.frame) == "vjp run --file f.toml --seed 3 --grad 0.1,1,0.0001"

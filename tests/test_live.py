@@ -275,3 +275,117 @@ def test_the_reproducing_command_and_v_text():
     s = session()
     argv = ["--file", "f.toml", "--grad=ones", "--upstream", "sum(y)", "--svg", "x.svg", "--graph", "--seed", "3"]
     assert command_line(argv, s.frame) == "vjp run --file f.toml --seed 3 --grad 0.1,1,0.0001"
+
+
+TWO_CALLS = """import torch
+a = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+b = torch.tensor([3.0, 4.0, 5.0], requires_grad=True)
+c = torch.tensor([6.0, 7.0, 8.0], requires_grad=True)
+y = 3*a + 2*b*b + torch.log(c)
+y.backward(torch.tensor([0.1, 1.0, 0.0001]), retain_graph=True)
+(a * b).sum().backward()
+"""
+
+
+@pytest.fixture(scope="module")
+def two_calls():
+    from vjp_explorer.snippet import run_snippet
+
+    return run_snippet(TWO_CALLS, "two_calls.py", seed=0, graph=True)
+
+
+def test_a_snippets_events_are_listed_and_each_reweighed_from_j(two_calls):
+    from vjp_explorer.live_snippet import SnippetSession
+    from vjp_explorer.render.live_app import LiveApp
+
+    seen = {}
+
+    async def script(pilot):
+        seen["list"] = screen_text(pilot.app)
+        seen["recorded"] = grads(pilot.app)
+        await pilot.press("b")  # the list has the keyboard; b still re-weights the event shown
+        f = pilot.app.session.frame
+        seen["e0"] = (f.v.copy(), grads(pilot.app), f.checks_note, screen_text(pilot.app))
+        await pilot.press("down")  # the second call: (a*b).sum().backward()
+        seen["second"] = (pilot.app.session.frame, screen_text(pilot.app))
+
+    drive(LiveApp(SnippetSession(two_calls, ["two_calls.py"])), (100, 30), script)
+    assert "#1 line 6" in seen["list"] and "#2 line 7" in seen["list"]
+    v = np.array([0.1, 1, 0.0001])
+    for leaf, diag in DIAG.items():
+        np.testing.assert_allclose(seen["recorded"][leaf], v * diag, rtol=1e-6)  # what the call added
+    v0, g0, note, text = seen["e0"]
+    assert v0.tolist() == [1.0, 0.0, 0.0]
+    for leaf, diag in DIAG.items():
+        np.testing.assert_allclose(g0[leaf], np.where(np.arange(3) == 0, diag, 0.0), rtol=1e-6)
+    assert "recorded v only" in note and "v = e0: Jᵀv is row y[0] of J" in text
+    second, text = seen["second"]
+    assert second.out_shape == () and second.m == 1
+    np.testing.assert_allclose(second.leaf("a").grad, B)  # ∂(Σ a·b)/∂a = b
+    np.testing.assert_allclose(second.leaf("b").grad, A)
+
+
+def test_an_event_without_j_is_shown_read_only(two_calls):
+    from dataclasses import replace
+
+    from vjp_explorer.live_snippet import NO_J, SnippetSession
+    from vjp_explorer.render.live_app import LiveApp
+
+    event = two_calls.events[0]
+    blind = replace(event, inputs=[replace(x, jacobian=None) for x in event.inputs])
+    result = replace(two_calls, events=[blind])
+    notes = []
+
+    async def script(pilot):
+        await pilot.press("b")
+        notes.extend(n.message for n in pilot.app._notifications)
+        notes.append(screen_text(pilot.app))
+
+    app = drive(LiveApp(SnippetSession(result, ["x.py"])), (100, 30), script)
+    assert app.session.frame.readonly == NO_J
+    assert app.session.frame.v.tolist() == pytest.approx([0.1, 1, 0.0001])
+    assert any("re-weighting needs J" in n for n in notes[:-1]), notes
+    assert "read-only: re-weighting needs J" in notes[-1]
+
+
+def test_the_command_line_runs_the_app_and_c_reproduces_its_state(vjp, monkeypatch):
+    import json
+
+    from vjp_explorer import cli_live
+    from vjp_explorer.render.live_app import LiveApp
+
+    async def keys(app):
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("b", "b")
+            await settle(pilot)
+            await pilot.press("c")
+        return app.return_value
+
+    monkeypatch.setattr(cli_live, "on_terminal", lambda: True)
+    monkeypatch.setattr(LiveApp, "run", lambda app: asyncio.run(keys(app)))
+    r = vjp("live", *ARGV, "--grad", "0.1,1,0.0001")
+    assert r.exit_code == 0, r.stderr
+    command = r.stdout.strip()
+    assert command == "vjp run '3*a+2*b*b+log(c)' --a 1,2,3 --b 3,4,5 --c 6,7,8 --grad 0,1,0"
+    import shlex
+
+    again = vjp(*shlex.split(command)[1:], "--json")
+    assert again.exit_code == 0
+    got = json.loads(again.stdout)["grads"]
+    for leaf, diag in DIAG.items():  # row 1 of J, as the live view showed it
+        np.testing.assert_allclose(got[leaf], np.where(np.arange(3) == 1, diag, 0.0), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        ([*ARGV, "--grad", "ones", "--json"], "--json does not apply to vjp live"),
+        ([*ARGV, "--grad", "ones"], "needs a terminal"),
+        (["3*a^2", "--a", "1,2", "--grad", "ones"], "'^' is bitwise xor"),
+        (["seed000_ex1", "--grad", "ones"], "--grad does not apply to a snippet"),
+    ],
+)
+def test_bad_input_is_one_paragraph_and_exit_2(vjp, args, words):
+    r = vjp("live", *args)
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert r.stderr.startswith("error: ") and words in r.stderr

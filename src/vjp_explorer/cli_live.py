@@ -44,10 +44,18 @@ def live_session(ctx: Any, expression: str | None, file: Path | None, o: dict[st
     return ProgramSession(req, argv)
 
 
+def on_terminal() -> bool:
+    """Whether stdin and stdout are a terminal, which a full-screen view needs."""
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):  # closed, or replaced by an object without a descriptor
+        return False
+
+
 def live_command(ctx: Any, expression: str | None, file: Path | None, o: dict[str, Any]) -> str | None:
     """Run the app on a terminal; return the command line `c` asked for (printed after the screen is gone)."""
     session = live_session(ctx, expression, file, o)
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if not on_terminal():
         raise UsageError(
             "vjp live is a full-screen view and needs a terminal (stdin and stdout); this one is a pipe or a file.",
             hint="vjp run with the same arguments prints the same numbers.",

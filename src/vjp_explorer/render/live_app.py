@@ -71,6 +71,7 @@ class LiveApp(App[str | None]):
     AUTO_FOCUS = None  # keys act on the view; v takes the keyboard only when asked (v)
     BINDINGS = [
         Binding("v", "focus_v", "edit v"),
+        Binding("e", "events", "events", show=False),
         Binding("b", "basis", "e0,e1,…"),
         Binding("1", "ones", "ones"),
         Binding("r", "random", "random"),
@@ -215,6 +216,10 @@ class LiveApp(App[str | None]):
 
     def action_focus_v(self) -> None:
         self.query_one("#v", Input).focus()
+
+    def action_events(self) -> None:
+        if self.session.kind == "snippet":
+            self.query_one("#events", ListView).focus()
 
     def action_leave(self) -> None:
         self.query_one("#loss", Input).display = False

@@ -66,15 +66,15 @@ def v_entry(frame: Frame) -> str:
 
 
 def _blocks(jac, m: int, n: int, rows: int, cols: int):
+    """Per cell of the map, the entry largest in size of its block (nan where the block holds one), and the
+    block's sides. Two passes over J (a maximum and a minimum per block), whatever its size."""
     import numpy as np
 
-    b = max(-(-m // rows), -(-n // cols))
+    b = max(-(-m // rows), -(-n // cols))  # entries per side of a cell: square blocks keep a diagonal one
     bm, bn = min(b, m), min(b, n)
-    r, c = -(-m // bm), -(-n // bn)
-    pad = np.zeros((r * bm, c * bn))
-    pad[:m, :n] = np.nan_to_num(jac, nan=np.inf)
-    cells = pad.reshape(r, bm, c, bn).transpose(0, 2, 1, 3).reshape(r, c, bm * bn)
-    hi, lo = cells.max(axis=2), cells.min(axis=2)
+    r0, c0 = np.arange(0, m, bm), np.arange(0, n, bn)
+    hi = np.maximum.reduceat(np.maximum.reduceat(jac, r0, axis=0), c0, axis=1)
+    lo = np.minimum.reduceat(np.minimum.reduceat(jac, r0, axis=0), c0, axis=1)
     return np.where(np.abs(hi) >= np.abs(lo), hi, lo), bm, bn
 
 
@@ -101,7 +101,7 @@ def jacobian_map(frame: Frame, selected: tuple[str, int] | None = None) -> Rende
     for lf in frame.leaves:
         assert lf.jacobian is not None
         grid, bm, bn = _blocks(lf.jacobian, m, lf.numel, MAP_ROWS, per)
-        finite = np.abs(lf.jacobian[np.isfinite(lf.jacobian)])
+        finite = np.abs(grid[np.isfinite(grid)])  # the largest entries of the blocks: max |J| but where nan
         blocks.append((lf, grid, bm, bn, float(finite.max()) if finite.size else 0.0))
     bm = blocks[0][2] if blocks else 1
     rows = blocks[0][1].shape[0] if blocks else 0

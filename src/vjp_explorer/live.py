@@ -109,15 +109,17 @@ def ledger(frame: Frame, leaf: str, j: int) -> LedgerEntry:
     lf = frame.leaf(leaf)
     if lf.jacobian is None:
         raise ValueError("J is not materialised")
-    terms: list[Term] = []
     column = lf.jacobian[:, j]
-    for i in map(int, np.flatnonzero((frame.v != 0) & (column != 0))):
-        d = lf.exact.get((i, j), float(column[i]))
-        f = lf.formulas.get((i, j))
-        if f is not None and any(op in f for op in "+-") and not f.startswith("-"):
-            f = f"({f})"  # v[i] × (a + b), not v[i] × a + b
-        y = element_label(frame.out_name, frame.out_shape, i)
-        terms.append(Term(i, y, float(frame.v[i]), d, f, float(frame.v[i]) * d * frame.calls, 0.0))
+    rows = np.flatnonzero((frame.v != 0) & (column != 0))
+    d = column[rows]
+    if lf.exact:  # sympy's values where it gave them
+        d = np.array([lf.exact.get((i, j), x) for i, x in zip(rows.tolist(), d.tolist(), strict=True)])
+    values = frame.v[rows] * d * frame.calls
+    out, shape = frame.out_name, frame.out_shape
+    terms = [
+        Term(i, element_label(out, shape, i), v_i, d_i, _parenthesised(lf.formulas.get((i, j))), value, 0.0)
+        for i, v_i, d_i, value in zip(rows.tolist(), frame.v[rows].tolist(), d.tolist(), values.tolist(), strict=True)
+    ]
     zero = frame.m - len(terms)
     total = math.fsum(abs(t.value) for t in terms if math.isfinite(t.value))
     for t in terms:
@@ -127,6 +129,11 @@ def ledger(frame: Frame, leaf: str, j: int) -> LedgerEntry:
     dominant = max(terms, key=lambda t: abs(t.value) if math.isfinite(t.value) else math.inf).i if terms else None
     grad = float(lf.grad[j]) if lf.grad is not None else s
     return LedgerEntry(leaf, element_label(leaf, lf.shape, j), j, grad, s, terms, zero, dominant)
+
+
+def _parenthesised(f: str | None) -> str | None:
+    """v[i] × (a + b), not v[i] × a + b."""
+    return f"({f})" if f is not None and any(op in f.lstrip("-") for op in "+-") else f
 
 
 def parse_v(text: str, frame: Frame) -> np.ndarray:

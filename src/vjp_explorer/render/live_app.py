@@ -96,6 +96,7 @@ class LiveApp(App[str | None]):
         self.digits = digits or (10 if session.frame.dtype == "float64" else 6)
         self.selected: tuple[str, int] | None = None
         self._lock = threading.Lock()
+        self._drawn: dict[str, Any] = {}
         self._select_first()
 
     # layout
@@ -129,20 +130,29 @@ class LiveApp(App[str | None]):
             self.set_focus(None)
 
     def show(self) -> None:
-        """Draw the session's current frame."""
+        """Draw the session's current frame; a part whose inputs did not change is left as it is (a new v
+        leaves J's map alone unless the row it picks moves: Textual lays out whatever is updated)."""
         f = self.session.frame
-        self.query_one("#header", Static).update(L.header(f))
+        sel = self.selected
         entry = self.query_one("#v", Input)
         if not entry.has_focus:
             entry.value = L.v_entry(f)
         entry.disabled = f.readonly is not None
-        self.query_one("#vlabel", Static).update(L.v_label(f, self.digits))
-        self.query_one("#jmap", Static).update(L.jacobian_map(f, self.selected))
-        self.query_one("#grads", Static).update(L.grads_table(f, self.selected, self.digits))
-        self.query_one("#legend", Static).update(L.map_legend(f))
-        ledger = L.ledger_view(f, *self.selected, self.digits) if self.selected else ""
-        self.query_one("#ledger", Static).update(ledger)
-        self.query_one("#checks", Static).update(L.checks_view(f))
+        self._put("header", (f.title, f.readonly, f.dtype), lambda: L.header(f))
+        self._put("vlabel", (f.v_label, f.m), lambda: L.v_label(f, self.digits))
+        jacs = tuple(id(lf.jacobian) for lf in f.leaves)
+        self._put("jmap", (jacs, f.one_hot, sel), lambda: L.jacobian_map(f, sel))
+        self._put("grads", None, lambda: L.grads_table(f, sel, self.digits))
+        self._put("legend", (f.out_name, f.one_hot), lambda: L.map_legend(f))
+        self._put("ledger", None, lambda: L.ledger_view(f, *sel, self.digits) if sel else "")
+        self._put("checks", (f.checks, f.checks_note, f.pending), lambda: L.checks_view(f))
+
+    def _put(self, name: str, key: Any, make: Any) -> None:
+        """Update the widget #name unless its key is the one it was drawn with (None: always)."""
+        if key is not None and self._drawn.get(name) == key:
+            return
+        self._drawn[name] = key
+        self.query_one(f"#{name}", Static).update(make())
 
     def _select_first(self) -> None:
         f = self.session.frame
@@ -161,7 +171,7 @@ class LiveApp(App[str | None]):
         if self.session.frame.pending:
             self.recompute(v, label)
 
-    @work(thread=True, group="backward")
+    @work(thread=True, group="backward", description="backward(v) through the pipeline")  # not repr(v)
     def recompute(self, v: np.ndarray, label: str) -> None:
         with self._lock:  # one pipeline run at a time; a v already replaced is not run
             if not np.array_equal(v, self.session.frame.v):
@@ -196,7 +206,7 @@ class LiveApp(App[str | None]):
             self.set_focus(None)
             self.upstream(event.value)
 
-    @work(thread=True, group="upstream")
+    @work(thread=True, group="upstream", description="v from a loss")
     def upstream(self, loss: str) -> None:
         try:
             with self._lock:

@@ -389,3 +389,30 @@ def test_bad_input_is_one_paragraph_and_exit_2(vjp, args, words):
     r = vjp("live", *args)
     assert r.exit_code == 2, r.stdout + r.stderr
     assert r.stderr.startswith("error: ") and words in r.stderr
+
+
+def test_a_big_j_is_drawn_in_blocks_with_its_nan_marked():
+    import io
+
+    from rich.console import Console
+
+    from vjp_explorer.live import Frame, LeafFrame
+    from vjp_explorer.render import live_view
+
+    n = 100
+    jac = np.diag(np.arange(1.0, n + 1))  # elementwise: the blocks on the diagonal only
+    jac[90, 90] = np.nan
+    leaf = LeafFrame("x", (n,), np.zeros(n), None, None, jac, "diagonal")
+    v = np.zeros(n)
+    v[95] = 1.0
+    frame = Frame("f(x)", "y", (n,), np.zeros(n), v, "e95", (leaf,), (), "", "J")
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    console.print(live_view.jacobian_map(frame, ("x", 3)))
+    lines = console.file.getvalue().splitlines()
+    rows = [line for line in lines if "│" in line]
+    assert len(rows) == -(-n // 9) == 12  # 9 x 9 entries a cell: 100 rows in 12
+    assert rows[10].startswith("▶") and "!!" in rows[10]  # the nan's block (rows 90-98), the row e95 picks
+    assert rows[0].count("·") == 2 * 11 and "█" in rows[-1]  # 11 off-diagonal blocks, 0 exactly: shown as ·
+    grid, bm, bn = live_view._blocks(jac, n, n, 12, 36)
+    assert live_view._blocks(jac, n, n, 12, 36)[0] is grid  # the same J: its map is reused
+    assert live_view._blocks(jac.copy(), n, n, 12, 36)[0] is not grid

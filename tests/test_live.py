@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import html
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -416,3 +417,42 @@ def test_a_big_j_is_drawn_in_blocks_with_its_nan_marked():
     grid, bm, bn = live_view._blocks(jac, n, n, 12, 36)
     assert live_view._blocks(jac, n, n, 12, 36)[0] is grid  # the same J: its map is reused
     assert live_view._blocks(jac.copy(), n, n, 12, 36)[0] is not grid
+
+
+def test_s_saves_the_screen_as_svg_and_the_keys_page_opens(tmp_path, monkeypatch):
+    from vjp_explorer.render.live_app import LiveApp
+
+    monkeypatch.chdir(tmp_path)
+    pages = []
+
+    async def script(pilot):
+        await pilot.press("s", "s")  # a second save keeps the first
+        await pilot.press("question_mark")
+        pages.append(page_text(pilot.app))
+        await pilot.press("escape")
+
+    drive(LiveApp(session()), (80, 24), script)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vjp-live-1.svg", "vjp-live.svg"]
+    svg = (tmp_path / "vjp-live.svg").read_text()
+    assert svg.lstrip().startswith("<svg") and "ledger" in html.unescape(svg).replace("\xa0", " ")
+    assert re.search(r"b +v = e0, e1, \.\.\.: one row of J at a time", pages[0])
+    assert re.search(r"c +quit and print the vjp run command", pages[0])
+
+
+def test_an_expression_file_opens_and_c_names_it(vjp, monkeypatch):
+    from vjp_explorer import cli_live
+    from vjp_explorer.render.live_app import LiveApp
+
+    async def keys(app):
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("b")
+            await settle(pilot)
+            await pilot.press("c")
+        return app.return_value
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])  # the file, named as a user in the clone names it
+    monkeypatch.setattr(cli_live, "on_terminal", lambda: True)
+    monkeypatch.setattr(LiveApp, "run", lambda app: asyncio.run(keys(app)))
+    r = vjp("live", "--file", "expressions/seed_3vector.toml")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.strip() == "vjp run --file expressions/seed_3vector.toml --grad 1,0,0"

@@ -320,6 +320,10 @@ def test_a_snippets_events_are_listed_and_each_reweighed_from_j(two_calls):
     for leaf, diag in DIAG.items():
         np.testing.assert_allclose(g0[leaf], np.where(np.arange(3) == 0, diag, 0.0), rtol=1e-6)
     assert "recorded v only" in note and "v = e0: Jᵀv is row y[0] of J" in text
+    session = SnippetSession(two_calls, ["two_calls.py"])
+    assert session.command_line() == "vjp run two_calls.py"
+    session.set_v(np.array([0.0, 1.0, 0.0]), "e1")
+    assert session.command_line().splitlines()[1].startswith("# call #1 with v = 0,1,0: write that v")
     second, text = seen["second"]
     assert second.out_shape == () and second.m == 1
     np.testing.assert_allclose(second.leaf("a").grad, B)  # ∂(Σ a·b)/∂a = b

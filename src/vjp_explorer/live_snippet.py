@@ -110,4 +110,12 @@ class SnippetSession:
         return False
 
     def command_line(self) -> str:
-        return shlex.join(["vjp", "run", *[a for a in self.argv if a != "--graph"]])
+        """`vjp run FILE.py`; a snippet takes no --grad, so a v changed here is told on a comment line."""
+        from .live import v_text
+
+        line = shlex.join(["vjp", "run", *[a for a in self.argv if a != "--graph"]])
+        f, recorded = self.frame, self.recorded[self.k]
+        if not np.array_equal(f.v, recorded.v):
+            v = v_text(f.v, f.out_shape, f.dtype)
+            line += f"\n# call #{self.k + 1} with v = {v}: write that v in the snippet's call ({f.title})"
+        return line

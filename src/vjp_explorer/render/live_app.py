@@ -82,6 +82,8 @@ class LiveApp(App[str | None]):
         Binding("question_mark", "keys", "keys"),
         Binding("q", "quit_live", "quit"),
         Binding("escape", "leave", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
         Binding("up", "move(-1)", show=False),
         Binding("down", "move(1)", show=False),
         Binding("left", "leaf(-1)", show=False),
@@ -109,6 +111,7 @@ class LiveApp(App[str | None]):
                 yield Input(id="v", placeholder="numbers of the output's shape, e.g. 0.1, 1, 0.0001")
                 yield Static(id="vlabel")
             yield Input(id="loss", placeholder="a loss written in the output, e.g. sum(y**2); Enter applies")
+            yield Static(id="verdict")
         with Horizontal():
             if self.session.kind == "snippet":
                 items = [ListItem(Label(_event_title(f))) for f in self.session.frames]
@@ -146,6 +149,7 @@ class LiveApp(App[str | None]):
         self._put("legend", (f.out_name, f.one_hot), lambda: L.map_legend(f))
         self._put("ledger", None, lambda: L.ledger_view(f, *sel, self.digits) if sel else "")
         self._put("checks", (f.checks, f.checks_note, f.pending), lambda: L.checks_view(f))
+        self._put("verdict", (f.checks, f.checks_note, f.pending), lambda: L.verdict_line(f))
 
     def _put(self, name: str, key: Any, make: Any) -> None:
         """Update the widget #name unless its key is the one it was drawn with (None: always)."""
@@ -269,6 +273,10 @@ class LiveApp(App[str | None]):
         k = (names.index(self.selected[0]) + step) % len(names)
         self.selected = (names[k], 0)
         self.show()
+
+    def action_page(self, step: int) -> None:
+        main = self.query_one("#main", VerticalScroll)
+        main.scroll_page_down() if step > 0 else main.scroll_page_up()
 
     def action_graph(self) -> None:
         self.push_screen(TextScreen(L.graph_view(self.session.frame), "graph"))

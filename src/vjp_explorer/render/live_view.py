@@ -35,6 +35,7 @@ KEYS = [
     ("e, Esc", "a snippet: into its list of events, and out of it (to the elements)"),
     ("← →", "the previous or next leaf"),
     ("g", "the backward graph, with each node's cotangent"),
+    ("PgUp PgDn", "scroll the view (the checks are at the bottom)"),
     ("s", "save the view as SVG"),
     ("c", "quit and print the vjp run command of this state"),
     ("?", "these keys"),
@@ -238,6 +239,22 @@ def checks_view(frame: Frame) -> RenderableType:
     if frame.pending:
         note.append(" …", style="yellow")
     return Group(Text("checks", style="bold underline"), t, note)
+
+
+def verdict_line(frame: Frame) -> Text:
+    """The checks in one line that stays on screen: how many agree, which disagree, and for which v."""
+    t = Text("checks ", style="bold")
+    if not frame.checks:
+        return t.append("none ran", style="dim")
+    for status in ("disagree", "inconclusive", "agree", "skipped"):
+        names = [c.name for c in frame.checks if c.status == status]
+        if not names:
+            continue
+        shown = f"{len(names)} {status}" + (f" ({', '.join(names)})" if status in ("disagree", "inconclusive") else "")
+        t.append(shown + "  ", style=STATUS_STYLE.get(status, ""))
+    when = {"ran with this v": "with this v"}.get(frame.checks_note, frame.checks_note.split(";")[0])
+    t.append(f"· {when}" + (" …" if frame.pending else ""), style="dim")
+    return t
 
 
 def graph_view(frame: Frame) -> RenderableType:

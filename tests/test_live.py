@@ -461,3 +461,27 @@ def test_an_expression_file_opens_and_c_names_it(vjp, monkeypatch):
     r = vjp("live", "--file", "expressions/seed_3vector.toml")
     assert r.exit_code == 0, r.stderr
     assert r.stdout.strip() == "vjp run --file expressions/seed_3vector.toml --grad 1,0,0"
+
+
+def test_backward_calls_accumulate_in_the_quick_answer_as_in_the_real_one():
+    from vjp_explorer.render.live_app import LiveApp
+
+    seen = []
+
+    async def script(pilot):
+        await pilot.press("b")
+        seen.append({lf.name: (lf.grad.copy(), lf.jtv.copy()) for lf in pilot.app.session.frame.leaves})
+        await settle(pilot)
+        seen.append({lf.name: (lf.grad.copy(), lf.jtv.copy()) for lf in pilot.app.session.frame.leaves})
+        await pilot.press("right", "down")
+        seen.append(screen_text(pilot.app))
+
+    drive(LiveApp(session(backward_calls=2)), (100, 40), script)
+    quick, real, text = seen
+    for leaf, diag in DIAG.items():
+        row = 2 * np.where(np.arange(3) == 0, diag, 0.0)  # two calls: .grad holds 2 x row 0 of J
+        for grad, jtv in (quick[leaf], real[leaf]):
+            np.testing.assert_allclose(grad, row, rtol=1e-6)
+            np.testing.assert_allclose(jtv, row, rtol=1e-6)
+    assert "2 calls: 2× one call" in text
+    assert "Σ = 0; 3 zero term(s) left out" in text  # b[1] under e0: no term

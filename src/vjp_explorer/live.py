@@ -29,7 +29,7 @@ class LeafFrame:
     shape: tuple[int, ...]
     value: np.ndarray  # flat, float64
     grad: np.ndarray | None  # what backward(v) leaves in .grad (flat)
-    jtv: np.ndarray | None  # Jᵀv from J (flat)
+    jtv: np.ndarray | None  # Jᵀv from J (flat), times the backward calls (as .grad holds it, as vjp run shows it)
     jacobian: np.ndarray | None  # m x n, None where not materialised
     structure: str = "dense"
     formulas: dict[tuple[int, int], str] = field(default_factory=dict)  # sympy's ∂y[i]/∂x[j]
@@ -98,8 +98,8 @@ def reweigh(frame: Frame, v: np.ndarray, label: str) -> Frame:
         assert lf.jacobian is not None
         # einsum's own loop, not BLAS: OpenBLAS's threads spin after a product and took ~90 ms of CPU from
         # the view per change at 10^6 entries on 2 cores (bench/live.py); one pass over J is as fast
-        jtv = np.einsum("ij,i->j", lf.jacobian, v)
-        leaves.append(replace(lf, jtv=jtv, grad=jtv * frame.calls))
+        jtv = np.einsum("ij,i->j", lf.jacobian, v) * frame.calls  # as many times as backward ran, as vjp run
+        leaves.append(replace(lf, jtv=jtv, grad=jtv))
     return replace(frame, v=v, v_label=label, leaves=tuple(leaves), grad_from="J")
 
 

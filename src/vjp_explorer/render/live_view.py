@@ -173,7 +173,9 @@ def grads_table(frame: Frame, selected: tuple[str, int] | None, digits: int = 6)
     """Per leaf element: its value, the .grad backward(v) leaves and Jᵀv from J; the selected row reversed."""
     source = ".grad: what backward(v) left" if frame.grad_from == "backward" else ".grad = Jᵀv from J (no backward)"
     t = Table(show_edge=False, pad_edge=False, header_style="bold", box=None, padding=(0, 1), title_justify="left")
-    t.title = Text(source + (f", {frame.calls} calls" if frame.calls > 1 else ""), style="bold underline")
+    t.title = Text(source, style="bold underline")
+    if frame.calls > 1:
+        t.caption, t.caption_justify = f"{frame.calls} calls: {frame.calls}× one call", "left"
     t.add_column("x[j]", no_wrap=True)
     t.add_column("value", justify="right", no_wrap=True)
     t.add_column(".grad", justify="right", no_wrap=True)

@@ -485,3 +485,21 @@ def test_backward_calls_accumulate_in_the_quick_answer_as_in_the_real_one():
             np.testing.assert_allclose(jtv, row, rtol=1e-6)
     assert "2 calls: 2× one call" in text
     assert "Σ = 0; 3 zero term(s) left out" in text  # b[1] under e0: no term
+
+
+def test_color_never_makes_the_view_monochrome(vjp, monkeypatch):
+    from vjp_explorer import cli_live
+    from vjp_explorer.render.live_app import LiveApp
+
+    monkeypatch.delenv("NO_COLOR")
+    seen = []
+
+    async def keys(app):
+        seen.append(app.no_color)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("q")
+
+    monkeypatch.setattr(cli_live, "on_terminal", lambda: True)
+    monkeypatch.setattr(LiveApp, "run", lambda app: asyncio.run(keys(app)))
+    assert vjp("live", *ARGV, "--grad", "ones", "--color", "never").exit_code == 0
+    assert seen == [True]

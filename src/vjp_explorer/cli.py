@@ -270,7 +270,6 @@ def live(ctx: typer.Context, **o: Any) -> None:
     Takes the arguments of 'run' (a program, --file, or a snippet FILE.py); keys: ? in the app.
     """
     expression, file = o.pop("expression"), o.pop("file")
-    o.pop("color", None)
     try:
         check_settings(o)
         from .cli_live import live_command

@@ -6,6 +6,7 @@ the app (render/live_app.py, the only importer of textual) is imported only here
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,8 @@ def live_command(ctx: Any, expression: str | None, file: Path | None, o: dict[st
             "vjp live is a full-screen view and needs a terminal (stdin and stdout); this one is a pipe or a file.",
             hint="vjp run with the same arguments prints the same numbers.",
         )
+    if o.get("color") == "never":  # Textual's own switch: a monochrome view, as NO_COLOR asks
+        os.environ["NO_COLOR"] = "1"
     from .render.live_app import LiveApp
 
     app = LiveApp(session, svg=o.get("svg"), seed=o.get("seed") or 0, digits=o.get("digits"))

@@ -1,7 +1,8 @@
-"""The independent route for snippets: plain Python with torch runs the same code, as a REPL would.
+"""The independent route for snippets: plain Python with torch runs the same code, as `python FILE.py` would
+(a REPL transcript as the REPL would).
 
-Test code only, on the project's own corpus: it runs each snippet with Python itself in a subprocess
-(statement by statement, bare expressions displaying their value), which the tool never does. All snippets
+Test code only, on the project's own corpus: it runs each snippet with Python itself in a subprocess, unconfined
+and without the tool's observation. All snippets
 of one call share one process, each with a fresh namespace, seed and print options.
 """
 
@@ -14,33 +15,30 @@ import textwrap
 
 _RUNNER = textwrap.dedent(
     """
-    import ast, contextlib, io, json, sys
-    import math
+    import ast, builtins, contextlib, io, json, random, sys
+    import numpy
     import torch
-    import torch as T
-    import torch.nn as nn
-    import torch.nn.functional as F
-    from torch import tensor
-    from torch.autograd import Variable, Function, grad
     jobs = json.loads(sys.stdin.read())
-    base = dict(globals())
     results = []
-    for src, seed in jobs:
+    for src, seed, repl in jobs:
         torch.set_printoptions(profile="default")
         torch.set_default_dtype(torch.float32)
         torch.set_grad_enabled(True)
         torch.manual_seed(seed)
-        ns = dict(base)
+        random.seed(seed)
+        numpy.random.seed(seed)
+        ns = {"__name__": "__main__", "__builtins__": builtins}
         buf = io.StringIO()
         err = None
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
             try:
-                for node in ast.parse(src).body:
-                    if isinstance(node, ast.Expr):
-                        code = compile(ast.Interactive([node]), "<snippet>", "single")
-                    else:
-                        code = compile(ast.Module([node], []), "<snippet>", "exec")
-                    exec(code, ns)
+                if repl:  # the REPL: statement by statement, a bare expression displays its value
+                    for node in ast.parse(src).body:
+                        mode = "single" if isinstance(node, ast.Expr) else "exec"
+                        tree = ast.Interactive([node]) if mode == "single" else ast.Module([node], [])
+                        exec(compile(tree, "<stdin>", mode), ns)
+                else:  # python FILE.py: the whole module, a bare expression prints nothing
+                    exec(compile(src, "snippet.py", "exec"), ns)
             except BaseException as e:
                 msg = str(e).strip().splitlines()
                 err = {"type": type(e).__name__, "message": msg[0] if msg else ""}
@@ -50,17 +48,21 @@ _RUNNER = textwrap.dedent(
 )
 
 
+def is_transcript(text: str) -> bool:
+    return any(line.startswith(">>>") for line in text.splitlines())
+
+
 def code_of(text: str) -> str:
     """A REPL transcript keeps its `>>> `/`... ` lines; anything else is code as it stands."""
     lines = text.splitlines()
-    if not any(line.startswith(">>>") for line in lines):
+    if not is_transcript(text):
         return text
     return "\n".join(line[4:] for line in lines if line.startswith((">>> ", "... ")) or line in (">>>", "...")) + "\n"
 
 
 def plain_python(texts: list[str], seed: int = 0) -> list[dict]:
     """For each snippet: what plain Python with torch prints, and the exception it stops at (or None)."""
-    jobs = json.dumps([[code_of(t), seed] for t in texts])
+    jobs = json.dumps([[code_of(t), seed, is_transcript(t)] for t in texts])
     proc = subprocess.run([sys.executable, "-c", _RUNNER], input=jobs, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)

@@ -389,6 +389,7 @@ def test_the_command_line_runs_the_app_and_c_reproduces_its_state(vjp, monkeypat
         ([*ARGV, "--grad", "ones"], "needs a terminal"),
         (["3*a^2", "--a", "1,2", "--grad", "ones"], "'^' is bitwise xor"),
         (["seed000_ex1", "--grad", "ones"], "--grad does not apply to a snippet"),
+        ([*ARGV, "--grad", "ones", "--trust"], "--trust applies to a snippet"),
     ],
 )
 def test_bad_input_is_one_paragraph_and_exit_2(vjp, args, words):

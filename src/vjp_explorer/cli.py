@@ -17,6 +17,7 @@ import typer
 from typer.core import TyperCommand
 
 from .cli_options import (
+    AllowReadOpt,
     CallsOpt,
     CheckJsonOpt,
     ColorOpt,
@@ -44,6 +45,7 @@ from .cli_options import (
     SnippetOpt,
     SvgOpt,
     SymOpt,
+    TrustOpt,
     UpstreamOpt,
     VarOpt,
     VerboseOpt,
@@ -171,6 +173,11 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
             raise fail(e, debug) from None
         raise typer.Exit(code)
     o.pop("snippet", None)
+    for key, flag in (("trust", "--trust"), ("allow_read", "--allow-read")):
+        if o.pop(key, None):
+            raise fail(
+                UsageError(f"{flag} applies to a snippet (a .py file or --snippet); a program runs no code."), debug
+            )
     save = o.pop("save", None)
     o["grad"] = list(o["grad"]) if o.get("grad") else None  # repeatable: none given reads as None
     graph, dot = o.pop("graph", False), o.pop("dot", None)
@@ -251,6 +258,8 @@ def run(
     svg: SvgOpt = None,
     html: HtmlOpt = None,
     save: SaveOpt = None,
+    trust: TrustOpt = False,
+    allow_read: AllowReadOpt = None,
     color: ColorOpt = "auto",
 ) -> None:
     """Run y.backward(v) for real and show .grad, the Jacobian J, Jᵀv from J, and sympy's check side by side.
@@ -331,6 +340,8 @@ def explain_cmd(
     svg: SvgOpt = None,
     html: HtmlOpt = None,
     save: SaveOpt = None,
+    trust: TrustOpt = False,
+    allow_read: AllowReadOpt = None,
     color: ColorOpt = "auto",
 ) -> None:
     """Explain backward(v) for a program: shapes, the symbolic Jacobian, and each grad term by term.

@@ -35,7 +35,10 @@ def live_session(ctx: Any, expression: str | None, file: Path | None, o: dict[st
         from .snippet_cli import snippet_result
 
         return SnippetSession(snippet_result(ctx, expression, o), argv)
-    o = {k: v for k, v in o.items() if k not in ("snippet", "save", "graph", "dot", "latex")}
+    for key, flag in (("trust", "--trust"), ("allow_read", "--allow-read")):
+        if o.get(key):
+            raise UsageError(f"{flag} applies to a snippet (a .py file or --snippet); a program runs no code.")
+    o = {k: v for k, v in o.items() if k not in ("snippet", "save", "graph", "dot", "latex", "trust", "allow_read")}
     o["grad"] = list(o["grad"]) if o.get("grad") else None
     if o["digits"] is not None and not 1 <= o["digits"] <= 17:
         raise UsageError(f"--digits must be between 1 and 17, not {o['digits']}.")

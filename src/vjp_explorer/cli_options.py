@@ -285,3 +285,19 @@ ColorOpt = Annotated[
         is_eager=True,
     ),
 ]
+TrustOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trust",
+        help="Run a snippet unconfined, with your own rights (files, network, GPU), as python FILE.py would. "
+        "Only for code you trust.",
+    ),
+]
+AllowReadOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--allow-read",
+        metavar="DIR",
+        help="Let a confined snippet read this folder (repeatable), e.g. --allow-read data/.",
+    ),
+]

@@ -32,10 +32,6 @@ class Limits:
     symbolic_seconds: float = 10.0  # wall-clock budget of the sympy check
     snippet_chars: int = 200_000  # length of a snippet's text
     snippet_nodes: int = 50_000  # syntax nodes of a snippet
-    snippet_depth: int = 100  # nesting depth of a snippet's syntax
-    snippet_steps: int = 200_000  # statements, calls and loop iterations a snippet executes
-    snippet_call_depth: int = 40  # nesting of the snippet's own function calls
-    snippet_elements: int = 200_000_000  # tensor elements a snippet creates, all together
     snippet_output_chars: int = 2_000_000  # characters a snippet prints
     snippet_seconds: float = 60.0  # wall-clock budget of a whole snippet
     # the confined child (confined/): enforced by the kernel (rlimits) and the parent's clock
@@ -43,7 +39,6 @@ class Limits:
     snippet_cpu_seconds: int = 600  # CPU time of the snippet's process, all its threads together (RLIMIT_CPU)
     snippet_file_bytes: int = 1_000_000_000  # size one file in the scratch folder may grow to (RLIMIT_FSIZE)
     snippet_open_files: int = 256  # file descriptors the snippet's process may hold at once (RLIMIT_NOFILE)
-    snippet_backward_calls: int = 2_000  # backward/grad calls of a snippet
     snippet_explained_calls: int = 50  # backward/grad calls explained in full (Jacobian and checks)
     snippet_jacobian_rows: int = 128  # output elements of an event's explicit Jacobian (one-hot v, batched)
     finite_difference_evals: int = 200  # program evaluations for the full finite-difference Jacobian

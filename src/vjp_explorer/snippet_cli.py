@@ -79,7 +79,15 @@ def snippet_result(ctx: Any, expression: str | None, o: dict[str, Any], graph: b
     text, label = _read(expression, o.get("snippet"), limits.snippet_chars)
     from .snippet import run_snippet
 
-    return run_snippet(text, label, seed=o.get("seed"), limits=limits, graph=graph)
+    return run_snippet(
+        text,
+        label,
+        seed=o.get("seed"),
+        limits=limits,
+        graph=graph,
+        allow_read=[str(p) for p in o.get("allow_read") or ()],
+        trust=bool(o.get("trust")),
+    )
 
 
 def _write_dot(path: Path, result: Any) -> None:

@@ -58,7 +58,7 @@ def main() -> int:
     if snippet.get("observe"):
         from .observe import observer_for  # imports torch: after the confinement, as a snippet's import would
 
-        observe = observer_for(send, snippet["filename"], snippet.get("seed"), int(snippet.get("explained", 50)))
+        observe = observer_for(send, snippet["filename"], snippet.get("seed"), dict(snippet.get("explain") or {}))
     runner.run(snippet["text"], send, filename=snippet["filename"], mode=snippet["mode"], observe=observe)
     return 0
 

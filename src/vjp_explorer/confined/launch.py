@@ -121,6 +121,7 @@ def run_confined(
     on_message: OnMessage | None = None,
     observe: bool = False,
     seed: int | None = None,
+    graph: bool = False,
 ) -> Outcome:
     """Run `text` in a fresh child process, confined unless `trust`, and say what happened.
 
@@ -144,7 +145,12 @@ def run_confined(
     try:
         session = _Session(limits, on_message)
         session.start(scratch, dirs, trust)
-        session.extra = {"observe": observe, "seed": seed, "explained": limits.snippet_explained_calls}
+        explain = {
+            "calls": limits.snippet_explained_calls,
+            "jacobian_rows": limits.snippet_jacobian_rows,
+            "graph": graph,
+        }
+        session.extra = {"observe": observe, "seed": seed, "explain": explain}
         return session.talk(text, mode, filename)
     finally:
         _remove(scratch)
@@ -166,7 +172,7 @@ class _Session:
         self.unavailable: str | None = None
         self.resource: str | None = None  # the limit the snippet's exception means, if it means one
         self.ready: dict[str, Any] | None = None  # the child's "ready": confined, the snippet sent
-        self.extra: dict[str, Any] = {}  # more for the snippet frame: observe, seed, explained
+        self.extra: dict[str, Any] = {}  # more for the snippet frame: observe, seed, explain
 
     def start(self, scratch: str, read_dirs: list[str], trust: bool) -> None:
         message_r, message_w = os.pipe()

@@ -13,13 +13,15 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import torch
 
 from ..engine.tolerance import tolerance
 from ..snippet.result import Check, Event, LeafGrad, TensorInfo, element_index
+from ..snippet.words import diagnose, event_notes
+from .nonfinite import NonfiniteWatch, custom_functions
 from .record import NotReplayable, Recorder, serial
 
 Send = Callable[[dict[str, Any]], None]
@@ -28,11 +30,16 @@ Send = Callable[[dict[str, Any]], None]
 class Observer:
     """Turns each autograd call of the snippet into an event dict, sent as it happens."""
 
-    def __init__(self, send: Send, filename: str, namespace: dict[str, Any], explained: int = 50) -> None:
+    def __init__(
+        self, send: Send, filename: str, namespace: dict[str, Any], explain: dict[str, Any] | None = None
+    ) -> None:
         self.send, self.filename, self.namespace = send, filename, namespace
         self.recorder = Recorder()
         self.count = 0
-        self.explained = explained  # events explained in full; later ones get the cheap checks only
+        explain = explain or {}
+        self.explained = int(explain.get("calls", 50))  # events explained in full; later ones get cheap checks
+        self.jacobian_rows = int(explain.get("jacobian_rows", JACOBIAN_ROWS))
+        self.graph = bool(explain.get("graph", False))
         self.depth = 0  # inside one of our wrappers: torch's own nested calls are not events
         self.real: dict[str, Any] = {}
 
@@ -105,16 +112,31 @@ class Observer:
         is_grad = qualname == "torch.autograd.grad"
         before = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
         line, source = self._where()
-        value = self._run(real, args, kwargs)
+        explain = self.count < self.explained
+        watch = NonfiniteWatch(outs) if explain else None
+        customs = custom_functions(outs) if explain else []
+        probe = self._graph_probe(outs) if explain and self.graph else None
+        for started in (watch, probe):
+            if started is not None:
+                started.start()
+        try:
+            value = self._run(real, args, kwargs)
+        finally:
+            diagnosis = watch.finish() if watch is not None else None
+            graph = probe.finish() if probe is not None else None
         after = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
         got = list(value) if is_grad else [_delta(b, a) for b, a in zip(before, after, strict=True)]
         self.count += 1
+
+        def keep(t: Any) -> Any:  # past the explained calls, only small tensors' values travel
+            return _values(t) if explain or t is None or t.numel() <= FOLDED_VALUES else None
+
         event = Event(
             index=self.count,
             line=line,
             source=source,
             call=qualname,
-            outputs=[_info(self.name_of(o, source), o) for o in outs],
+            outputs=[_info(self.name_of(o, source), o, explain) for o in outs],
             v=[_info("v", v) for v in v_used if isinstance(v, torch.Tensor)],
             v_origin="grad_outputs" if is_grad and given else "given" if given else "scalar default 1",
             retain_graph=bool(p.arguments.get("retain_graph") or p.arguments.get("create_graph")),
@@ -124,26 +146,68 @@ class Observer:
                     self.name_of(x),
                     list(x.shape),
                     _dtype(x),
-                    _values(x),
-                    _values(b),
-                    None if is_grad else _values(a),
-                    _values(g),
+                    keep(x),
+                    keep(b),
+                    None if is_grad else keep(a),
+                    keep(g),
+                    grad_norm=None if g is None else float(g.detach().to(torch.float64).norm()),
                 )
                 for x, b, a, g in zip(leaves, before, after, got, strict=True)
             ],
         )
+        event.graph = graph
+        nonfinite = any(isinstance(g, torch.Tensor) and not bool(torch.isfinite(g).all()) for g in got)
+        event.diagnosis = diagnosis if nonfinite else None
         if all(isinstance(v, torch.Tensor) for v in v_used) and leaves:
-            self._check(event, outs, v_used, leaves, got, before)
+            try:
+                self._check(event, outs, v_used, leaves, got, before, cheap=not explain)
+            except Exception as e:  # the tool's own failure is never the snippet's exception
+                why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
+                event.checks.append(Check("finite_difference", "skipped", _FD, reason=why))
+        diagnose(event, customs)
+        event.notes.extend(event_notes(event, before))
         self.send({"type": "event", "event": asdict(event)})
         if not event.retain_graph:
             self.recorder.forget(self.recorder.slice_for(outs, leaves))
         return value
 
+    def _graph_probe(self, outs: list[torch.Tensor]) -> Any:
+        """The backward graph with what each node received (engine/backward_graph.py), named by the snippet."""
+        from ..engine.backward_graph import GraphProbe
+
+        made = {}
+        for name, value in self.namespace.items():
+            if isinstance(value, torch.Tensor) and value.grad_fn is not None and not name.startswith("__"):
+                made.setdefault(id(value.grad_fn), name)
+
+        def describe(node: Any) -> dict[str, Any]:
+            leaf = getattr(node, "variable", None)
+            return {"leaf": None if leaf is None else self.name_of(leaf), "value_of": made.get(id(node))}
+
+        return GraphProbe(outs, describe)
+
+    def _routes(self, outs: list[torch.Tensor], vs: list[torch.Tensor], leaves: list[torch.Tensor], cheap: bool) -> Any:
+        """The replay and what the checks compare with: J, finite differences, term sizes, rounding."""
+        from ..engine.finite_diff import finite_differences_of
+
+        replay = self.recorder.replay(outs, leaves)
+        x0 = replay.leaf_values()
+        if any(x is None for x in x0):
+            raise NotReplayable("an input was not read by the recorded forward")
+        changed = self._changed(replay, leaves)
+        v = torch.cat([x.detach().reshape(-1).to(torch.float64) for x in vs])
+        jac = _jacobian(replay, x0) if v.numel() <= self.jacobian_rows and not cheap else None
+        fd = finite_differences_of(_flat(replay), x0, v, 1 if cheap else FD_EVALS)
+        terms = None if cheap else _term_sizes(replay, x0, v)
+        rounding = None if cheap else _forward_rounding(replay, x0, leaves, v)
+        return replay, x0, changed, v, jac, fd, terms, rounding
+
     def _run(self, real: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.depth += 1
         self.recorder.paused += 1  # backward's own operations are not the forward
         try:
-            return real(*args, **kwargs)
+            with _outside_the_log():  # nor pay the log's Python dispatch
+                return real(*args, **kwargs)
         finally:
             self.recorder.paused -= 1
             self.depth -= 1
@@ -198,20 +262,18 @@ class Observer:
         leaves: list[torch.Tensor],
         got: list[Any],
         before: list[Any],
+        cheap: bool = False,
     ) -> None:
+        """jtv and finite differences on the replay; `cheap` (past the explained calls): finite differences
+        along random directions only, a few evaluations of the replay."""
         self.recorder.paused += 1
         self.depth += 1  # the checks' own autograd calls are not the snippet's
         try:
-            replay = self.recorder.replay(outs, leaves)
-            x0 = replay.leaf_values()
-            if any(x is None for x in x0):
-                raise NotReplayable("an input was not read by the recorded forward")
-            changed = self._changed(replay, leaves)
-            v = torch.cat([x.detach().reshape(-1).to(torch.float64) for x in vs])
-            jac = _jacobian(replay, x0) if v.numel() <= 128 else None
-            fd = _fd_jacobian(replay, x0) if sum(x.numel() for x in x0) <= 100 else None
-        except NotReplayable as e:
-            event.checks.append(Check("finite_difference", "skipped", _FD, reason=str(e)))
+            with _outside_the_log():
+                replay, x0, changed, v, jac, fd, terms, rounding = self._routes(outs, vs, leaves, cheap)
+        except (NotReplayable, RuntimeError) as e:
+            why = str(e) if isinstance(e, NotReplayable) else f"the replay failed ({str(e).splitlines()[0][:200]})"
+            event.checks.append(Check("finite_difference", "skipped", _FD, reason=why))
             return
         finally:
             self.recorder.paused -= 1
@@ -222,24 +284,104 @@ class Observer:
                 "(through .data or an in-place write autograd cannot see): backward used the values it saved, "
                 "the replay the values the forward read."
             )
-        for name, J, compares in (("jtv", jac, _JTV), ("finite_difference", fd, _FD)):
-            if J is None:
-                why = "J has more than 128 rows" if name == "jtv" else "more than 100 input elements"
-                event.checks.append(Check(name, "skipped", compares, reason=why))
-                continue
-            refs = [Jk.T @ v for Jk in J]
-            scales = [Jk.abs().T @ v.abs() for Jk in J]
+        g64 = [
+            torch.zeros(x.numel(), dtype=torch.float64) if g is None else g.detach().reshape(-1).to(torch.float64)
+            for x, g in zip(leaves, got, strict=True)
+        ]
+        prior = [None if b is None else b.detach().reshape(-1).abs().to(torch.float64) for b in before]
+        sizes = [Jk.abs().T @ v.abs() for Jk in jac] if jac is not None else None
+        if terms is not None:  # the size of what backward added up: its rounding is at that size
+            sizes = terms if sizes is None else [torch.maximum(a, b) for a, b in zip(sizes, terms, strict=True)]
+        if jac is None:
+            why = f"J has more than {self.jacobian_rows} rows (--limit snippet_jacobian_rows=N)"
+            if cheap:
+                why = f"past the first {self.explained} calls, only cheap checks (--limit snippet_explained_calls=N)"
+            event.checks.append(Check("jtv", "skipped", _JTV, reason=why))
+        else:
+            refs = [Jk.T @ v for Jk in jac]
             for k, ref in enumerate(refs):
-                if name == "jtv":
-                    event.inputs[k].jtv = ref.reshape(leaves[k].shape).tolist()
-                    event.inputs[k].jacobian = J[k].tolist()
-                else:
-                    event.inputs[k].finite_difference = ref.reshape(leaves[k].shape).tolist()
-            event.checks.append(_compare(name, compares, event, leaves, got, refs, scales, before))
+                event.inputs[k].jtv = ref.reshape(leaves[k].shape).tolist()
+                event.inputs[k].jacobian = jac[k].tolist()
+            errs = list(rounding or [])
+            masks = [torch.zeros(r.shape, dtype=torch.bool) for r in refs]
+            event.checks.append(_compare("jtv", _JTV, event, leaves, g64, refs, errs, masks, sizes, prior))
+        if fd.method == "full":
+            refs = [fd.jtv[f"x{k}"].reshape(-1) for k in range(len(leaves))]
+            for k, ref in enumerate(refs):
+                shown = ref.clone()
+                shown[fd.left_out[f"x{k}"].reshape(-1)] = float("nan")
+                event.inputs[k].finite_difference = shown.reshape(leaves[k].shape).tolist()
+            errs = [fd.error[f"x{k}"].reshape(-1) + (rounding[k] if rounding else 0) for k in range(len(leaves))]
+            masks = [fd.left_out[f"x{k}"].reshape(-1) for k in range(len(leaves))]
+            check = _left_out(
+                event, _compare("finite_difference", _FD, event, leaves, g64, refs, errs, masks, sizes, prior), fd
+            )
+        else:
+            check = _directions(fd, leaves, g64)
+        event.checks.append(check)
 
 
+FOLDED_VALUES = 100  # past the explained calls, a tensor's values travel only up to this many elements
+JACOBIAN_ROWS = 128  # J of the replay for outputs up to this many elements (one autograd call per row)
+FD_EVALS = 401  # every column of J by finite differences up to 100 input elements, else random directions
 _JTV = "the call's grads vs Jᵀv from the Jacobian of the replayed forward (autograd of the replay, float64)"
 _FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
+_FD_DIR = "<u, the call's grads> vs (f(x + hu) - f(x - hu))/2h · v of the replayed forward, random u (float64)"
+
+
+def _outside_the_log() -> Any:
+    """The log's dispatch mode off the stack for a while: what runs now is not recorded, and runs at C speed."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    return _disable_current_modes()
+
+
+def _flat(replay: Any) -> Callable[..., torch.Tensor]:
+    """The replay as one function to one flat tensor: every output's elements in order."""
+
+    def f(*xs: torch.Tensor) -> torch.Tensor:
+        ys = [y.reshape(-1) for y in replay(*xs)]
+        return torch.cat(ys) if ys else torch.zeros(0, dtype=torch.float64)
+
+    return f
+
+
+def _forward_rounding(
+    replay: Any, x0: list[torch.Tensor], leaves: list[torch.Tensor], v: torch.Tensor
+) -> list[torch.Tensor]:
+    """Per input element, |Jᵀv of the replay in the forward's own dtypes − Jᵀv of it in float64|: how far the
+    forward's rounding alone moves the gradient (a float32 loss whose residuals cancel), allowed on top of
+    the tolerance. Both are autograd of the recorded ATen forward, never the snippet's own backward."""
+
+    def vjp(f: Any, xs: list[torch.Tensor]) -> list[torch.Tensor]:
+        with torch.enable_grad():
+            y = f(*xs)
+            if not y.requires_grad:
+                return [torch.zeros(x.numel(), dtype=torch.float64) for x in xs]
+            gs = torch.autograd.grad(y, xs, v.to(y.dtype), allow_unused=True)
+        return [
+            torch.zeros(x.numel(), dtype=torch.float64) if g is None else g.detach().reshape(-1).to(torch.float64)
+            for g, x in zip(gs, xs, strict=True)
+        ]
+
+    try:
+        wide = vjp(_flat(replay), [x.clone().requires_grad_() for x in x0])
+        own = [x.to(leaf.dtype).clone().requires_grad_() for x, leaf in zip(x0, leaves, strict=True)]
+        native = vjp(_flat(replay.in_native_dtypes()), own)
+        return [(a - b).abs().nan_to_num(0.0, 0.0, 0.0) for a, b in zip(native, wide, strict=True)]
+    except (RuntimeError, ValueError, TypeError, IndexError):
+        return [torch.zeros(x.numel(), dtype=torch.float64) for x in x0]
+
+
+def _term_sizes(replay: Any, x0: list[torch.Tensor], v: torch.Tensor) -> list[torch.Tensor] | None:
+    """Σ|terms| backward adds up per input element (engine/term_sizes.py), on the replay; None where the
+    replay cannot be run through autograd that way."""
+    from ..engine.term_sizes import term_sizes
+
+    try:
+        return [t.reshape(-1) for t in term_sizes(_flat(replay), x0, v)]
+    except (RuntimeError, ValueError, TypeError, IndexError):
+        return None
 
 
 def _jacobian(replay: Any, x0: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -260,54 +402,79 @@ def _jacobian(replay: Any, x0: list[torch.Tensor]) -> list[torch.Tensor]:
     ]
 
 
-def _fd_jacobian(replay: Any, x0: list[torch.Tensor]) -> list[torch.Tensor]:
-    """J by central differences, one column per input element: step h = cbrt(eps)·max(1, |x|)."""
-    out = []
-    for k, x in enumerate(x0):
-        cols = []
-        flat = x.reshape(-1)
-        for j in range(flat.numel()):
-            h = 6.055454e-06 * max(1.0, abs(float(flat[j])))
-            plus, minus = [t.clone() for t in x0], [t.clone() for t in x0]
-            plus[k].reshape(-1)[j] += h
-            minus[k].reshape(-1)[j] -= h
-            fp = torch.cat([y.reshape(-1).to(torch.float64) for y in replay(*plus)])
-            fm = torch.cat([y.reshape(-1).to(torch.float64) for y in replay(*minus)])
-            cols.append((fp - fm) / (2 * h))
-        out.append(torch.stack(cols, dim=1) if cols else torch.zeros(0, 0, dtype=torch.float64))
-    return out
-
-
 def _compare(
     name: str,
     compares: str,
     event: Event,
     leaves: list[torch.Tensor],
-    got: list[Any],
+    got: list[torch.Tensor],
     refs: list[torch.Tensor],
-    scales: list[torch.Tensor],
-    before: list[Any],
+    errs: list[torch.Tensor],
+    masks: list[torch.Tensor],
+    sizes: list[torch.Tensor] | None,
+    prior: list[Any],
 ) -> Check:
+    """Each grad element against its reference within the dtype's tolerance (engine/tolerance.py), scaled by
+    the size of the terms Jᵀv adds up (Σ|v·J| where J is known) and the grad it accumulated onto, plus three
+    times the reference's own error estimate; elements in `masks` are no reference and are left out."""
     worst, bad, tol = 0.0, [], ""
     for k, x in enumerate(leaves):
-        g = torch.zeros_like(refs[k]) if got[k] is None else got[k].detach().reshape(-1).to(torch.float64)
-        scale = scales[k] + (before[k].detach().reshape(-1).abs().to(torch.float64) if before[k] is not None else 0)
-        table = tolerance(x.dtype)  # the one table (engine/tolerance.py)
-        atol, rtol = table.atol, table.rtol
-        if name == "finite_difference":
-            atol = max(atol, 1e-7)  # the differences' own truncation and rounding, at h = cbrt(eps)
-            rtol = max(rtol, 1e-6)
-        tol = f"|Δ| <= {atol:g} + {rtol:g}·(Σ|v·J| + |.grad before|) ({_dtype(x)})"
-        diff = (g - refs[k]).abs()
-        both_nan = torch.isnan(g) & torch.isnan(refs[k])
-        over = ~both_nan & ~(diff <= atol + rtol * scale)
+        g, ref = got[k], refs[k]
+        scale = ref.abs() if sizes is None else torch.maximum(sizes[k], ref.abs())
+        if prior[k] is not None:
+            scale = scale + prior[k]
+        table = tolerance(x.dtype)  # the one table
+        tol = f"|Δ| <= {table.atol:g} + {table.rtol:g}·(Σ|v·J| + |.grad before|) + 3·(its error) ({_dtype(x)})"
+        diff = (g - ref).abs()
+        both_nan = torch.isnan(g) & torch.isnan(ref)
+        over = ~masks[k] & ~both_nan & ~(diff <= table.atol + table.rtol * scale + 3 * errs[k])
         for i in torch.nonzero(over).reshape(-1).tolist()[:10]:
             bad.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
-        finite = diff[torch.isfinite(diff)]
+        finite = diff[torch.isfinite(diff) & ~masks[k]]
         if finite.numel():
             worst = max(worst, float(finite.max()))
     reason = ("differs at " + ", ".join(bad)) if bad else None
     return Check(name, "disagree" if bad else "agree", compares, max_abs_diff=worst, tolerance=tol, reason=reason)
+
+
+def _left_out(event: Event, check: Check, fd: Any) -> Check:
+    """Name the elements finite differences are no reference at (a kink, an infinite derivative)."""
+    left: dict[str, list[str]] = {}
+    for key, causes in fd.causes.items():
+        k = int(key[1:])
+        for j, cause in causes.items():
+            left.setdefault(cause, []).append(f"{event.inputs[k].name}{element_index(event.inputs[k].shape, j)}")
+    if not left:
+        return check
+    parts = [
+        ", ".join(at[:6]) + (f" and {len(at) - 6} more" if len(at) > 6 else "") + f" ({c})" for c, at in left.items()
+    ]
+    text = "not a reference at " + "; at ".join(parts)
+    return replace(check, reason=f"{check.reason}; {text}" if check.reason else text)
+
+
+def _directions(fd: Any, leaves: list[torch.Tensor], got: list[torch.Tensor]) -> Check:
+    """<u, grads> against the differences along each random direction u (more than 100 input elements)."""
+    if not fd.directions:
+        return Check("finite_difference", "skipped", _FD_DIR, reason=f"no usable direction: {fd.kink_reason}")
+    table = tolerance(leaves[0].dtype)
+    worst, bad = 0.0, []
+    for k, ((ref, err, _), u) in enumerate(zip(fd.directions, fd.us, strict=True)):
+        products = [u[f"x{i}"].reshape(-1) * g for i, g in enumerate(got)]
+        dot = float(sum(float(p.sum()) for p in products))
+        size = float(sum(float(p.abs().sum()) for p in products))
+        diff = abs(dot - ref)
+        worst = max(worst, diff) if diff == diff else worst
+        if not diff <= table.atol + table.rtol * size + 3 * err:
+            bad.append(f"direction {k + 1}: <u, grads> = {dot:.6g}, finite differences {ref:.6g}")
+    return Check(
+        "finite_difference",
+        "disagree" if bad else "agree",
+        f"{_FD_DIR} ({len(fd.directions)} directions, {fd.evals} evaluations)",
+        max_abs_diff=worst,
+        tolerance=f"|Δ| <= {table.atol:g} + {table.rtol:g}·Σ|u·grad| + 3·(the differences' error)",
+        reason="; ".join(bad) or fd.kink_reason or None,
+    )
 
 
 def _arguments(qualname: str, p: dict[str, Any]) -> tuple[list[Any], list[Any], Any]:
@@ -362,11 +529,13 @@ def _values(t: Any) -> Any:
     return t.to(torch.float64).tolist() if t.is_floating_point() else t.tolist()
 
 
-def _info(name: str, t: torch.Tensor) -> TensorInfo:
-    return TensorInfo(name, list(t.shape), _dtype(t), _values(t))
+def _info(name: str, t: torch.Tensor, whole: bool = True) -> TensorInfo:
+    return TensorInfo(name, list(t.shape), _dtype(t), _values(t) if whole or t.numel() <= FOLDED_VALUES else None)
 
 
-def observer_for(send: Send, filename: str, seed: int | None, explained: int) -> Callable[[dict[str, Any]], Any]:
+def observer_for(
+    send: Send, filename: str, seed: int | None, explain: dict[str, Any]
+) -> Callable[[dict[str, Any]], Any]:
     """What the runner calls with the snippet's namespace: seeds the generators (with --seed), then observes."""
 
     def make(namespace: dict[str, Any]) -> Observer:
@@ -379,7 +548,7 @@ def observer_for(send: Send, filename: str, seed: int | None, explained: int) ->
                 import numpy
 
                 numpy.random.seed(seed % 2**32)
-        observer = Observer(send, filename, namespace, explained)
+        observer = Observer(send, filename, namespace, explain)
         observer.install()
         return observer
 

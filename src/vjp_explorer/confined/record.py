@@ -82,6 +82,12 @@ class Recorder(TorchDispatchMode):
         self.custom_depth = 0  # inside a custom autograd.Function's forward: grad is off, yet it is the function
         self.dropped = False  # the log overflowed: older forwards cannot be replayed
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """Torch would wrap __torch_dispatch__ in dynamo's `disable`, importing torch._dynamo (1.2 s) at the
+        snippet's first tensor operation; the log compiles nothing, so it is not wrapped."""
+        return False
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if self.paused:
@@ -95,6 +101,8 @@ class Recorder(TorchDispatchMode):
         out = func(*args, **kwargs)
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
         constant = (not torch.is_grad_enabled() and self.custom_depth == 0) or name in ("detach", "alias")
+        # a mask or an index (x > 0, argmax) has no derivative: autograd holds it fixed, and so does the replay
+        constant = constant or bool(outs) and not any(o.is_floating_point() or o.is_complex() for o in outs)
         # once the op returns, autograd bumps an in-place op's input (its result) and gives a view its base's
         # version counter: key the results as later operations will read them
         written = {serial(a) for a in tensors} if func._schema.is_mutable else set()
@@ -187,6 +195,16 @@ class Replay:
 
     def __init__(self, rec: Recorder, entries: list[Entry], outs: list[tuple[int, int]], leaves: list[int]) -> None:
         self.rec, self.entries, self.outs, self.leaves = rec, entries, outs, leaves
+        self.native = False  # True: in the dtypes the forward ran in (its rounding), not float64
+
+    def in_native_dtypes(self) -> Replay:
+        """The same replay in the forward's own dtypes: the size of its rounding, against the float64 one."""
+        other = Replay(self.rec, self.entries, self.outs, self.leaves)
+        other.native = True
+        return other
+
+    def _cast(self, t: torch.Tensor) -> torch.Tensor:
+        return t if self.native else _wide(t)
 
     def leaf_values(self) -> list[torch.Tensor]:
         """The leaves as the forward read them, in float64."""
@@ -220,7 +238,7 @@ class Replay:
         name = e.func.overloadpacket.__name__
         if e.constant or (e.random and name != "native_dropout"):
             for k, t in zip(e.outs, e.results, strict=True):
-                env[k] = _wide(t)
+                env[k] = self._cast(t)
             return
 
         def arg(a: Any) -> Any:
@@ -231,15 +249,15 @@ class Replay:
                     if a.key not in env:
                         raise NotReplayable(f"{name} reads a value the record does not hold")
                     return env[a.key]
-                return _wide(self.rec.copies[a.key]).clone()  # an in-place op must not change the copy
-            if isinstance(a, torch.dtype) and a in _FLOATS:
+                return self._cast(self.rec.copies[a.key]).clone()  # an in-place op must not change the copy
+            if isinstance(a, torch.dtype) and a in _FLOATS and not self.native:
                 return torch.float64
             return a
 
         args, kwargs = tree_map(arg, (e.args, e.kwargs))
         if name == "native_dropout":  # the recorded mask, not a new draw
             x, p = args[0], args[1]
-            mask = _wide(e.results[1])
+            mask = self._cast(e.results[1])
             res: Any = (x * mask / (1 - p) if p < 1 else x * 0, mask)
         else:
             try:

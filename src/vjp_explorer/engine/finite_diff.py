@@ -205,13 +205,24 @@ def finite_differences(
     return _directional(fn, x0, vf, k0, scale, seed)
 
 
-def _diff(fn: Function64, name: str, delta: Any) -> tuple[Any, tuple[list[Any], list[Any]]]:
-    """(f(x + delta) − f(x − delta)) flattened, and the kink signatures of both sides."""
+def _diff(fn: Function64, name: str, delta: Any) -> tuple[Any, Any, tuple[list[Any], list[Any]]]:
+    """(f(x + delta) − f(x − delta)) and (f(x + delta) + f(x − delta) − 2·f(x)) flattened, and the kink
+    signatures of both sides."""
     base = fn.env[name]
     hi, k_hi = fn({name: base + delta})
     lo, k_lo = fn({name: base - delta})
     # an output element that did not change differs by 0, even where it is infinite (1/x at 0: inf - inf)
-    return torch.where(hi == lo, 0.0, hi - lo).reshape(-1), (k_hi, k_lo)
+    bend = torch.where((hi == fn.f0) & (lo == fn.f0), 0.0, hi + lo - 2 * fn.f0)
+    return torch.where(hi == lo, 0.0, hi - lo).reshape(-1), bend.reshape(-1), (k_hi, k_lo)
+
+
+def _kinked(bends: list[Any], h: float, rounding: Any) -> bool:
+    """Whether the slopes right and left of the point differ, seen from the values alone (a function with no
+    kink signatures: a snippet's replay). (f(x+h) + f(x−h) − 2f(x))/h is h·f'' where f is smooth, so it halves
+    with h; at a kink it is the jump of the slope, the same at h and h/2."""
+    s_h, s_h2 = bends[0] / h, bends[1] / (h / 2)
+    jump = s_h.abs() > 64 * rounding
+    return bool((jump & ((s_h2 - s_h).abs() < 0.25 * s_h.abs())).any())
 
 
 def _full(
@@ -230,15 +241,16 @@ def _full(
         out_mask = torch.zeros(flat.numel(), dtype=torch.bool)
         for j in range(flat.numel()):
             h = STEP * max(abs(float(flat[j])), 1.0)
-            cols = []
+            cols, bends = [], []
             kinked = False
             for step in (h, h / 2):
                 delta = torch.zeros_like(flat)
                 delta[j] = step
-                d, (k_hi, k_lo) = _diff(fn, name, delta.reshape(x.shape))
+                d, bend, (k_hi, k_lo) = _diff(fn, name, delta.reshape(x.shape))
                 res.evals += 2
                 kinked = kinked or _crosses(k0, k_hi) or _crosses(k0, k_lo)
                 cols.append(d / (2 * step))
+                bends.append(torch.where(vf != 0, bend, 0.0))  # a kink in a row v weighs by 0 is not in Jᵀv
             d_h, d_h2 = cols
             col = (4 * d_h2 - d_h) / 3  # Richardson: the h² term cancels
             # each entry of the column: converged where its differences at h and h/2 agree up to their
@@ -246,6 +258,7 @@ def _full(
             # there makes Jᵀv undefined (0·inf), which finite differences cannot show
             spread = (d_h - d_h2).abs()
             rounding = 16 * EPS * (f0 + scale) / (h / 2)
+            kinked = kinked or _kinked(bends, h, rounding)
             unsettled = bool((spread > 1e-3 * col.abs().clamp(min=1.0) + rounding).any())
             if kinked or not bool(torch.isfinite(col).all()) or unsettled:
                 out_mask[j] = True
@@ -276,7 +289,7 @@ def _directional(
         u = {n: torch.randn(x.shape, generator=gen, dtype=torch.float64) for n, x in x0.items()}
         unorm = max(float(t.abs().max()) for t in u.values() if t.numel())
         h = STEP * max(size, 1.0) / unorm
-        ds = []
+        ds, bends = [], []
         kinked = False
         for step in (h, h / 2):
             hi, k_hi = fn({n: x0[n] + step * u[n] for n in x0})
@@ -284,11 +297,16 @@ def _directional(
             res.evals += 2
             kinked = kinked or _crosses(k0, k_hi) or _crosses(k0, k_lo)
             diff = torch.where(hi == lo, 0.0, hi - lo).reshape(-1)
+            bend = torch.where((hi == fn.f0) & (lo == fn.f0), 0.0, hi + lo - 2 * fn.f0).reshape(-1)
+            bends.append(torch.where(vf != 0, bend, 0.0))
             kinked = kinked or not bool(torch.isfinite(diff).all())  # (also where v is 0: see _full)
             ds.append(float(torch.where(vf != 0, vf * diff, 0.0).sum()) / (2 * step))
         d_h, d_h2 = ds
         ref = (4 * d_h2 - d_h) / 3
         trunc = abs(d_h - d_h2)
+        kinked = kinked or _kinked(
+            bends, h, 16 * EPS * (fn.f0.abs().reshape(-1).nan_to_num(0.0, 0.0, 0.0) + scale) / (h / 2)
+        )
         if kinked or not math.isfinite(ref) or trunc > 1e-3 * max(1.0, abs(ref)):
             res.kink_reason = (
                 "a random direction crossed a kink of the program (relu or abs at 0, a norm at 0) or left the "

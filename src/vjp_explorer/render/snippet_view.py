@@ -52,8 +52,8 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False) -> Rende
                         (0, 0, 0, 7),
                     )
                 )
-        for index in step.events:
-            parts.append(Padding(_event(events[index], explain, full), (0, 0, 0, 7)))
+        for shown in _fold([events[index] for index in step.events], full):
+            parts.append(Padding(shown if isinstance(shown, Group) else _event(shown, explain, full), (0, 0, 0, 7)))
     if r.error is not None:
         e = r.error
         parts.append(Text(f"\n{e.type} at line {e.line}: {visible(e.message)}", style="bold red"))
@@ -64,6 +64,50 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False) -> Rende
         parts.append(Text("note: " + n, style="dim"))
     parts.append(_summary(r))
     return Group(*parts)
+
+
+FOLD_AFTER = 3  # events of one line shown in full before the rest fold into one table
+_SHORT = {"finite_difference": "fin. diff."}
+
+
+def _fold(events: list[Event], full: bool) -> list[Any]:
+    """A loop's events: the first FOLD_AFTER of each line in full, then one table of the rest (step, loss,
+    grad norms, each check's verdict); a later event whose checks disagree is shown in full after it."""
+    if full:
+        return list(events)
+    by_line: dict[int, list[Event]] = {}
+    for e in events:
+        by_line.setdefault(e.line, []).append(e)
+    out: list[Any] = []
+    for line_events in by_line.values():
+        out.extend(line_events[:FOLD_AFTER])
+        rest = line_events[FOLD_AFTER:]
+        if rest:
+            out.append(_folded_table(rest))
+            out.extend(e for e in rest if e.status == "disagree")
+    return out
+
+
+def _folded_table(rest: list[Event]) -> Group:
+    """The folded calls of one line: one row each, numbers never cut (render/fit.py)."""
+    first = rest[0]
+    names = [x.name for x in first.inputs][:4]
+    checks = list(dict.fromkeys(c.name for e in rest for c in e.checks))
+    heads = ["output", *[f"‖{visible(n)}.grad‖" for n in names], *[_SHORT.get(c, c) for c in checks]]
+    table = NumberTable("call", heads)
+    for e in rest:
+        out = e.outputs[0].values if e.outputs else None
+        row = [fmt(float(out)) if isinstance(out, (int, float)) else "…"]
+        for n in names:
+            x = next((i for i in e.inputs if i.name == n), None)
+            row.append("" if x is None or x.grad_norm is None else fmt(x.grad_norm))
+        for c in checks:
+            check = next((k for k in e.checks if k.name == c), None)
+            row.append("" if check is None else check.status)
+        table.add_row(f"#{e.index}", *row)
+    more = f" (the first {len(names)} of {len(first.inputs)} inputs)" if len(first.inputs) > len(names) else ""
+    title = Text(f"… {len(rest)} more calls from line {first.line}{more}; --full shows each", style="bold cyan")
+    return Group(title, table)
 
 
 def _random(r: SnippetResult) -> bool:

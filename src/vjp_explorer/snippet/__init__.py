@@ -1,13 +1,13 @@
-"""Snippet mode: run pasted PyTorch autograd code through the whitelist interpreter and explain each backward.
+"""Snippet mode: pasted PyTorch autograd code run as real Python in a confined child, each backward explained.
 
-`run_snippet(text, label, ...)` is the whole pipeline: read the text (REPL prompts, claimed output), parse,
-interpret statement by statement with real torch, explain every backward/grad call as it happens, and return
-a plain `SnippetResult`.
+`run_snippet(text, label, ...)` is the whole door: read the text (REPL prompts, claimed output), let Python
+refuse what it would refuse, run it in the child the operating system confines (confined/), which observes
+every backward/grad call, and return a plain `SnippetResult`.
 """
 
 from __future__ import annotations
 
-from .pipeline import run_snippet
+from .door import run_snippet
 from .result import SnippetResult
 
 __all__ = ["run_snippet", "SnippetResult"]

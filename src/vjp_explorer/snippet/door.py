@@ -29,8 +29,8 @@ def run_snippet(
     """Run a pasted snippet as `python FILE.py` would (a REPL transcript as the REPL did), confined.
 
     The snippet's own exception ends up in `result.error`; the tool's errors (bad input, a limit, a machine
-    that cannot confine without `trust`) are raised. `graph` is accepted for the old interface; the child
-    does not draw the graph yet.
+    that cannot confine without `trust`) are raised. With `graph`, each explained event carries the backward
+    graph with the cotangent every node received.
     """
     from ..confined.launch import run_confined
     from ..confined.protocol import safe_text
@@ -46,6 +46,7 @@ def run_snippet(
         filename=label,
         observe=True,
         seed=seed,
+        graph=graph,
     )
     if outcome.stopped is not None:
         raise outcome.stopped
@@ -69,7 +70,7 @@ def run_snippet(
         steps.append(step)
     error = None
     if outcome.exception is not None:
-        from .events import explain_error
+        from .words import explain_error
 
         exc = outcome.exception
         line = exc.line or (steps[-1].line if steps else 1)
@@ -120,12 +121,22 @@ def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
             checks=[Check(**c) for c in d["checks"]],
             notes=[str(n) for n in d["notes"]],
             diagnosis=None if d.get("diagnosis") is None else str(d["diagnosis"]),
+            graph=_graph(d.get("graph")),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ProgramError(
             f"The snippet's child sent an event that is not one ({type(e).__name__}); the run was stopped.",
             hint="A snippet that writes to the tool's channel (file descriptor 3) forges its messages.",
         ) from None
+
+
+def _graph(nodes: Any) -> list[dict[str, Any]] | None:
+    """The graph's nodes as the child sent them: a list of dicts (their fields are read where drawn)."""
+    if nodes is None:
+        return None
+    if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
+        raise TypeError("graph")
+    return nodes
 
 
 def _safe(x: Any, safe: Any) -> Any:

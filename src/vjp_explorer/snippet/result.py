@@ -36,6 +36,7 @@ class LeafGrad:
     jtv: Any = None  # Jᵀv from the explicit Jacobian (float64), None where it was not built
     jacobian: Any = None  # rows: output elements (flattened), columns: this input's elements (flattened)
     finite_difference: Any = None  # Jᵀv from central differences of the replayed forward (float64)
+    grad_norm: float | None = None  # the 2-norm of `grad`, kept where the tensors are not (a folded loop)
 
 
 @dataclass

@@ -1,0 +1,138 @@
+"""What an explained backward call tells a reader in words: notes on v and accumulation, the diagnosis of a
+disagreement, and the autograd story behind PyTorch's own error messages. Plain data in, text out: the
+confined child writes the notes and diagnosis into each event, the parent explains the snippet's exception.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .result import Event
+
+
+def event_notes(event: Event, before: list[Any]) -> list[str]:
+    """What a reader should know about this call: accumulation, the default v, a one-hot or all-ones v."""
+    out = []
+    y = event.outputs[0] if event.outputs else None
+    if event.call != "torch.autograd.grad" and any(b is not None and bool(b.abs().sum() > 0) for b in before):
+        out.append(
+            "Some .grad already held values before this call: backward adds Jᵀv to them (gradients accumulate). "
+            "Zero them (x.grad.zero_() or x.grad = None) between calls if that is not what you want."
+        )
+    if event.v_origin == "scalar default 1" and y is not None:
+        out.append("The output is a single number, so backward() uses v = 1: the grads are the plain derivatives.")
+    if event.v and y is not None and event.v_origin != "scalar default 1":
+        flat = _flatten(event.v[0].values)
+        if flat and all(x in (0.0, 1.0) for x in flat) and sum(flat) == 1:
+            out.append(f"v is one-hot (element {flat.index(1.0)}): the grads are row {flat.index(1.0)} of J.")
+        elif flat and len(flat) > 1 and all(x == 1.0 for x in flat):
+            out.append("v is all ones: the grads are the column sums of J, the same as backward of y.sum().")
+    if event.retain_graph and event.call != "torch.autograd.grad":
+        out.append("retain_graph=True keeps the saved tensors, so another backward through this graph works.")
+    if event.create_graph:
+        out.append("create_graph=True records the backward pass itself, so these grads can be differentiated again.")
+    return out
+
+
+def _flatten(x: Any) -> list[float]:
+    if isinstance(x, list):
+        return [v for item in x for v in _flatten(item)]
+    return [x] if isinstance(x, (int, float)) else []
+
+
+def diagnose(event: Event, customs: list[str]) -> None:
+    """Complete the diagnosis once the checks ran: a custom Function to suspect, or a derivative that is not finite."""
+    fd = next((c for c in event.checks if c.name == "finite_difference"), None)
+    if customs and event.status == "disagree":
+        names = ", ".join(customs)
+        event.diagnosis = (event.diagnosis + " " if event.diagnosis else "") + (
+            f"The gradient passes through the custom Function {names}: finite differences of its forward "
+            "are the reference, so look at its backward first (a factor, a sign, a transposed or missing term)."
+        )
+    if event.diagnosis and fd is not None and fd.status == "agree":
+        event.diagnosis = (
+            "Finite differences find no finite derivative here either, so a non-finite grad is what the math "
+            "gives (the derivative is infinite or undefined at this point). " + event.diagnosis
+        )
+
+
+_UNIMPORTED = (
+    "The snippet uses {name} without importing it (documentation snippets often assume `{imp}`): Python "
+    "stops here, as it would. Add `{imp}` at its top."
+)
+
+ERRORS = [
+    (
+        "Permission denied",
+        "The snippet runs confined: it reads only Python's and the installed packages' files and writes only "
+        "to its scratch folder (its working directory). Let it read a folder of yours with --allow-read DIR, "
+        "or run code you trust with your own rights with --trust.",
+    ),
+    *[
+        (f"name '{name}' is not defined", _UNIMPORTED.format(name=name, imp=imp))
+        for name, imp in (
+            ("torch", "import torch"),
+            ("nn", "import torch.nn as nn"),
+            ("F", "import torch.nn.functional as F"),
+            ("np", "import numpy as np"),
+        )
+    ],
+    (
+        "Trying to backward through the graph a second time",
+        "The first backward through this graph freed the intermediate values it saved (that is what keeps memory "
+        "low). Pass retain_graph=True to the earlier call if you really need a second backward through the same "
+        "graph (for example two different v), or recompute the forward before calling backward again.",
+    ),
+    (
+        "grad can be implicitly created only for scalar outputs",
+        "backward() without an argument uses v = 1, which only exists when the output is one number. Give v "
+        "with the output's shape (y.backward(torch.ones_like(y)) gives the column sums of J, the same as "
+        "y.sum().backward()), or reduce the output to a scalar first.",
+    ),
+    (
+        "does not require grad and does not have a grad_fn",
+        "Nothing this output was computed from requires grad, so there is no graph to walk back through: create "
+        "the inputs with requires_grad=True (or call .requires_grad_()), and do not compute the output under "
+        "torch.no_grad() or from .detach()/.data.",
+    ),
+    (
+        "modified by an inplace operation",
+        "A tensor that the graph saved for backward was changed in place afterwards (its version counter moved "
+        "on). Use the out-of-place form (x = x + 1 instead of x += 1), or .clone() the tensor before changing it.",
+    ),
+    (
+        "pin_memory",
+        "Pinned memory needs an accelerator; on a machine without one torch raises here. Without "
+        "pin_memory=True, torch.empty would return uninitialised memory: its numbers are whatever was in "
+        "memory, so the values the source printed cannot be reproduced.",
+    ),
+    (
+        "Mismatch in shape",
+        "v lives in the output's space: it needs one entry per output element, the output's shape.",
+    ),
+    (
+        "appears to not have been used in the graph",
+        "One of the inputs does not take part in computing the output: pass allow_unused=True to get None for "
+        "it, or leave it out of inputs.",
+    ),
+    (
+        "Only Tensors of floating point",
+        "Integer tensors cannot require grad: write the values as floats (1.0) or pass dtype=torch.float32.",
+    ),
+    (
+        "a leaf Variable that requires grad is being used in an in-place operation",
+        "Changing a leaf that requires grad in place would corrupt the graph: update it inside "
+        "`with torch.no_grad():` (as optimizers do), or work on a clone.",
+    ),
+    (
+        "Boolean value of Tensor with more than one value is ambiguous",
+        "An if or while condition needs one number: reduce the tensor first (.all(), .any(), .item()).",
+    ),
+]
+
+
+def explain_error(message: str) -> str | None:
+    for pattern, text in ERRORS:
+        if pattern in message:
+            return text
+    return None

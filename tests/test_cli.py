@@ -26,7 +26,15 @@ def bad(r, *phrases, code=2):
 
 
 @pytest.mark.parametrize(
-    "argv", [["--help"], ["run", "--help"], ["explain", "--help"], ["examples", "--help"], ["functions", "--help"]]
+    "argv",
+    [
+        ["--help"],
+        ["run", "--help"],
+        ["explain", "--help"],
+        ["live", "--help"],
+        ["examples", "--help"],
+        ["functions", "--help"],
+    ],
 )
 def test_help_imports_neither_torch_nor_sympy(argv):
     code = (
@@ -35,14 +43,14 @@ def test_help_imports_neither_torch_nor_sympy(argv):
         "from vjp_explorer.cli import app\n"
         f"r = CliRunner().invoke(app, {argv!r})\n"
         "assert r.exit_code == 0, r.output\n"
-        "bad = [m for m in ('torch', 'sympy') if m in sys.modules]\n"
+        "bad = [m for m in ('torch', 'sympy', 'textual') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_every_command_has_help_and_an_example(vjp):
-    for cmd in ("run", "explain", "examples", "functions"):
+    for cmd in ("run", "explain", "live", "examples", "functions"):
         r = ok(vjp(cmd, "--help"))
         assert "Example" in r.stdout, cmd
 

@@ -12,7 +12,7 @@ import typer
 from vjp_explorer.cli import app
 
 
-@pytest.mark.parametrize("name", ["run", "explain", "check"])
+@pytest.mark.parametrize("name", ["run", "explain", "check", "live"])
 def test_every_option_has_help_with_an_example(name):
     command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
     for param in command.params:
@@ -22,7 +22,7 @@ def test_every_option_has_help_with_an_example(name):
         assert "e.g." in text, f"vjp {name} {param.opts[0]}: {text!r}"
 
 
-@pytest.mark.parametrize("name", ["run", "explain", "check"])
+@pytest.mark.parametrize("name", ["run", "explain", "check", "live"])
 def test_help_shows_every_option(vjp, name):
     shown = vjp(name, "--help").stdout
     command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
@@ -53,7 +53,7 @@ def test_completion_lists_commands_and_options_without_torch():
         "    app(prog_name='vjp')\n"
         "except SystemExit:\n"
         "    pass\n"
-        "bad = [m for m in ('torch', 'sympy') if m in sys.modules]\n"
+        "bad = [m for m in ('torch', 'sympy', 'textual') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

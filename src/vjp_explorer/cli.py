@@ -7,6 +7,7 @@ takes every `--NAME` that is not one of its own options as a variable (use
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from pathlib import Path
@@ -139,6 +140,7 @@ class VariableOptions(TyperCommand):
             rest.append(a)
             i += 1
         ctx.meta["vjp_variables"] = found
+        ctx.meta["vjp_argv"] = list(args)  # as given: `vjp live`'s c key reproduces the state as a vjp run command
         ctx.meta["vjp_problems"] = problems
         ctx.meta["vjp_options"] = sorted(o for o in takes_value if o.startswith("--"))
         return super().parse_args(ctx, rest)
@@ -324,6 +326,33 @@ def run(
 
 def _opts(local: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in local.items() if k not in ("ctx", "expression", "file", "color")}
+
+
+def live(ctx: typer.Context, **o: Any) -> None:
+    """Explore y.backward(v) full-screen: change v and watch Jᵀv, .grad, the ledger and the checks follow.
+
+    Takes the arguments of 'run' (a program, --file, or a snippet FILE.py); keys: ? in the app.
+    """
+    expression, file = o.pop("expression"), o.pop("file")
+    try:
+        check_settings(o)
+        from .cli_live import live_command
+
+        command = live_command(ctx, expression, file, o)
+    except (Exception, KeyboardInterrupt) as e:
+        raise fail(e, o["debug"]) from None
+    if command:
+        write(command + "\n")
+
+
+# the same arguments as `run`, from its own signature: an option added to run is an option of live
+live.__signature__ = inspect.signature(run, eval_str=True)  # type: ignore[attr-defined]
+app.command(
+    name="live",
+    cls=VariableOptions,
+    context_settings={"allow_interspersed_args": True},
+    epilog="Example: vjp live '3*a+2*b*b+log(c)' --a 1,2,3 --b 3,4,5 --c 6,7,8 --grad 0.1,1,0.0001",
+)(live)
 
 
 @app.command(name="explain", cls=VariableOptions, epilog="Example: vjp explain expressions/seed_3vector.toml")

@@ -38,31 +38,9 @@ def snippet_command(
     write: Callable[..., None],
     render: Callable[..., str],
 ) -> int:
-    for problem in ctx.meta.get("vjp_problems", []):
-        raise UsageError(problem)
-    names = [f"--{n}" for n, _ in ctx.meta.get("vjp_variables", [])]
-    names += [flag for key, flag in _PROGRAM_ONLY.items() if o.get(key)]
-    if names:
-        raise UsageError(
-            f"{', '.join(visible(n) for n in names)} {'does' if len(names) == 1 else 'do'} not apply to a snippet: "
-            "a snippet makes its own tensors and calls backward itself.",
-            hint="Change the values in the snippet, or run a program instead: vjp run '3*a' --a 1,2.",
-        )
-    limits = limits_from_options(o)
-    text, label = _read(expression, o.get("snippet"), limits.snippet_chars)
-    from .snippet import run_snippet
-
     want_graph = bool(o.get("graph")) or o.get("dot") is not None
-    result = run_snippet(
-        text,
-        label,
-        seed=o.get("seed"),
-        limits=limits,
-        graph=want_graph,
-        allow_read=[str(p) for p in o.get("allow_read") or ()],
-        trust=bool(o.get("trust")),
-        keep_partial=True,
-    )
+    result = snippet_result(ctx, expression, o, want_graph, keep_partial=True)
+    label = result.label
     from .render import snippet_view
 
     if o.get("dot") is not None:
@@ -85,6 +63,36 @@ def snippet_command(
     if result.stopped is not None:
         raise result.stopped  # after what ran: its one-paragraph message on stderr, and its exit code
     return result.exit_code
+
+
+def snippet_result(
+    ctx: Any, expression: str | None, o: dict[str, Any], graph: bool = True, keep_partial: bool = False
+) -> Any:
+    """The snippet's run (a SnippetResult), after refusing the options that belong to programs."""
+    for problem in ctx.meta.get("vjp_problems", []):
+        raise UsageError(problem)
+    names = [f"--{n}" for n, _ in ctx.meta.get("vjp_variables", [])]
+    names += [flag for key, flag in _PROGRAM_ONLY.items() if o.get(key)]
+    if names:
+        raise UsageError(
+            f"{', '.join(visible(n) for n in names)} {'does' if len(names) == 1 else 'do'} not apply to a snippet: "
+            "a snippet makes its own tensors and calls backward itself.",
+            hint="Change the values in the snippet, or run a program instead: vjp run '3*a' --a 1,2.",
+        )
+    limits = limits_from_options(o)
+    text, label = _read(expression, o.get("snippet"), limits.snippet_chars)
+    from .snippet import run_snippet
+
+    return run_snippet(
+        text,
+        label,
+        seed=o.get("seed"),
+        limits=limits,
+        graph=graph,
+        allow_read=[str(p) for p in o.get("allow_read") or ()],
+        trust=bool(o.get("trust")),
+        keep_partial=keep_partial,
+    )
 
 
 def _write_dot(path: Path, result: Any) -> None:

@@ -11,12 +11,14 @@ autograd) and, by autograd of the replay, the explicit Jacobian (a consistency c
 from __future__ import annotations
 
 import inspect
+import linecache
 import sys
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..engine.tolerance import tolerance
 from ..snippet.result import Check, Event, LeafGrad, TensorInfo, element_index
@@ -43,6 +45,7 @@ class Observer:
         self.explained = int(explain.get("calls", 50))  # events explained in full; later ones get cheap checks
         self.jacobian_rows = int(explain.get("jacobian_rows", JACOBIAN_ROWS))
         self.graph = bool(explain.get("graph", False))
+
         self.depth = 0  # inside one of our wrappers: torch's own nested calls are not events
         self.real: dict[str, Any] = {}
 
@@ -83,6 +86,8 @@ class Observer:
 
         torch.autograd.Function.apply = classmethod(recorded_apply)  # type: ignore[assignment]
         self._watch_hooks()
+        if self.graph:  # each node of the graph learns the snippet's line that made it
+            _LineMode(self.line_now).__enter__()
         from .functional import install
 
         install(self)
@@ -237,7 +242,14 @@ class Observer:
 
         def describe(node: Any) -> dict[str, Any]:
             leaf = getattr(node, "variable", None)
-            return {"leaf": None if leaf is None else self.name_of(leaf), "value_of": made.get(id(node))}
+            line = node.metadata.get(LINE, 0) if leaf is None else 0
+            source = linecache.getline(self.filename, line).strip() if line else None
+            return {
+                "leaf": None if leaf is None else self.name_of(leaf),
+                "value_of": made.get(id(node)),
+                "line": line or None,
+                "source": source,
+            }
 
         return GraphProbe(outs, describe)
 
@@ -269,14 +281,15 @@ class Observer:
 
     def _where(self) -> tuple[int, str]:
         """The snippet's line that made this call (the innermost frame of the snippet's own code)."""
-        frame = sys._getframe(2)
+        line = self.line_now()
+        return line, linecache.getline(self.filename, line).strip() if line else ""
+
+    def line_now(self) -> int:
+        """The innermost line of the snippet's own code on the stack (a library's code reports its caller's)."""
+        frame = sys._getframe(1)
         while frame is not None and frame.f_code.co_filename != self.filename:
             frame = frame.f_back  # type: ignore[assignment]
-        if frame is None:
-            return 0, ""
-        import linecache
-
-        return frame.f_lineno, linecache.getline(self.filename, frame.f_lineno).strip()
+        return 0 if frame is None else frame.f_lineno
 
     def in_snippet_order(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """Tensors ordered as the snippet first named them (unnamed ones last, as found)."""
@@ -384,6 +397,26 @@ FD_EVALS = 401  # every column of J by finite differences up to 100 input elemen
 _JTV = "the call's grads vs Jᵀv from the Jacobian of the replayed forward (autograd of the replay, float64)"
 _FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
 _FD_DIR = "<u, the call's grads> vs (f(x + hu) - f(x - hu))/2h · v of the replayed forward, random u (float64)"
+
+
+LINE = "vjp_explorer.line"  # the key of a backward node's metadata that holds the snippet's line
+
+
+class _LineMode(TorchFunctionMode):
+    """With --graph: after each torch function, the grad_fn of its results is told the line that ran it
+    (autograd has set it by then; below autograd, the log cannot see it)."""
+
+    def __init__(self, line_now: Callable[[], int]) -> None:
+        super().__init__()
+        self.line_now = line_now
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            node = getattr(t, "grad_fn", None) if isinstance(t, torch.Tensor) else None
+            if node is not None and LINE not in node.metadata:
+                node.metadata[LINE] = self.line_now()
+        return out
 
 
 def _as_written(qualname: str, source: str, n: int) -> list[str | None]:

@@ -111,7 +111,7 @@ def test_a_loop_folds_into_one_table_and_its_later_calls_are_sampled(vjp, runner
     text = " ".join(out.stdout.split())
     assert text.count("╰ backward #") == 3  # the first three in full
     assert "… 22 more calls from line 7" in text
-    assert "#25" in text and "20 folded calls of a loop not checked (every 10th is)" in text
+    assert "#25" in text and "20 folded calls of a loop not checked (every 10th is, every 100th past 100)" in text
     js = json.loads(vjp("run", "--snippet", LOOP, "--seed", "0", "--json").stdout)["snippet"]
     events = js["events"]
     assert len(events) == 25 and all(x["grad_norm"] is not None for e in events for x in e["inputs"])

@@ -163,7 +163,8 @@ class Observer:
         explain = seen < FULL_PER_LINE and self.full < self.explained
         self.full += explain
         # past those, the cheap checks on every SAMPLE-th call of the line (a loop's steps cost a forward each)
-        checked = explain or (seen - FULL_PER_LINE) % SAMPLE == SAMPLE - 1
+        every = SAMPLE if seen < 10 * SAMPLE else 10 * SAMPLE  # a long loop: sparser still past 100 calls
+        checked = explain or (seen - FULL_PER_LINE) % every == every - 1
         watch = NonfiniteWatch(outs) if explain else None
         customs = custom_functions(outs) if explain else []
         probe = self._graph_probe(outs) if explain and self.graph else None
@@ -214,7 +215,7 @@ class Observer:
         nonfinite = any(isinstance(g, torch.Tensor) and not bool(torch.isfinite(g).all()) for g in got)
         event.diagnosis = diagnosis if nonfinite else None
         if not checked:
-            why = f"past the first {FULL_PER_LINE} calls of a line, every {SAMPLE}th is checked"
+            why = f"past the first {FULL_PER_LINE} calls of a line, every {every}th is checked"
             event.checks.append(Check("finite_difference", "skipped", _FD, reason=why))
         elif all(isinstance(v, torch.Tensor) for v in v_used) and leaves:
             try:
@@ -390,7 +391,7 @@ class Observer:
 
 
 FULL_PER_LINE = 3  # calls of one line explained in full (render/snippet_view.py folds the rest: FOLD_AFTER)
-SAMPLE = 10  # past those, every SAMPLE-th call of the line gets the cheap checks
+SAMPLE = 10  # past those, every SAMPLE-th call of the line gets the cheap checks (past 100 calls, every 100th)
 FOLDED_VALUES = 100  # past the explained calls, a tensor's values travel only up to this many elements
 JACOBIAN_ROWS = 128  # J of the replay for outputs up to this many elements (one autograd call per row)
 FD_EVALS = 401  # every column of J by finite differences up to 100 input elements, else random directions

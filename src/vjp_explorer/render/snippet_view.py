@@ -383,5 +383,5 @@ def _summary(r: SnippetResult) -> Text:
             else f"; {unchecked} without an independent check that ran (only consistency checks)"
         )
         if sampled:
-            text += f"; {len(sampled)} folded calls of a loop not checked (every 10th is)"
+            text += f"; {len(sampled)} folded calls of a loop not checked (every 10th is, every 100th past 100)"
     return Text(text, style="bold red" if bad else "bold")

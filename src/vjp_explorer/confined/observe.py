@@ -417,7 +417,7 @@ def _compare(
     """Each grad element against its reference within the dtype's tolerance (engine/tolerance.py), scaled by
     the size of the terms Jᵀv adds up (Σ|v·J| where J is known) and the grad it accumulated onto, plus three
     times the reference's own error estimate; elements in `masks` are no reference and are left out."""
-    worst, bad, tol = 0.0, [], ""
+    worst, bad, tol, pairs = 0.0, [], "", []
     for k, x in enumerate(leaves):
         g, ref = got[k], refs[k]
         scale = ref.abs() if sizes is None else torch.maximum(sizes[k], ref.abs())
@@ -433,8 +433,31 @@ def _compare(
         finite = diff[torch.isfinite(diff) & ~masks[k]]
         if finite.numel():
             worst = max(worst, float(finite.max()))
+        kept = torch.isfinite(diff) & ~masks[k]
+        pairs.append(torch.stack([g[kept].reshape(-1), ref[kept].reshape(-1)]).to(torch.float64))
     reason = ("differs at " + ", ".join(bad)) if bad else None
+    if bad and (pattern := _pattern(torch.cat(pairs, 1))):
+        reason = f"{reason}; {pattern}"
     return Check(name, "disagree" if bad else "agree", compares, max_abs_diff=worst, tolerance=tol, reason=reason)
+
+
+def _pattern(pairs: torch.Tensor) -> str | None:
+    """What kind of mistake the (backward, reference) pairs show: a factor, a flipped sign, an offset."""
+    got, ref = pairs
+    if got.numel() < 2:
+        return None
+    if bool((ref.abs() > 1e-12).all()):
+        ratio = got / ref
+        mid = float(ratio.median())
+        if mid != 1 and bool(((ratio - mid).abs() <= 1e-3 * max(1.0, abs(mid))).all()):
+            if abs(mid + 1) < 1e-3:
+                return "every element is off by the same factor: the sign is flipped"
+            return f"every element is off by the same factor {mid:.6g}"
+    offset = got - ref
+    mid = float(offset.median())
+    if mid != 0 and bool(((offset - mid).abs() <= 1e-4 * max(1.0, abs(mid))).all()):
+        return f"every element is off by the same amount {mid:.6g}"
+    return None
 
 
 def _left_out(event: Event, check: Check, fd: Any) -> Check:

@@ -177,7 +177,7 @@ class Observer:
         """The backward graph with what each node received (engine/backward_graph.py), named by the snippet."""
         from ..engine.backward_graph import GraphProbe
 
-        made = {}
+        made: dict[int, str] = {}
         for name, value in self.namespace.items():
             if isinstance(value, torch.Tensor) and value.grad_fn is not None and not name.startswith("__"):
                 made.setdefault(id(value.grad_fn), name)

@@ -343,7 +343,6 @@ def test_large_inputs_are_checked_along_random_directions():
     assert r.stdout == plain_python([code])[0]["stdout"]  # the check draws from its own generator, not the snippet's
 
 
-@pytest.mark.xfail(strict=True, reason="the confined door does not yet see a snippet's tensor hooks")
 def test_a_hook_that_scales_the_gradient_is_not_called_wrong():
     code = (
         "import torch\nv = torch.ones(3, requires_grad=True)\nw = v * 1\nw.register_hook(lambda g: g * 2)\n"

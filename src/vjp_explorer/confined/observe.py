@@ -117,6 +117,7 @@ class Observer:
         explain = self.count < self.explained
         watch = NonfiniteWatch(outs) if explain else None
         customs = custom_functions(outs) if explain else []
+        hooked = self._hooked(outs, leaves)
         probe = self._graph_probe(outs) if explain and self.graph else None
         for started in (watch, probe):
             if started is not None:
@@ -166,12 +167,34 @@ class Observer:
             except Exception as e:  # the tool's own failure is never the snippet's exception
                 why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
                 event.checks.append(Check("finite_difference", "skipped", _FD, reason=why))
+        if hooked:  # .grad differs from Jᵀv by design, not by mistake
+            why = f"a hook on {', '.join(hooked)} changes the gradient, so .grad is not Jᵀv by design"
+            event.checks = [
+                replace(c, status="skipped", reason=f"{why}; {c.reason}") if c.status == "disagree" else c
+                for c in event.checks
+            ]
         diagnose(event, customs)
         event.notes.extend(event_notes(event, before))
         self.send({"type": "event", "event": asdict(event)})
         if not event.retain_graph:
             self.recorder.forget(self.recorder.slice_for(outs, leaves))
         return value
+
+    def _hooked(self, outs: list[torch.Tensor], leaves: list[torch.Tensor]) -> list[str]:
+        """The snippet's named tensors on this call's graph that carry a `register_hook` hook."""
+        nodes, stack = set(), [o.grad_fn for o in outs if o.grad_fn is not None]
+        while stack:
+            node = stack.pop()
+            if id(node) not in nodes:
+                nodes.add(id(node))
+                stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
+        tensors = [*leaves, *outs, *(v for v in self.namespace.values() if isinstance(v, torch.Tensor))]
+        found: list[str] = []
+        for t in tensors:
+            on_graph = any(t is x for x in leaves) or (t.grad_fn is not None and id(t.grad_fn) in nodes)
+            if on_graph and getattr(t, "_backward_hooks", None) and self.name_of(t) not in found:
+                found.append(self.name_of(t))
+        return found
 
     def _graph_probe(self, outs: list[torch.Tensor]) -> Any:
         """The backward graph with what each node received (engine/backward_graph.py), named by the snippet."""

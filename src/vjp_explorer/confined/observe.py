@@ -22,6 +22,7 @@ from ..engine.tolerance import tolerance
 from ..snippet.result import Check, Event, LeafGrad, TensorInfo, element_index
 from ..snippet.words import diagnose, event_notes
 from .nonfinite import NonfiniteWatch, custom_functions
+from .pattern import mistake_pattern
 from .record import NotReplayable, Recorder, serial
 
 Send = Callable[[dict[str, Any]], None]
@@ -467,28 +468,9 @@ def _compare(
         kept = torch.isfinite(diff) & ~masks[k]
         pairs.append(torch.stack([g[kept].reshape(-1), ref[kept].reshape(-1)]).to(torch.float64))
     reason = ("differs at " + ", ".join(bad)) if bad else None
-    if bad and (pattern := _pattern(torch.cat(pairs, 1))):
+    if bad and (pattern := mistake_pattern(torch.cat(pairs, 1))):
         reason = f"{reason}; {pattern}"
     return Check(name, "disagree" if bad else "agree", compares, max_abs_diff=worst, tolerance=tol, reason=reason)
-
-
-def _pattern(pairs: torch.Tensor) -> str | None:
-    """What kind of mistake the (backward, reference) pairs show: a factor, a flipped sign, an offset."""
-    got, ref = pairs
-    if got.numel() < 2:
-        return None
-    if bool((ref.abs() > 1e-12).all()):
-        ratio = got / ref
-        mid = float(ratio.median())
-        if mid != 1 and bool(((ratio - mid).abs() <= 1e-3 * max(1.0, abs(mid))).all()):
-            if abs(mid + 1) < 1e-3:
-                return "every element is off by the same factor: the sign is flipped"
-            return f"every element is off by the same factor {mid:.6g}"
-    offset = got - ref
-    mid = float(offset.median())
-    if mid != 0 and bool(((offset - mid).abs() <= 1e-4 * max(1.0, abs(mid))).all()):
-        return f"every element is off by the same amount {mid:.6g}"
-    return None
 
 
 def _left_out(event: Event, check: Check, fd: Any) -> Check:

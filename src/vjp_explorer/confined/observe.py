@@ -20,9 +20,9 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..engine.tolerance import tolerance
-from ..snippet.result import Check, Event, LeafGrad, TensorInfo, element_index
+from ..snippet.result import Check, Event, LeafGrad, TensorInfo
 from ..snippet.words import diagnose, event_notes
+from . import checks
 from .nonfinite import NonfiniteWatch, custom_functions
 from .record import NotReplayable, Recorder, serial
 
@@ -43,7 +43,7 @@ class Observer:
         self.per_line: dict[int, int] = {}  # calls made from each line so far
         explain = explain or {}
         self.explained = int(explain.get("calls", 50))  # events explained in full; later ones get cheap checks
-        self.jacobian_rows = int(explain.get("jacobian_rows", JACOBIAN_ROWS))
+        self.jacobian_rows = int(explain.get("jacobian_rows", checks.JACOBIAN_ROWS))
         self.graph = bool(explain.get("graph", False))
 
         self.depth = 0  # inside one of our wrappers: torch's own nested calls are not events
@@ -112,7 +112,7 @@ class Observer:
             def watched(grad: Any) -> Any:
                 out = hook(grad)
                 if isinstance(out, torch.Tensor) and out is not grad:
-                    with _outside_the_log():
+                    with checks.outside_the_log():
                         if out.shape != grad.shape or not bool(torch.equal(out, grad)):
                             observer.hook_changed = True
                 return out
@@ -134,6 +134,8 @@ class Observer:
         real = self.real[qualname]
         if self.depth:  # Tensor.backward calls torch.autograd.backward: one event, not two
             return real(*args, **kwargs)
+        if _in_functorch_transform():  # torch.func's own grad calls, on wrappers with no storage to read
+            return real(*args, **kwargs)
         try:
             p = inspect.signature(real).bind(*args, **kwargs)
         except TypeError:
@@ -146,7 +148,7 @@ class Observer:
             return self._run(real, args, kwargs)
         vs = (vs + [None] * len(outs))[: len(outs)]
         given = any(v is not None for v in vs)
-        with _outside_the_log():  # the default v is ours, not the forward's
+        with checks.outside_the_log():  # the default v is ours, not the forward's
             v_used = [
                 torch.ones_like(o, requires_grad=False) if v is None and o.numel() == 1 else v
                 for o, v in zip(outs, vs, strict=True)
@@ -216,13 +218,13 @@ class Observer:
         event.diagnosis = diagnosis if nonfinite else None
         if not checked:
             why = f"past the first {FULL_PER_LINE} calls of a line, every {every}th is checked"
-            event.checks.append(Check("finite_difference", "skipped", _FD, reason=why))
+            event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
         elif all(isinstance(v, torch.Tensor) for v in v_used) and leaves:
             try:
                 self._check(event, outs, v_used, leaves, got, before, cheap=not explain)
             except Exception as e:  # the tool's own failure is never the snippet's exception
                 why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
-                event.checks.append(Check("finite_difference", "skipped", _FD, reason=why))
+                event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
         if self.hook_changed:
             _by_design(event)
         diagnose(event, customs)
@@ -264,17 +266,17 @@ class Observer:
             raise NotReplayable("an input was not read by the recorded forward")
         changed = self._changed(replay, leaves)
         v = torch.cat([x.detach().reshape(-1).to(torch.float64) for x in vs])
-        jac = _jacobian(replay, x0) if v.numel() <= self.jacobian_rows and not cheap else None
-        fd = finite_differences_of(_flat(replay), x0, v, 1 if cheap else FD_EVALS)
-        terms = None if cheap else _term_sizes(replay, x0, v)
-        rounding = None if cheap else _forward_rounding(replay, x0, leaves, v)
+        jac = checks.jacobian(replay, x0) if v.numel() <= self.jacobian_rows and not cheap else None
+        fd = finite_differences_of(checks.flat(replay), x0, v, 1 if cheap else checks.FD_EVALS)
+        terms = None if cheap else checks.term_sizes_of(replay, x0, v)
+        rounding = None if cheap else checks.forward_rounding(replay, x0, leaves, v)
         return replay, x0, changed, v, jac, fd, terms, rounding
 
     def _run(self, real: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.depth += 1
         self.recorder.paused += 1  # backward's own operations are not the forward
         try:
-            with _outside_the_log():  # nor pay the log's Python dispatch
+            with checks.outside_the_log():  # nor pay the log's Python dispatch
                 return real(*args, **kwargs)
         finally:
             self.recorder.paused -= 1
@@ -338,11 +340,11 @@ class Observer:
         self.recorder.paused += 1
         self.depth += 1  # the checks' own autograd calls are not the snippet's
         try:
-            with _outside_the_log():
+            with checks.outside_the_log():
                 replay, x0, changed, v, jac, fd, terms, rounding = self._routes(outs, vs, leaves, cheap)
         except (NotReplayable, RuntimeError) as e:
             why = str(e) if isinstance(e, NotReplayable) else f"the replay failed ({str(e).splitlines()[0][:200]})"
-            event.checks.append(Check("finite_difference", "skipped", _FD, reason=why))
+            event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
             return
         finally:
             self.recorder.paused -= 1
@@ -365,7 +367,7 @@ class Observer:
             why = f"J has more than {self.jacobian_rows} rows (--limit snippet_jacobian_rows=N)"
             if cheap:
                 why = "a folded call: finite differences along random directions only"
-            event.checks.append(Check("jtv", "skipped", _JTV, reason=why))
+            event.checks.append(Check("jtv", "skipped", checks.JTV, reason=why))
         else:
             refs = [Jk.T @ v for Jk in jac]
             for k, ref in enumerate(refs):
@@ -373,7 +375,7 @@ class Observer:
                 event.inputs[k].jacobian = jac[k].tolist()
             errs = list(rounding or [])
             masks = [torch.zeros(r.shape, dtype=torch.bool) for r in refs]
-            event.checks.append(_compare("jtv", _JTV, event, leaves, g64, refs, errs, masks, sizes, prior))
+            event.checks.append(checks.compare("jtv", checks.JTV, event, leaves, g64, refs, errs, masks, sizes, prior))
         if fd.method == "full":
             refs = [fd.jtv[f"x{k}"].reshape(-1) for k in range(len(leaves))]
             for k, ref in enumerate(refs):
@@ -382,22 +384,19 @@ class Observer:
                 event.inputs[k].finite_difference = shown.reshape(leaves[k].shape).tolist()
             errs = [fd.error[f"x{k}"].reshape(-1) + (rounding[k] if rounding else 0) for k in range(len(leaves))]
             masks = [fd.left_out[f"x{k}"].reshape(-1) for k in range(len(leaves))]
-            check = _left_out(
-                event, _compare("finite_difference", _FD, event, leaves, g64, refs, errs, masks, sizes, prior), fd
+            check = checks.left_out(
+                event,
+                checks.compare("finite_difference", checks.FD, event, leaves, g64, refs, errs, masks, sizes, prior),
+                fd,
             )
         else:
-            check = _directions(fd, leaves, g64)
+            check = checks.directions(fd, leaves, g64)
         event.checks.append(check)
 
 
 FULL_PER_LINE = 3  # calls of one line explained in full (render/snippet_view.py folds the rest: FOLD_AFTER)
 SAMPLE = 10  # past those, every SAMPLE-th call of the line gets the cheap checks (past 100 calls, every 100th)
 FOLDED_VALUES = 100  # past the explained calls, a tensor's values travel only up to this many elements
-JACOBIAN_ROWS = 128  # J of the replay for outputs up to this many elements (one autograd call per row)
-FD_EVALS = 401  # every column of J by finite differences up to 100 input elements, else random directions
-_JTV = "the call's grads vs Jᵀv from the Jacobian of the replayed forward (autograd of the replay, float64)"
-_FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
-_FD_DIR = "<u, the call's grads> vs (f(x + hu) - f(x - hu))/2h · v of the replayed forward, random u (float64)"
 
 
 LINE = "vjp_explorer.line"  # the key of a backward node's metadata that holds the snippet's line
@@ -469,152 +468,10 @@ def plain(x: Any) -> Any:
     return x
 
 
-def _outside_the_log() -> Any:
-    """The log's dispatch mode off the stack for a while: what runs now is not recorded, and runs at C speed."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    return _disable_current_modes()
-
-
-def _flat(replay: Any) -> Callable[..., torch.Tensor]:
-    """The replay as one function to one flat tensor: every output's elements in order."""
-
-    def f(*xs: torch.Tensor) -> torch.Tensor:
-        ys = [y.reshape(-1) for y in replay(*xs)]
-        return torch.cat(ys) if ys else torch.zeros(0, dtype=torch.float64)
-
-    return f
-
-
-def _forward_rounding(
-    replay: Any, x0: list[torch.Tensor], leaves: list[torch.Tensor], v: torch.Tensor
-) -> list[torch.Tensor]:
-    """Per input element, |Jᵀv of the replay in the forward's own dtypes − Jᵀv of it in float64|: how far the
-    forward's rounding alone moves the gradient (a float32 loss whose residuals cancel), allowed on top of
-    the tolerance. Both are autograd of the recorded ATen forward, never the snippet's own backward."""
-
-    def vjp(f: Any, xs: list[torch.Tensor]) -> list[torch.Tensor]:
-        with torch.enable_grad():
-            y = f(*xs)
-            if not y.requires_grad:
-                return [torch.zeros(x.numel(), dtype=torch.float64) for x in xs]
-            gs = torch.autograd.grad(y, xs, v.to(y.dtype), allow_unused=True)
-        return [
-            torch.zeros(x.numel(), dtype=torch.float64) if g is None else g.detach().reshape(-1).to(torch.float64)
-            for g, x in zip(gs, xs, strict=True)
-        ]
-
-    try:
-        wide = vjp(_flat(replay), [x.clone().requires_grad_() for x in x0])
-        own = [x.to(leaf.dtype).clone().requires_grad_() for x, leaf in zip(x0, leaves, strict=True)]
-        native = vjp(_flat(replay.in_native_dtypes()), own)
-        return [(a - b).abs().nan_to_num(0.0, 0.0, 0.0) for a, b in zip(native, wide, strict=True)]
-    except (RuntimeError, ValueError, TypeError, IndexError):
-        return [torch.zeros(x.numel(), dtype=torch.float64) for x in x0]
-
-
-def _term_sizes(replay: Any, x0: list[torch.Tensor], v: torch.Tensor) -> list[torch.Tensor] | None:
-    """Σ|terms| backward adds up per input element (engine/term_sizes.py), on the replay; None where the
-    replay cannot be run through autograd that way."""
-    from ..engine.term_sizes import term_sizes
-
-    try:
-        return [t.reshape(-1) for t in term_sizes(_flat(replay), x0, v)]
-    except (RuntimeError, ValueError, TypeError, IndexError):
-        return None
-
-
-def _jacobian(replay: Any, x0: list[torch.Tensor]) -> list[torch.Tensor]:
-    """J of the replay by autograd of the replay itself (our graph: no snippet code runs again)."""
-    xs = [x.clone().requires_grad_() for x in x0]
-    with torch.enable_grad():
-        ys = [y.reshape(-1) for y in replay(*xs)]
-    y = torch.cat(ys) if ys else torch.zeros(0, dtype=torch.float64)
-    rows: list[list[torch.Tensor]] = [[] for _ in xs]
-    for i in range(y.numel()):
-        gs = (
-            torch.autograd.grad(y[i], xs, retain_graph=True, allow_unused=True) if y.requires_grad else [None] * len(xs)
-        )
-        for k, g in enumerate(gs):
-            rows[k].append(torch.zeros(xs[k].numel(), dtype=torch.float64) if g is None else g.reshape(-1))
-    return [
-        torch.stack(r) if r else torch.zeros(0, x.numel(), dtype=torch.float64) for r, x in zip(rows, xs, strict=True)
-    ]
-
-
-def _compare(
-    name: str,
-    compares: str,
-    event: Event,
-    leaves: list[torch.Tensor],
-    got: list[torch.Tensor],
-    refs: list[torch.Tensor],
-    errs: list[torch.Tensor],
-    masks: list[torch.Tensor],
-    sizes: list[torch.Tensor] | None,
-    prior: list[Any],
-) -> Check:
-    """Each grad element against its reference within the dtype's tolerance (engine/tolerance.py), scaled by
-    the size of the terms Jᵀv adds up (Σ|v·J| where J is known) and the grad it accumulated onto, plus three
-    times the reference's own error estimate; elements in `masks` are no reference and are left out."""
-    worst, bad, tol = 0.0, [], ""
-    for k, x in enumerate(leaves):
-        g, ref = got[k], refs[k]
-        scale = ref.abs() if sizes is None else torch.maximum(sizes[k], ref.abs())
-        if prior[k] is not None:
-            scale = scale + prior[k]
-        table = tolerance(x.dtype)  # the one table
-        tol = f"|Δ| <= {table.atol:g} + {table.rtol:g}·(Σ|v·J| + |.grad before|) + 3·(its error) ({_dtype(x)})"
-        diff = (g - ref).abs()
-        both_nan = torch.isnan(g) & torch.isnan(ref)
-        over = ~masks[k] & ~both_nan & ~(diff <= table.atol + table.rtol * scale + 3 * errs[k])
-        for i in torch.nonzero(over).reshape(-1).tolist()[:10]:
-            bad.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
-        finite = diff[torch.isfinite(diff) & ~masks[k]]
-        if finite.numel():
-            worst = max(worst, float(finite.max()))
-    reason = ("differs at " + ", ".join(bad)) if bad else None
-    return Check(name, "disagree" if bad else "agree", compares, max_abs_diff=worst, tolerance=tol, reason=reason)
-
-
-def _left_out(event: Event, check: Check, fd: Any) -> Check:
-    """Name the elements finite differences are no reference at (a kink, an infinite derivative)."""
-    left: dict[str, list[str]] = {}
-    for key, causes in fd.causes.items():
-        k = int(key[1:])
-        for j, cause in causes.items():
-            left.setdefault(cause, []).append(f"{event.inputs[k].name}{element_index(event.inputs[k].shape, j)}")
-    if not left:
-        return check
-    parts = [
-        ", ".join(at[:6]) + (f" and {len(at) - 6} more" if len(at) > 6 else "") + f" ({c})" for c, at in left.items()
-    ]
-    text = "not a reference at " + "; at ".join(parts)
-    return replace(check, reason=f"{check.reason}; {text}" if check.reason else text)
-
-
-def _directions(fd: Any, leaves: list[torch.Tensor], got: list[torch.Tensor]) -> Check:
-    """<u, grads> against the differences along each random direction u (more than 100 input elements)."""
-    if not fd.directions:
-        return Check("finite_difference", "skipped", _FD_DIR, reason=f"no usable direction: {fd.kink_reason}")
-    table = tolerance(leaves[0].dtype)
-    worst, bad = 0.0, []
-    for k, ((ref, err, _), u) in enumerate(zip(fd.directions, fd.us, strict=True)):
-        products = [u[f"x{i}"].reshape(-1) * g for i, g in enumerate(got)]
-        dot = float(sum(float(p.sum()) for p in products))
-        size = float(sum(float(p.abs().sum()) for p in products))
-        diff = abs(dot - ref)
-        worst = max(worst, diff) if diff == diff else worst
-        if not diff <= table.atol + table.rtol * size + 3 * err:
-            bad.append(f"direction {k + 1}: <u, grads> = {dot:.6g}, finite differences {ref:.6g}")
-    return Check(
-        "finite_difference",
-        "disagree" if bad else "agree",
-        f"{_FD_DIR} ({len(fd.directions)} directions, {fd.evals} evaluations)",
-        max_abs_diff=worst,
-        tolerance=f"|Δ| <= {table.atol:g} + {table.rtol:g}·Σ|u·grad| + 3·(the differences' error)",
-        reason="; ".join(bad) or fd.kink_reason or None,
-    )
+def _in_functorch_transform() -> bool:
+    """Whether a torch.func transform (grad, jacrev, vmap, ...) is running: its tensors are wrappers."""
+    peek = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
+    return peek is not None and peek() is not None
 
 
 def _arguments(qualname: str, p: dict[str, Any]) -> tuple[list[Any], list[Any], Any]:

@@ -161,8 +161,19 @@ def finite_differences_of(
     n = sum(t.numel() for t in fn.env.values())
     scale = float(fn.f0.abs().nan_to_num(0.0, 0.0, 0.0).max()) if fn.f0.numel() else 0.0
     if 4 * n + 1 <= max_evals:
-        return _full(fn, fn.env, vf, [], scale, columns)  # type: ignore[arg-type]
-    return _directional(fn, fn.env, vf, [], scale, seed)  # type: ignore[arg-type]
+        res = _full(fn, fn.env, vf, [], scale, columns)  # type: ignore[arg-type]
+    else:
+        res = _directional(fn, fn.env, vf, [], scale, seed)  # type: ignore[arg-type]
+    if bool(((vf != 0) & ~torch.isfinite(fn.f0.reshape(-1))).any()):
+        # an infinite output that v weighs hides how it moves (inf - inf): its differences are no reference
+        if res.method == "full":
+            for name, mask in res.left_out.items():
+                for j in (~mask.reshape(-1)).nonzero().reshape(-1).tolist():
+                    res.causes.setdefault(name, {})[j] = DOMAIN
+                mask.fill_(True)
+        else:
+            res.directions, res.kink_reason = [], DOMAIN
+    return res
 
 
 def jacobian_of(f: Any, xs: list[Any], max_evals: int) -> tuple[list[Any], list[Any]] | None:

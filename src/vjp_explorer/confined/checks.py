@@ -1,0 +1,179 @@
+"""The checks of one observed call, on the replay of its recorded forward: the Jacobian of the replay
+(`jtv`, a consistency check) and central differences of it (`finite_difference`, independent of autograd,
+through the shared driver engine/finite_diff.py), compared with the call's grads at the one tolerance table's
+bounds, weighed by the size of backward's terms and by the forward's own rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from ..engine.tolerance import tolerance
+from ..snippet.result import Check, Event, element_index
+from .pattern import mistake_pattern
+
+JACOBIAN_ROWS = 128  # J of the replay for outputs up to this many elements (one autograd call per row)
+FD_EVALS = 401  # every column of J by finite differences up to 100 input elements, else random directions
+JTV = "the call's grads vs Jᵀv from the Jacobian of the replayed forward (autograd of the replay, float64)"
+FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
+FD_DIR = "<u, the call's grads> vs (f(x + hu) - f(x - hu))/2h · v of the replayed forward, random u (float64)"
+
+
+def outside_the_log() -> Any:
+    """The log's dispatch mode off the stack for a while: what runs now is not recorded, and runs at C speed."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    return _disable_current_modes()
+
+
+def flat(replay: Any) -> Callable[..., torch.Tensor]:
+    """The replay as one function to one flat tensor: every output's elements in order."""
+
+    def f(*xs: torch.Tensor) -> torch.Tensor:
+        ys = [y.reshape(-1) for y in replay(*xs)]
+        return torch.cat(ys) if ys else torch.zeros(0, dtype=torch.float64)
+
+    return f
+
+
+def forward_rounding(
+    replay: Any, x0: list[torch.Tensor], leaves: list[torch.Tensor], v: torch.Tensor
+) -> list[torch.Tensor]:
+    """Per input element, |Jᵀv of the replay in the forward's own dtypes − Jᵀv of it in float64|: how far the
+    forward's rounding alone moves the gradient (a float32 loss whose residuals cancel), allowed on top of
+    the tolerance. Both are autograd of the recorded ATen forward, never the snippet's own backward."""
+
+    def vjp(f: Any, xs: list[torch.Tensor]) -> list[torch.Tensor]:
+        with torch.enable_grad():
+            y = f(*xs)
+            if not y.requires_grad:
+                return [torch.zeros(x.numel(), dtype=torch.float64) for x in xs]
+            gs = torch.autograd.grad(y, xs, v.to(y.dtype), allow_unused=True)
+        return [
+            torch.zeros(x.numel(), dtype=torch.float64) if g is None else g.detach().reshape(-1).to(torch.float64)
+            for g, x in zip(gs, xs, strict=True)
+        ]
+
+    try:
+        wide = vjp(flat(replay), [x.clone().requires_grad_() for x in x0])
+        own = [x.to(leaf.dtype).clone().requires_grad_() for x, leaf in zip(x0, leaves, strict=True)]
+        native = vjp(flat(replay.in_native_dtypes()), own)
+        return [(a - b).abs().nan_to_num(0.0, 0.0, 0.0) for a, b in zip(native, wide, strict=True)]
+    except (RuntimeError, ValueError, TypeError, IndexError):
+        return [torch.zeros(x.numel(), dtype=torch.float64) for x in x0]
+
+
+def term_sizes_of(replay: Any, x0: list[torch.Tensor], v: torch.Tensor) -> list[torch.Tensor] | None:
+    """Σ|terms| backward adds up per input element (engine/term_sizes.py), on the replay; None where the
+    replay cannot be run through autograd that way."""
+    from ..engine.term_sizes import term_sizes
+
+    try:
+        return [t.reshape(-1) for t in term_sizes(flat(replay), x0, v)]
+    except (RuntimeError, ValueError, TypeError, IndexError):
+        return None
+
+
+def jacobian(replay: Any, x0: list[torch.Tensor]) -> list[torch.Tensor]:
+    """J of the replay by autograd of the replay itself (our graph: no snippet code runs again)."""
+    xs = [x.clone().requires_grad_() for x in x0]
+    with torch.enable_grad():
+        ys = [y.reshape(-1) for y in replay(*xs)]
+    y = torch.cat(ys) if ys else torch.zeros(0, dtype=torch.float64)
+    rows: list[list[torch.Tensor]] = [[] for _ in xs]
+    for i in range(y.numel()):
+        gs = (
+            torch.autograd.grad(y[i], xs, retain_graph=True, allow_unused=True) if y.requires_grad else [None] * len(xs)
+        )
+        for k, g in enumerate(gs):
+            rows[k].append(torch.zeros(xs[k].numel(), dtype=torch.float64) if g is None else g.reshape(-1))
+    return [
+        torch.stack(r) if r else torch.zeros(0, x.numel(), dtype=torch.float64) for r, x in zip(rows, xs, strict=True)
+    ]
+
+
+def compare(
+    name: str,
+    compares: str,
+    event: Event,
+    leaves: list[torch.Tensor],
+    got: list[torch.Tensor],
+    refs: list[torch.Tensor],
+    errs: list[torch.Tensor],
+    masks: list[torch.Tensor],
+    sizes: list[torch.Tensor] | None,
+    prior: list[Any],
+) -> Check:
+    """Each grad element against its reference within the dtype's tolerance (engine/tolerance.py), scaled by
+    the size of the terms Jᵀv adds up (Σ|v·J| where J is known) and the grad it accumulated onto, plus three
+    times the reference's own error estimate; elements in `masks` are no reference and are left out."""
+    worst, bad, tol, pairs = 0.0, [], "", []
+    for k, x in enumerate(leaves):
+        g, ref = got[k], refs[k]
+        scale = ref.abs() if sizes is None else torch.maximum(sizes[k], ref.abs())
+        if prior[k] is not None:
+            scale = scale + prior[k]
+        table = tolerance(x.dtype)  # the one table
+        tol = f"|Δ| <= {table.atol:g} + {table.rtol:g}·(Σ|v·J| + |.grad before|) + 3·(its error) ({_dtype(x)})"
+        diff = (g - ref).abs()
+        same = (torch.isnan(g) & torch.isnan(ref)) | (g == ref)  # nan on both routes, or the same infinity
+        over = ~masks[k] & ~same & ~(diff <= table.atol + table.rtol * scale + 3 * errs[k])
+        for i in torch.nonzero(over).reshape(-1).tolist()[:10]:
+            bad.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
+        finite = diff[torch.isfinite(diff) & ~masks[k]]
+        if finite.numel():
+            worst = max(worst, float(finite.max()))
+        kept = torch.isfinite(diff) & ~masks[k]
+        pairs.append(torch.stack([g[kept].reshape(-1), ref[kept].reshape(-1)]).to(torch.float64))
+    reason = ("differs at " + ", ".join(bad)) if bad else None
+    if bad and (pattern := mistake_pattern(torch.cat(pairs, 1))):
+        reason = f"{reason}; {pattern}"
+    return Check(name, "disagree" if bad else "agree", compares, max_abs_diff=worst, tolerance=tol, reason=reason)
+
+
+def left_out(event: Event, check: Check, fd: Any) -> Check:
+    """Name the elements finite differences are no reference at (a kink, an infinite derivative)."""
+    left: dict[str, list[str]] = {}
+    for key, causes in fd.causes.items():
+        k = int(key[1:])
+        for j, cause in causes.items():
+            left.setdefault(cause, []).append(f"{event.inputs[k].name}{element_index(event.inputs[k].shape, j)}")
+    if not left:
+        return check
+    parts = [
+        ", ".join(at[:6]) + (f" and {len(at) - 6} more" if len(at) > 6 else "") + f" ({c})" for c, at in left.items()
+    ]
+    text = "not a reference at " + "; at ".join(parts)
+    return replace(check, reason=f"{check.reason}; {text}" if check.reason else text)
+
+
+def directions(fd: Any, leaves: list[torch.Tensor], got: list[torch.Tensor]) -> Check:
+    """<u, grads> against the differences along each random direction u (more than 100 input elements)."""
+    if not fd.directions:
+        return Check("finite_difference", "skipped", FD_DIR, reason=f"no usable direction: {fd.kink_reason}")
+    table = tolerance(leaves[0].dtype)
+    worst, bad = 0.0, []
+    for k, ((ref, err, _), u) in enumerate(zip(fd.directions, fd.us, strict=True)):
+        products = [u[f"x{i}"].reshape(-1) * g for i, g in enumerate(got)]
+        dot = float(sum(float(p.sum()) for p in products))
+        size = float(sum(float(p.abs().sum()) for p in products))
+        diff = abs(dot - ref)
+        worst = max(worst, diff) if diff == diff else worst
+        if not diff <= table.atol + table.rtol * size + 3 * err:
+            bad.append(f"direction {k + 1}: <u, grads> = {dot:.6g}, finite differences {ref:.6g}")
+    return Check(
+        "finite_difference",
+        "disagree" if bad else "agree",
+        f"{FD_DIR} ({len(fd.directions)} directions, {fd.evals} evaluations)",
+        max_abs_diff=worst,
+        tolerance=f"|Δ| <= {table.atol:g} + {table.rtol:g}·Σ|u·grad| + 3·(the differences' error)",
+        reason="; ".join(bad) or fd.kink_reason or None,
+    )
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")

@@ -42,7 +42,6 @@ def test_seed_graph_nodes_and_cotangents():
     assert root["name"] == "AddBackward0" and root["value_of"] == "y"
 
 
-@pytest.mark.xfail(strict=True, reason="the confined door does not yet tie graph nodes to their statements")
 def test_graph_nodes_name_the_statement_that_made_them():
     r = run_snippet(TWICE, seed=0, graph=True)
     lines = {n["name"]: n["line"] for n in r.events[0].graph}

@@ -1,7 +1,8 @@
-"""The checks of one observed call, on the replay of its recorded forward: the Jacobian of the replay
-(`jtv`, a consistency check) and central differences of it (`finite_difference`, independent of autograd,
-through the shared driver engine/finite_diff.py), compared with the call's grads at the one tolerance table's
-bounds, weighed by the size of backward's terms and by the forward's own rounding.
+"""The checks of one observed call, run on the replay of the forward the child recorded.
+
+The Jacobian of the replay (`jtv`, a consistency check) and central differences of it (`finite_difference`,
+independent of autograd, through the shared driver engine/finite_diff.py), compared with the call's grads at
+the one tolerance table's bounds, weighed by the size of backward's terms and by the forward's own rounding.
 """
 
 from __future__ import annotations

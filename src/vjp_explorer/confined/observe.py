@@ -159,14 +159,7 @@ class Observer:
         is_grad = qualname == "torch.autograd.grad"
         before = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
         line, source = self._where()
-        seen = self.per_line.get(line, 0)
-        self.per_line[line] = seen + 1
-        # in full: the first calls of each line (what the transcript shows in full), up to the limit overall
-        explain = seen < FULL_PER_LINE and self.full < self.explained
-        self.full += explain
-        # past those, the cheap checks on every SAMPLE-th call of the line (a loop's steps cost a forward each)
-        every = SAMPLE if seen < 10 * SAMPLE else 10 * SAMPLE  # a long loop: sparser still past 100 calls
-        checked = explain or (seen - FULL_PER_LINE) % every == every - 1
+        explain, checked, every = self._plan(line)
         watch = NonfiniteWatch(outs) if explain else None
         customs = custom_functions(outs) if explain else []
         probe = self._graph_probe(outs) if explain and self.graph else None
@@ -233,6 +226,18 @@ class Observer:
         if not event.retain_graph:
             self.recorder.forget(self.recorder.slice_for(outs, leaves))
         return value
+
+    def _plan(self, line: int) -> tuple[bool, bool, int]:
+        """For the next call from `line`: whether it is explained in full (the first calls of each line, what
+        the transcript shows in full, up to the limit overall), whether it gets the cheap checks (every
+        SAMPLE-th call of the line past those, every 10·SAMPLE-th past 100: a loop's steps cost a forward each),
+        and that period."""
+        seen = self.per_line.get(line, 0)
+        self.per_line[line] = seen + 1
+        explain = seen < FULL_PER_LINE and self.full < self.explained
+        self.full += explain
+        every = SAMPLE if seen < 10 * SAMPLE else 10 * SAMPLE
+        return explain, explain or (seen - FULL_PER_LINE) % every == every - 1, every
 
     def _graph_probe(self, outs: list[torch.Tensor]) -> Any:
         """The backward graph with what each node received (engine/backward_graph.py), named by the snippet."""

@@ -166,3 +166,12 @@ def test_the_parent_never_imports_the_childs_observation():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "observe" not in out.stdout and "record" not in out.stdout
+
+
+def test_a_complex_call_is_skipped_with_its_reason_and_prints_what_python_prints():
+    src = "import torch\nz = torch.tensor([1+2j, 3-1j], requires_grad=True)\n"
+    src += "(z * z.conj()).real.sum().backward()\nprint(z.grad)\n"
+    r = run_snippet(src, "complex.py", seed=0)
+    assert r.stdout == "tensor([2.+4.j, 6.-2.j])\n" and not any(w for s in r.steps for w in s.warnings)
+    (check,) = r.events[0].checks
+    assert check.status == "skipped" and "complex" in check.reason and r.exit_code == 0

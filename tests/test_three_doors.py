@@ -201,11 +201,6 @@ def test_every_door_takes_the_same_finite_differences(name, program_door, snippe
     assert a.max_abs_diff == pytest.approx(b.max_abs_diff, rel=1e-6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="confined/observe.py keeps its own single-step central difference (_fd_jacobian) instead of "
-    "engine/finite_diff.finite_differences_of: the snippet door's numbers differ from the driver's at ~1e-11",
-)
 def test_the_snippet_door_takes_the_drivers_numbers_bit_for_bit(program_door, snippet_door):
     for name in PROGRAMS:
         program = program_door[name].finite_difference

@@ -201,7 +201,7 @@ class Observer:
                     keep(b),
                     None if is_grad else keep(a),
                     keep(g),
-                    grad_norm=None if g is None else float(g.detach().to(torch.float64).norm()),
+                    grad_norm=None if g is None else float(g.detach().abs().to(torch.float64).norm()),
                 )
                 for x, b, a, g in zip(leaves, before, after, got, strict=True)
             ],
@@ -211,6 +211,9 @@ class Observer:
         event.diagnosis = diagnosis if nonfinite else None
         if not checked:
             why = f"past the first {FULL_PER_LINE} calls of a line, every {every}th is checked"
+            event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+        elif any(t.is_complex() for t in [*outs, *leaves]):
+            why = "complex tensors: the references here are real; torch's conjugate convention is not checked"
             event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
         elif all(isinstance(v, torch.Tensor) for v in v_used) and leaves:
             try:

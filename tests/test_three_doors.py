@@ -141,8 +141,8 @@ def program_door():
     real = call.backward
     for name, (program, values, v, wrong) in PROGRAMS.items():
 
-        def planted(out_, v_, leaves, kept, calls, retain_graph, wrong=wrong, name=name):
-            before, grads, none = real(out_, v_, leaves, kept, calls, retain_graph)
+        def planted(out_, v_, leaves, kept, calls, retain_graph, *rest, wrong=wrong, name=name):
+            before, grads, none = real(out_, v_, leaves, kept, calls, retain_graph, *rest)
             grads.update(wrong({n: t.detach() for n, t in leaves.items()}, v_.detach()))
             return before, grads, [*none, "x"] if name == "Nothing" else none
 

@@ -14,6 +14,7 @@ recorded path: the forward finite differences perturb, with no autograd of the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,13 +97,12 @@ class Recorder(TorchDispatchMode):
         name = func.overloadpacket.__name__
         if self.paused or (not torch.is_grad_enabled() and self.custom_depth == 0) or name in ("detach", "alias"):
             return func(*args, **kwargs)
-        flat, _ = tree_flatten((args, kwargs))
-        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        tensors = [a for a in _leaves(args, kwargs) if isinstance(a, torch.Tensor)]
         if not any(t.requires_grad or key(t) in self.made for t in tensors):
             return func(*args, **kwargs)
-        refs = tree_map(self._ref, (args, kwargs))  # before the call: an in-place op changes its input
+        refs = _map(self._ref, args, kwargs)  # before the call: an in-place op changes its input
         out = func(*args, **kwargs)
-        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        outs = [o for o in _leaves((out,), {}) if isinstance(o, torch.Tensor)]
         if outs and not any(o.is_floating_point() or o.is_complex() for o in outs):
             return out
         # once the op returns, autograd bumps an in-place op's input (its result) and gives a view its base's
@@ -145,7 +145,7 @@ class Recorder(TorchDispatchMode):
         gone = {id(e) for e in entries}
         self.entries = [e for e in self.entries if id(e) not in gone]
         self.made = {k: v for k, v in self.made.items() if id(v[0]) not in gone}
-        used = {r.key for e in self.entries for r in tree_flatten((e.args, e.kwargs))[0] if isinstance(r, _Ref)}
+        used = {r.key for e in self.entries for r in _leaves(e.args, e.kwargs) if isinstance(r, _Ref)}
         for k in [k for k in self.copies if k not in used]:
             t = self.copies.pop(k)
             self.copy_bytes -= t.numel() * t.element_size()
@@ -169,14 +169,14 @@ class Recorder(TorchDispatchMode):
             need.add(id(entry))
             if entry.random and entry.func.overloadpacket.__name__ != "native_dropout":
                 continue
-            stack.extend(r.key for r in tree_flatten((entry.args, entry.kwargs))[0] if isinstance(r, _Ref))
+            stack.extend(r.key for r in _leaves(entry.args, entry.kwargs) if isinstance(r, _Ref))
         return [e for e in self.entries if id(e) in need]
 
     def changed_inputs(self, entries: list[Entry], current: dict[int, torch.Tensor]) -> list[int]:
         """The serial of each outside input whose value now differs from what the forward read."""
         changed = []
         for e in entries:
-            for r in tree_flatten((e.args, e.kwargs))[0]:
+            for r in _leaves(e.args, e.kwargs):
                 if isinstance(r, _Ref) and not r.made and r.serial in current:
                     now, then = current[r.serial], self.copies.get(r.key)
                     if then is not None and now.shape == then.shape and not torch.equal(now.detach(), then):
@@ -212,7 +212,7 @@ class Replay:
         """The leaves as the forward read them, in float64."""
         values: dict[int, torch.Tensor] = {}
         for e in self.entries:
-            for r in tree_flatten((e.args, e.kwargs))[0]:
+            for r in _leaves(e.args, e.kwargs):
                 if isinstance(r, _Ref) and not r.made and r.serial in self.leaves and r.serial not in values:
                     values[r.serial] = self.rec.copies[r.key]
         return [_wide(values[c]) if c in values else None for c in self.leaves]  # type: ignore[misc]
@@ -278,3 +278,24 @@ def _wide(t: torch.Tensor) -> torch.Tensor:
     if t.dtype in (torch.complex32, torch.complex64):
         return t.to(torch.complex128)
     return t
+
+
+def _leaves(args: Any, kwargs: Any) -> list[Any]:
+    """The arguments of an ATen call, one level of lists opened (a TensorList): all an operator's schema
+    nests, and much cheaper than a general tree flatten on every operation of a training loop."""
+    out: list[Any] = []
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, (list, tuple)):
+            out.extend(a)
+        else:
+            out.append(a)
+    return out
+
+
+def _map(f: Callable[[Any], Any], args: Any, kwargs: Any) -> tuple[Any, Any]:
+    """`f` on every argument, one level of lists opened, the structure kept."""
+
+    def one(a: Any) -> Any:
+        return type(a)(f(x) for x in a) if isinstance(a, (list, tuple)) else f(a)
+
+    return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}

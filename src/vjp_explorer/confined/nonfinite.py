@@ -7,6 +7,8 @@ infinite local derivative) and a fix that applies. They only look; the call runs
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -39,16 +41,9 @@ class NonfiniteWatch:
         self.max_nodes = max_nodes
 
     def start(self) -> None:
-        seen: set[int] = set()
-        stack = list(self.roots)
-        while stack and len(seen) < self.max_nodes:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
+        for node in itertools.islice(graph_nodes(self.roots), self.max_nodes):
             self.names.add(type(node).__name__)
             self.handles.append(node.register_hook(lambda sent, arriving, node=node: self._hook(node, sent, arriving)))
-            stack.extend(n for n, _ in node.next_functions if n is not None)
 
     def _hook(self, node: Any, sent: Any, arriving: Any) -> None:
         if self.found is not None:
@@ -100,18 +95,24 @@ def _describe(node: Any, arriving: tuple[Any, ...], through_where: bool) -> str:
     return f"{text} {fix}"
 
 
-def custom_functions(outs: list[Any]) -> list[str]:
-    """The snippet's own autograd Functions on the graph behind `outs` (torch names their nodes NameBackward)."""
-    found: list[str] = []
+def graph_nodes(roots: list[Any]) -> Iterator[Any]:
+    """Each node of the backward graph below `roots` (grad_fns), once: the one walk of the child's graph."""
     seen: set[int] = set()
-    stack = [o.grad_fn for o in outs if o.grad_fn is not None]
+    stack = [r for r in roots if r is not None]
     while stack:
         node = stack.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
+        yield node
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+
+
+def custom_functions(outs: list[Any]) -> list[str]:
+    """The snippet's own autograd Functions on the graph behind `outs` (torch names their nodes NameBackward)."""
+    found: list[str] = []
+    for node in graph_nodes([o.grad_fn for o in outs]):
         cls = getattr(node, "_forward_cls", None)  # set on the nodes of Python autograd Functions
         if cls is not None and cls.__name__ not in found:
             found.append(cls.__name__)
-        stack.extend(n for n, _ in node.next_functions if n is not None)
     return found

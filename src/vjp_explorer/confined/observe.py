@@ -23,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 from ..snippet.result import Check, Event, LeafGrad, TensorInfo
 from ..snippet.words import diagnose, event_notes
 from . import checks
-from .nonfinite import NonfiniteWatch, custom_functions
+from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
 from .record import NotReplayable, Recorder, serial
 
 Send = Callable[[dict[str, Any]], None]
@@ -493,19 +493,10 @@ def _arguments(qualname: str, p: dict[str, Any]) -> tuple[list[Any], list[Any], 
 def graph_leaves(outs: list[torch.Tensor]) -> list[torch.Tensor]:
     """The leaves backward reaches from `outs`, in the order the graph names them."""
     found: list[torch.Tensor] = [o for o in outs if o.grad_fn is None and o.requires_grad]
-    seen: set[int] = set()
-    stack = [o.grad_fn for o in outs if o.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if type(node).__name__ == "AccumulateGrad":
-            var = node.variable  # type: ignore[attr-defined]
-            if all(var is not f for f in found):
-                found.append(var)
-            continue
-        stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
+    for node in graph_nodes([o.grad_fn for o in outs]):
+        var = node.variable if type(node).__name__ == "AccumulateGrad" else None
+        if var is not None and all(var is not f for f in found):
+            found.append(var)
     return found
 
 

@@ -102,6 +102,33 @@ def test_python_semantics_exit_syntax_future_and_stdin():
 
 
 @confined_only
+def test_atexit_functions_run_at_the_end_with_their_output_kept(tmp_path):
+    """After the last statement, an error or sys.exit, as python runs them; an exception there is Python's
+    "Exception ignored" on stderr, and the next function still runs."""
+    code = textwrap.dedent(
+        """\
+        import atexit, sys
+        def boom():
+            raise ValueError("in exit")
+        atexit.register(print, "last")
+        atexit.register(boom)
+        atexit.register(print, "first")
+        print("body")
+        """
+    )
+    for tail, exit_code in (("", 0), ("sys.exit(3)\n", 3), ("1 / 0\n", 1)):
+        path = tmp_path / "exit.py"
+        path.write_text(code + tail)
+        plain = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
+        outcome = run_confined(code + tail)
+        assert outcome.stdout == plain.stdout == "body\nfirst\nlast\n"
+        assert outcome.at_exit is not None and outcome.at_exit.stdout == "first\nlast\n"
+        assert "Exception ignored in atexit callback" in outcome.at_exit.stderr and "ValueError" in outcome.stderr
+        assert (outcome.exit_code, plain.returncode, outcome.stopped) == (exit_code, exit_code, None)
+    assert run_confined("print(1)").at_exit is None
+
+
+@confined_only
 def test_a_memory_error_the_snippet_catches_is_its_own():
     outcome = run_confined("try:\n    bytearray(10**12)\nexcept MemoryError:\n    print('caught')")
     assert outcome.stdout == "caught\n" and outcome.stopped is None

@@ -175,3 +175,17 @@ def test_a_complex_call_is_skipped_with_its_reason_and_prints_what_python_prints
     assert r.stdout == "tensor([2.+4.j, 6.-2.j])\n" and not any(w for s in r.steps for w in s.warnings)
     (check,) = r.events[0].checks
     assert check.status == "skipped" and "complex" in check.reason and r.exit_code == 0
+
+
+def test_what_atexit_functions_print_reaches_the_transcript_and_the_json(vjp):
+    src = (
+        "import atexit, torch\nx = torch.ones(2, requires_grad=True)\n"
+        "atexit.register(lambda: print('at exit', x.grad))\n(x * 3).sum().backward()\nprint('body')\n"
+    )
+    out = vjp("run", "--snippet", src, "--json")
+    doc = json.loads(out.stdout)["snippet"]
+    assert doc["stdout"] == "body\nat exit tensor([3., 3.])\n" and out.exit_code == 0
+    assert doc["at_exit"] == {"stdout": "at exit tensor([3., 3.])\n", "warnings": []}
+    assert doc["steps"][-1]["stdout"] == "body\n"  # not the last statement's output
+    shown = vjp("run", "--snippet", src).stdout
+    assert shown.index("body") < shown.index("at exit (functions registered with atexit)") < shown.index("[3., 3.]")

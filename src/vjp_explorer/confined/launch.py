@@ -69,6 +69,7 @@ class Outcome:
     exception: SnippetException | None = None
     exit_code: int = 0  # what `python FILE.py` would have exited with (sys.exit, an exception: 1)
     stopped: VjpError | None = None  # the tool stopped the snippet: a limit, a crash, a broken channel
+    at_exit: Statement | None = None  # what the snippet's atexit functions printed, after its last statement
     raw_output: str = ""  # what reached fd 1 and 2 directly (os.write, C libraries), not through sys.stdout
     confined: bool = False
     landlock_abi: int = 0
@@ -77,11 +78,14 @@ class Outcome:
 
     @property
     def stdout(self) -> str:
-        return "".join(s.stdout for s in self.statements)
+        return "".join(s.stdout for s in self._all())
 
     @property
     def stderr(self) -> str:
-        return "".join(s.stderr for s in self.statements)
+        return "".join(s.stderr for s in self._all())
+
+    def _all(self) -> list[Statement]:
+        return self.statements + ([self.at_exit] if self.at_exit is not None else [])
 
 
 def confinement_available() -> str | None:
@@ -276,6 +280,14 @@ class _Session:
             out, err = self.pending["stdout"] + frame["stdout"], self.pending["stderr"] + frame["stderr"]
             self.pending = {"stdout": "", "stderr": ""}
             self.outcome.statements.append(Statement(frame["line"], frame["end_line"], out, err))
+        elif kind == "at_exit":
+            if self.outcome.at_exit is not None:
+                self._kill(_protocol_error(ProtocolError("a second 'at_exit' frame")))
+                return
+            self._count(len(frame["stdout"]) + len(frame["stderr"]))
+            out, err = self.pending["stdout"] + frame["stdout"], self.pending["stderr"] + frame["stderr"]
+            self.pending = {"stdout": "", "stderr": ""}
+            self.outcome.at_exit = Statement(0, 0, out, err)
         elif kind == "error":
             self.outcome.exception = _exception(frame)
             self.resource = frame["resource"]

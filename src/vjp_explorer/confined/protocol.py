@@ -132,6 +132,8 @@ FRAMES: dict[str, dict[str, Check]] = {
     "output": {"line": _int, "stream": lambda s: s in ("stdout", "stderr"), "text": _str},
     # one top-level statement ended, with what it printed (an "error" or "exit" follows if it raised)
     "statement": {"line": _int, "end_line": _int, "stdout": _str, "stderr": _str},
+    # the functions the snippet registered with atexit ran (after its last statement), with what they printed
+    "at_exit": {"stdout": _str, "stderr": _str},
     # the snippet raised: Python's own exception; `resource` names a limit it hit (memory, file size, ...)
     "error": {
         "exc_type": _str,

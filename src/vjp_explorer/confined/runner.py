@@ -116,14 +116,16 @@ def run(
     sys.modules["__main__"] = module  # classes the snippet defines pickle as __main__.Name, as in `python FILE.py`
     if observe is not None:
         observers.append(observe(module.__dict__))
-    current = {"line": 0}
+    current = {"line": 0, "early": 0}
 
     def early(stream: str, text: str) -> None:
+        current["early"] += 1
         send({"type": "output", "line": current["line"], "stream": stream, "text": text})
 
     stdout, stderr = _Stream("stdout", 1, early), _Stream("stderr", 2, early)
     sys.stdout, sys.stderr = stdout, stderr
     flags = 0
+    end: dict[str, Any] = {"type": "done"}
     try:
         for stmt in tree.body:
             current["line"] = stmt.lineno
@@ -132,11 +134,30 @@ def run(
             text = {"stdout": stdout.take(), "stderr": stderr.take()}
             send({"type": "statement", "line": stmt.lineno, "end_line": stmt.end_lineno or stmt.lineno, **text})
             if stopped is not None:
-                send(stopped)
-                return
+                end = stopped
+                break
+        _run_at_exit(send, stdout, stderr, current)
     finally:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-    send({"type": "done"})
+    send(end)
+
+
+def _run_at_exit(send: Send, stdout: _Stream, stderr: _Stream, current: dict[str, int]) -> None:
+    """What the snippet registered with atexit runs now, as at `python FILE.py`'s end (after its last
+    statement, its traceback or its sys.exit), with its output captured like a statement's; Python itself
+    reports an exception there ("Exception ignored in atexit callback") on stderr and goes on."""
+    import atexit
+
+    if not atexit._ncallbacks():
+        return
+    current["line"], current["early"] = 0, 0
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: S110 - a KeyboardInterrupt or the like at the very end: Python too stops there
+        pass
+    out, err = stdout.take(), stderr.take()
+    if out or err or current["early"]:  # torch registers atexit functions of its own, which print nothing
+        send({"type": "at_exit", "stdout": out, "stderr": err})
 
 
 # what a REPL transcript copied from a session may use without showing its import

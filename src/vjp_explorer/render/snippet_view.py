@@ -64,6 +64,12 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False, surface:
         if e.explanation:
             parts.append(Text(e.explanation))
         parts.append(Text("The snippet stops here, as Python would (exit 4).", style="dim"))
+    if r.at_exit is not None:
+        parts.append(Text("at exit (functions registered with atexit):", style="dim"))
+        if r.at_exit.stdout:
+            parts.append(Padding(Text(visible(r.at_exit.stdout.rstrip("\n")), style="green"), (0, 0, 0, 7)))
+        for w in r.at_exit.warnings:
+            parts.append(Padding(Text("warning: " + visible(w), style="yellow"), (0, 0, 0, 7)))
     for n in r.notes:
         parts.append(Text("note: " + n, style="dim"))
     parts.append(_summary(r))

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ProgramError
 from ..limits import DEFAULT_LIMITS, Limits
-from .result import Check, Claim, Event, LeafGrad, RaisedError, SnippetResult, Step, TensorInfo
+from .result import AtExit, Check, Claim, Event, LeafGrad, RaisedError, SnippetResult, Step, TensorInfo
 from .source import Source, parse, read_source, same_output
 
 
@@ -87,6 +87,10 @@ def run_snippet(
             message=safe_text(exc.message),
             explanation=explain_error(exc.message),
         )
+    at_exit = None
+    if outcome.at_exit is not None:
+        done = outcome.at_exit
+        at_exit = AtExit(safe_text(done.stdout), [safe_text(w) for w in done.stderr.splitlines() if w.strip()])
     from importlib.metadata import version
 
     return SnippetResult(
@@ -98,8 +102,9 @@ def run_snippet(
         steps=steps,
         events=events,
         error=error,
-        stdout="".join(s.stdout for s in steps),
+        stdout="".join(s.stdout for s in steps) + (at_exit.stdout if at_exit is not None else ""),
         stopped=outcome.stopped,
+        at_exit=at_exit,
         notes=_session_note(src),
     )
 

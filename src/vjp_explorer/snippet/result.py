@@ -92,6 +92,15 @@ class Step:
 
 
 @dataclass
+class AtExit:
+    """What the functions the snippet registered with atexit printed: they run after its last statement (or
+    its traceback, or its sys.exit), as at the end of `python FILE.py`."""
+
+    stdout: str
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
 class RaisedError:
     """Where the snippet raised, as plain Python with torch would, and what it means here."""
 
@@ -119,6 +128,7 @@ class SnippetResult:
     kind: str = "snippet"  # or "check" (vjp check: one call of the user's own function)
     # the tool stopped the snippet (a limit, a crash): what ran until then is above; the error itself
     stopped: Any = None  # an errors.VjpError
+    at_exit: AtExit | None = None  # output of the snippet's atexit functions (also the end of `stdout`)
 
     @property
     def exit_code(self) -> int:
@@ -176,6 +186,7 @@ class SnippetResult:
                     {**asdict(e), "status": e.status, "grads": {x.name: x.grad for x in e.inputs}} for e in self.events
                 ],
                 "error": None if self.error is None else asdict(self.error),
+                "at_exit": None if self.at_exit is None else asdict(self.at_exit),
                 "stopped": None
                 if self.stopped is None
                 else {"message": self.stopped.message, "hint": self.stopped.hint},

@@ -129,6 +129,31 @@ def test_atexit_functions_run_at_the_end_with_their_output_kept(tmp_path):
 
 
 @confined_only
+def test_what_the_confinement_refused_is_read_back_by_kind_and_library():
+    """The kernel refuses; the child reads where a refusal came from (the whole traceback, and audit events
+    for attempts the snippet's own code swallows), so the parent can say why a line failed."""
+    loader = run_confined(
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "for batch in DataLoader(torch.arange(8.0), batch_size=4, num_workers=2):\n    print(batch)\n"
+    )
+    assert (loader.exception.type, loader.exception.refusal) == ("PermissionError", "process")
+    assert "DataLoader" in loader.exception.via
+    assert run_confined("import os\nos.fork()").exception.refusal == "process"
+    assert run_confined("open('/etc/passwd').read()").exception.refusal == "files"
+    net = run_confined("import urllib.request\nurllib.request.urlopen('http://example.com')")
+    assert (net.exception.refusal, net.exception.via) == ("network", "urllib")
+    assert run_confined("x = {}\nx['a']").exception.refusal is None
+    swallowed = run_confined("import os\nprint(os.system('ls /') != 0)\nfor _ in range(3):\n    os.system('ls')")
+    assert swallowed.stdout == "True\n" and swallowed.exception is None
+    assert [(r.kind, r.what, r.line) for r in swallowed.refused] == [
+        ("process", "os.system(ls /)", 2),
+        ("process", "os.system(ls)", 3),  # once per top-level statement, not per call
+    ]
+    trusted = run_confined("import os\nos.system('true')\nopen('/nonexistent/x', 'w')", trust=True)
+    assert trusted.refused == [] and trusted.exception.refusal is None  # nothing is refused with trust
+
+
+@confined_only
 def test_a_memory_error_the_snippet_catches_is_its_own():
     outcome = run_confined("try:\n    bytearray(10**12)\nexcept MemoryError:\n    print('caught')")
     assert outcome.stdout == "caught\n" and outcome.stopped is None

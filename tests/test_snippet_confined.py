@@ -189,3 +189,20 @@ def test_what_atexit_functions_print_reaches_the_transcript_and_the_json(vjp):
     assert doc["steps"][-1]["stdout"] == "body\n"  # not the last statement's output
     shown = vjp("run", "--snippet", src).stdout
     assert shown.index("body") < shown.index("at exit (functions registered with atexit)") < shown.index("[3., 3.]")
+
+
+def test_a_refused_process_or_download_is_explained_with_what_to_do(vjp):
+    loader = (
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "for batch in DataLoader(torch.arange(8.0), batch_size=4, num_workers=2):\n    print(batch)\n"
+    )
+    out = vjp("run", "--snippet", loader, "--json")
+    err = json.loads(out.stdout)["snippet"]["error"]
+    assert out.exit_code == 4 and err["type"] == "PermissionError" and err["line"] == 3
+    assert "may not start processes" in err["explanation"] and "num_workers=0" in err["explanation"]
+    assert "--trust" in err["explanation"]
+    swallowed = "import os\nstatus = os.system('ls')\nprint(status != 0)\n"
+    out = vjp("run", "--snippet", swallowed, "--json")
+    doc = json.loads(out.stdout)["snippet"]
+    assert out.exit_code == 0 and doc["stdout"] == "True\n"
+    assert [n for n in doc["notes"] if n.startswith("Line 2: ") and "os.system(ls)" in n and "--trust" in n]

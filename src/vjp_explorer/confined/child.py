@@ -59,7 +59,14 @@ def main() -> int:
         from .observe import observer_for  # imports torch: after the confinement, as a snippet's import would
 
         observe = observer_for(send, snippet["filename"], snippet.get("seed"), dict(snippet.get("explain") or {}))
-    runner.run(snippet["text"], send, filename=snippet["filename"], mode=snippet["mode"], observe=observe)
+    runner.run(
+        snippet["text"],
+        send,
+        filename=snippet["filename"],
+        mode=snippet["mode"],
+        observe=observe,
+        confined=not config["trust"],
+    )
     return 0
 
 

@@ -57,7 +57,20 @@ class SnippetException:
     line: int | None
     traceback: str
     errno: int | None = None
-    refused: bool = False  # a PermissionError from the confinement's refusal (EPERM, EACCES)
+    refusal: str | None = None  # what the confinement refused behind it: process, network or files
+    via: str = ""  # the library the refused attempt came through (a DataLoader's workers, urllib, ...)
+
+
+@dataclass
+class Refused:
+    """An attempt the confinement refused: `kind` process or network, `what` the call, at a top-level line."""
+
+    kind: str
+    what: str
+    line: int
+
+
+_MAX_REFUSED = 20
 
 
 @dataclass
@@ -70,6 +83,7 @@ class Outcome:
     exit_code: int = 0  # what `python FILE.py` would have exited with (sys.exit, an exception: 1)
     stopped: VjpError | None = None  # the tool stopped the snippet: a limit, a crash, a broken channel
     at_exit: Statement | None = None  # what the snippet's atexit functions printed, after its last statement
+    refused: list[Refused] = field(default_factory=list)  # attempts the confinement refused (audited)
     raw_output: str = ""  # what reached fd 1 and 2 directly (os.write, C libraries), not through sys.stdout
     confined: bool = False
     landlock_abi: int = 0
@@ -296,6 +310,9 @@ class _Session:
         elif kind == "exit":
             self.outcome.exit_code = frame["code"]
             self.ended = True
+        elif kind == "refused":
+            if len(self.outcome.refused) < _MAX_REFUSED:
+                self.outcome.refused.append(Refused(frame["kind"], safe_text(frame["what"][:200]), frame["line"]))
         elif kind == "event":
             self.outcome.events.append((len(self.outcome.statements), frame["event"]))
         elif kind == "done":
@@ -462,5 +479,6 @@ def _exception(frame: dict[str, Any]) -> SnippetException:
         line=frame["line"],
         traceback=safe_text(frame["traceback"]),
         errno=frame["errno"],
-        refused=frame["exc_type"] == "PermissionError",
+        refusal=frame["refusal"],
+        via=safe_text(frame["via"][:200]),
     )

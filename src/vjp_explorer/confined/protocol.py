@@ -142,7 +142,12 @@ FRAMES: dict[str, dict[str, Check]] = {
         "traceback": _str,
         "errno": _optional_int,
         "resource": lambda s: s in (None, "memory", "file_size", "open_files"),
+        # what the confinement refused behind it, and the library it came through ("" where none is known)
+        "refusal": lambda s: s in (None, "process", "network", "files"),
+        "via": _str,
     },
+    # an attempt the confinement refuses (audited): a process started, the network reached, at this line
+    "refused": {"kind": lambda s: s in ("process", "network"), "what": _str, "line": _int},
     # the snippet called sys.exit(code): code is the exit status python would give
     "exit": {"line": _int, "code": _int, "message": _str},
     # one backward or grad call, explained in the child (observe.py); checked field by field where it is read

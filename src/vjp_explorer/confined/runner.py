@@ -19,6 +19,8 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from . import refusals
+
 Send = Callable[[dict[str, Any]], None]
 
 CHUNK = 64 << 10  # characters of output buffered before a long statement sends them early
@@ -95,10 +97,12 @@ def run(
     mode: str = "script",
     observers: Iterable[Observer] = (),
     observe: Callable[[dict[str, Any]], Observer] | None = None,
+    confined: bool = False,
 ) -> None:
     """Run `source` (mode "script", or "repl" for a transcript), sending a "statement" frame per top-level
     statement, then "done"; or an "error" (or "exit") frame where the snippet stops. `observe`, given the
-    snippet's namespace, makes one more observer (the autograd one) before the first statement runs."""
+    snippet's namespace, makes one more observer (the autograd one) before the first statement runs.
+    `confined`: the child is confined, so what the kernel refuses is read back and said (refusals.py)."""
     observers = list(observers)
     if mode == "repl":
         source = transcript_source(source)
@@ -106,7 +110,7 @@ def run(
     try:
         tree = ast.parse(source, filename)
     except SyntaxError as exc:  # Python says so before it runs a line; so do we
-        send(_error_frame(exc, filename))
+        send(_error_frame(exc, filename, False))
         return
     module = types.ModuleType("__main__")
     module.__dict__.update(__file__=filename, __builtins__=builtins, __doc__=ast.get_docstring(tree, clean=False))
@@ -117,6 +121,9 @@ def run(
     if observe is not None:
         observers.append(observe(module.__dict__))
     current = {"line": 0, "early": 0}
+    attempts = refusals.Attempts() if confined else None
+    if attempts is not None:
+        attempts.install()
 
     def early(stream: str, text: str) -> None:
         current["early"] += 1
@@ -129,8 +136,12 @@ def run(
     try:
         for stmt in tree.body:
             current["line"] = stmt.lineno
+            if attempts is not None:
+                attempts.line = stmt.lineno
             flags |= _future_flags(stmt)
-            stopped = _run_statement(stmt, module.__dict__, filename, mode, flags, observers)
+            stopped = _run_statement(stmt, module.__dict__, filename, mode, flags, observers, confined)
+            for frame in attempts.take() if attempts is not None else ():
+                send(frame)
             text = {"stdout": stdout.take(), "stderr": stderr.take()}
             send({"type": "statement", "line": stmt.lineno, "end_line": stmt.end_lineno or stmt.lineno, **text})
             if stopped is not None:
@@ -193,7 +204,13 @@ def _future_flags(stmt: ast.stmt) -> int:
 
 
 def _run_statement(
-    stmt: ast.stmt, namespace: dict[str, Any], filename: str, mode: str, flags: int, observers: list[Observer]
+    stmt: ast.stmt,
+    namespace: dict[str, Any],
+    filename: str,
+    mode: str,
+    flags: int,
+    observers: list[Observer],
+    confined: bool,
 ) -> dict[str, Any] | None:
     """Run one statement; None when it ran to its end, else the frame that says why the snippet stops."""
     try:
@@ -209,7 +226,7 @@ def _run_statement(
     except SystemExit as exc:
         return _exit_frame(exc, stmt.lineno)
     except BaseException as exc:  # the snippet's own error, KeyboardInterrupt included: Python's story
-        return _error_frame(exc, filename)
+        return _error_frame(exc, filename, confined)
     return None
 
 
@@ -221,9 +238,11 @@ def _exit_frame(exc: SystemExit, line: int) -> dict[str, Any]:
     return {"type": "exit", "line": line, "code": 1, "message": _text(code)}
 
 
-def _error_frame(exc: BaseException, filename: str) -> dict[str, Any]:
-    """The snippet's exception as plain data, its traceback cut to the snippet's own frames."""
+def _error_frame(exc: BaseException, filename: str, confined: bool) -> dict[str, Any]:
+    """The snippet's exception as plain data, its traceback cut to the snippet's own frames; in a confined
+    run, the refusal behind it (a process, the network, a file), read from the whole traceback."""
     tb = traceback.TracebackException.from_exception(exc, limit=200)
+    refusal, via = refusals.of_exception(exc, tb.stack) if confined else (None, "")
     frames = [f for f in tb.stack if f.filename == filename]
     tb.stack = traceback.StackSummary.from_list(frames)
     line = frames[-1].lineno if frames else getattr(exc, "lineno", None)
@@ -242,6 +261,8 @@ def _error_frame(exc: BaseException, filename: str) -> dict[str, Any]:
         "traceback": text,
         "errno": code if type(code) is int else None,
         "resource": _resource(exc),
+        "refusal": refusal,
+        "via": via,
     }
 
 

@@ -76,7 +76,7 @@ def run_snippet(
         steps.append(step)
     error = None
     if outcome.exception is not None:
-        from .words import explain_error
+        from .words import explain_error, explain_refusal
 
         exc = outcome.exception
         line = exc.line or (steps[-1].line if steps else 1)
@@ -85,7 +85,7 @@ def run_snippet(
             source=lines[line - 1] if 0 < line <= len(lines) else "",
             type=safe_text(exc.type),
             message=safe_text(exc.message),
-            explanation=explain_error(exc.message),
+            explanation=explain_refusal(exc.refusal, exc.via) if exc.refusal else explain_error(exc.message),
         )
     at_exit = None
     if outcome.at_exit is not None:
@@ -105,8 +105,22 @@ def run_snippet(
         stdout="".join(s.stdout for s in steps) + (at_exit.stdout if at_exit is not None else ""),
         stopped=outcome.stopped,
         at_exit=at_exit,
-        notes=_session_note(src),
+        notes=_session_note(src) + _refused_notes(outcome, error),
     )
+
+
+def _refused_notes(outcome: Any, error: RaisedError | None) -> list[str]:
+    """An attempt the confinement refused, where the snippet's own code went on past it (os.system returns a
+    status, a try/except swallows the error): said once per line, unless the snippet's error already says it."""
+    from .words import explain_refusal
+
+    said = outcome.exception.refusal if outcome.exception is not None and error is not None else None
+    notes = []
+    for r in outcome.refused:
+        if r.kind == said and error is not None and r.line == error.line:
+            continue
+        notes.append(f"Line {r.line}: " + explain_refusal(r.kind, what=r.what))
+    return notes
 
 
 def _session_note(src: Source) -> list[str]:

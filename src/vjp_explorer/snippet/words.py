@@ -61,13 +61,28 @@ _UNIMPORTED = (
     "stops here, as it would. Add `{imp}` at its top."
 )
 
+_TRUST = "--trust runs the snippet as `python FILE.py` would, with your own rights, if you trust its code."
+# what the confinement refused (confined/refusals.py), and what the user can do about it
+REFUSALS = {
+    "process": "The snippet runs confined, and a confined run may not start processes, so {attempt} failed."
+    " {fix}" + _TRUST,
+    "network": "The snippet runs confined, without network, so {attempt} failed. Fetch what it needs beforehand"
+    " and let the snippet read that folder with --allow-read DIR; or: " + _TRUST,
+    "files": "The snippet runs confined: it reads only Python's and the installed packages' files and writes"
+    " only to its scratch folder (its working directory). Let it read a folder of yours with --allow-read DIR;"
+    " or: " + _TRUST,
+}
+_ATTEMPT = {"process": "starting a process", "network": "reaching the network", "files": "the file access"}
+
+
+def explain_refusal(kind: str, via: str = "", what: str = "") -> str:
+    """Why a confined snippet's attempt failed (kind: process, network or files) and what to do about it."""
+    attempt = f"{_ATTEMPT[kind]} through {via}" if via else f"{_ATTEMPT[kind]} ({what})" if what else _ATTEMPT[kind]
+    fix = "num_workers=0 loads the same batches in the snippet's own process. " if "DataLoader" in via else ""
+    return REFUSALS[kind].format(attempt=attempt, fix=fix)
+
+
 ERRORS = [
-    (
-        "Permission denied",
-        "The snippet runs confined: it reads only Python's and the installed packages' files and writes only "
-        "to its scratch folder (its working directory). Let it read a folder of yours with --allow-read DIR, "
-        "or run code you trust with your own rights with --trust.",
-    ),
     *[
         (f"name '{name}' is not defined", _UNIMPORTED.format(name=name, imp=imp))
         for name, imp in (

@@ -140,6 +140,7 @@ def test_what_the_confinement_refused_is_read_back_by_kind_and_library():
     assert "DataLoader" in loader.exception.via
     assert run_confined("import os\nos.fork()").exception.refusal == "process"
     assert run_confined("open('/etc/passwd').read()").exception.refusal == "files"
+    assert run_confined("import os, signal\nos.kill(os.getppid(), signal.SIGTERM)").exception.refusal == "system"
     net = run_confined("import urllib.request\nurllib.request.urlopen('http://example.com')")
     assert (net.exception.refusal, net.exception.via) == ("network", "urllib")
     assert run_confined("x = {}\nx['a']").exception.refusal is None

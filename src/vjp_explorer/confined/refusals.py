@@ -12,12 +12,13 @@ Nothing here is a guard: the audit hook decides nothing and a snippet could fool
 
 from __future__ import annotations
 
+import errno
 import re
 import sys
 import traceback
 from typing import Any
 
-KINDS = ("process", "network", "files")
+KINDS = ("process", "network", "files", "system")
 
 # where in a traceback an attempt to start a process, or to reach the network, shows
 _PROCESS_FILES = ("/multiprocessing/", "/concurrent/futures/process.py", "/subprocess.py", "/pty.py")
@@ -63,8 +64,8 @@ def of_exception(exc: BaseException, stack: traceback.StackSummary) -> tuple[str
         return "process", via
     if any(p in f for f in files for p in _NETWORK_FILES):
         return "network", via
-    if isinstance(exc, PermissionError):
-        return "files", via
+    if isinstance(exc, PermissionError):  # Landlock refuses a path with EACCES; seccomp a system call with EPERM
+        return ("files" if exc.errno == errno.EACCES or exc.filename is not None else "system"), via
     return None, ""
 
 

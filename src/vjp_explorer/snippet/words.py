@@ -71,8 +71,16 @@ REFUSALS = {
     "files": "The snippet runs confined: it reads only Python's and the installed packages' files and writes"
     " only to its scratch folder (its working directory). Let it read a folder of yours with --allow-read DIR;"
     " or: " + _TRUST,
+    "system": "The snippet runs confined, and the kernel refused what this line asked of it (a signal to another"
+    " process, tracing one, a socket, a change of the machine's settings: what a confined run may not do). "
+    + _TRUST,
 }
-_ATTEMPT = {"process": "starting a process", "network": "reaching the network", "files": "the file access"}
+_ATTEMPT = {
+    "process": "starting a process",
+    "network": "reaching the network",
+    "files": "the file access",
+    "system": "the system call",
+}
 
 
 def explain_refusal(kind: str, via: str = "", what: str = "") -> str:

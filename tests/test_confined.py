@@ -155,6 +155,28 @@ def test_what_the_confinement_refused_is_read_back_by_kind_and_library():
 
 
 @confined_only
+def test_a_readable_working_directory_shows_in_the_scratch_folder_read_only(tmp_path, monkeypatch):
+    """`open("data.csv")` finds the user's file where --allow-read names the folder vjp runs in; a write
+    through the link is refused and the user's file stays as it was; a new file lands in the scratch folder."""
+    (tmp_path / "data.csv").write_text("1,2\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "more.txt").write_text("more\n")
+    monkeypatch.chdir(tmp_path)
+    code = (
+        "import sys\nprint(sys.argv)\nprint(open('data.csv').read(), open('sub/more.txt').read())\n"
+        "open('new.txt', 'w').write('x')\nopen('data.csv', 'a').write('x')\n"
+    )
+    mirrored = run_confined(code, allow_read=["."], filename="train.py")
+    assert mirrored.mirrored and mirrored.stdout == "['train.py']\n1,2\n more\n\n"
+    exc = mirrored.exception
+    assert (exc.type, exc.line, exc.refusal) == ("PermissionError", 5, "files")
+    assert (tmp_path / "data.csv").read_text() == "1,2\n" and not (tmp_path / "new.txt").exists()
+    unread = run_confined(code)
+    assert not unread.mirrored and (unread.exception.type, unread.exception.refusal) == ("FileNotFoundError", "cwd")
+    assert run_confined("open('/nowhere/x')").exception.refusal is None  # an absolute path: Python's own story
+
+
+@confined_only
 def test_a_memory_error_the_snippet_catches_is_its_own():
     outcome = run_confined("try:\n    bytearray(10**12)\nexcept MemoryError:\n    print('caught')")
     assert outcome.stdout == "caught\n" and outcome.stopped is None

@@ -206,3 +206,16 @@ def test_a_refused_process_or_download_is_explained_with_what_to_do(vjp):
     doc = json.loads(out.stdout)["snippet"]
     assert out.exit_code == 0 and doc["stdout"] == "True\n"
     assert [n for n in doc["notes"] if n.startswith("Line 2: ") and "os.system(ls)" in n and "--trust" in n]
+
+
+def test_a_relative_read_is_explained_by_the_working_directory(vjp, tmp_path, monkeypatch):
+    (tmp_path / "data.csv").write_text("1,2\n")
+    monkeypatch.chdir(tmp_path)
+    src = "print(open('data.csv').read().strip())\n"
+    out = vjp("run", "--snippet", src, "--json")
+    err = json.loads(out.stdout)["snippet"]["error"]
+    assert err["type"] == "FileNotFoundError" and "--allow-read ." in err["explanation"]
+    out = vjp("run", "--snippet", src, "--allow-read", ".", "--json")
+    assert json.loads(out.stdout)["snippet"]["stdout"] == "1,2\n" and out.exit_code == 0
+    out = vjp("run", "--snippet", "open('missing.csv')", "--allow-read", ".", "--json")
+    assert json.loads(out.stdout)["snippet"]["error"]["explanation"] is None  # it is not there: Python's story

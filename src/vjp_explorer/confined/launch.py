@@ -84,6 +84,7 @@ class Outcome:
     stopped: VjpError | None = None  # the tool stopped the snippet: a limit, a crash, a broken channel
     at_exit: Statement | None = None  # what the snippet's atexit functions printed, after its last statement
     refused: list[Refused] = field(default_factory=list)  # attempts the confinement refused (audited)
+    mirrored: bool = False  # the user's working directory is readable and its entries linked into the scratch
     raw_output: str = ""  # what reached fd 1 and 2 directly (os.write, C libraries), not through sys.stdout
     confined: bool = False
     landlock_abi: int = 0
@@ -162,6 +163,7 @@ def run_confined(
     scratch = tempfile.mkdtemp(prefix="vjp-snippet-")
     try:
         session = _Session(limits, on_message)
+        session.outcome.mirrored = not trust and _mirror(scratch, dirs)
         session.start(scratch, dirs, trust)
         explain = {
             "calls": limits.snippet_explained_calls,
@@ -451,6 +453,28 @@ def _reap(proc: subprocess.Popen[bytes], kill_after: float) -> tuple[int | None,
         if time.monotonic() > deadline:
             _kill_group(proc)
         time.sleep(0.01)
+
+
+_MIRRORED_ENTRIES = 10_000  # a working directory with more entries is not mirrored (its reads fail, explained)
+
+
+def _mirror(scratch: str, dirs: list[str]) -> bool:
+    """Where the user's working directory is readable (--allow-read names it or a folder above it), link its
+    entries into the scratch folder, so the snippet's relative reads (`open("data.csv")`) find what
+    `python FILE.py` would. The links are read-only as their targets are (Landlock judges the resolved path):
+    a write through one is refused, a new file lands in the scratch folder. Whether it mirrored."""
+    cwd = Path(os.getcwd()).resolve()
+    if not any(cwd == Path(d) or cwd.is_relative_to(d) for d in dirs):
+        return False
+    try:
+        names = os.listdir(cwd)
+        if len(names) > _MIRRORED_ENTRIES:
+            return False
+        for name in names:
+            os.symlink(cwd / name, os.path.join(scratch, name))
+    except OSError:
+        return False
+    return True
 
 
 def _remove(scratch: str) -> None:

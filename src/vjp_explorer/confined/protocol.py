@@ -143,7 +143,7 @@ FRAMES: dict[str, dict[str, Check]] = {
         "errno": _optional_int,
         "resource": lambda s: s in (None, "memory", "file_size", "open_files"),
         # what the confinement refused behind it, and the library it came through ("" where none is known)
-        "refusal": lambda s: s in (None, "process", "network", "files", "system"),
+        "refusal": lambda s: s in (None, "process", "network", "files", "system", "cwd"),
         "via": _str,
     },
     # an attempt the confinement refuses (audited): a process started, the network reached, at this line

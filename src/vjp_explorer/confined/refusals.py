@@ -18,7 +18,7 @@ import sys
 import traceback
 from typing import Any
 
-KINDS = ("process", "network", "files", "system")
+KINDS = ("process", "network", "files", "system", "cwd")
 
 # where in a traceback an attempt to start a process, or to reach the network, shows
 _PROCESS_FILES = ("/multiprocessing/", "/concurrent/futures/process.py", "/subprocess.py", "/pty.py")
@@ -64,6 +64,9 @@ def of_exception(exc: BaseException, stack: traceback.StackSummary) -> tuple[str
         return "process", via
     if any(p in f for f in files for p in _NETWORK_FILES):
         return "network", via
+    if isinstance(exc, FileNotFoundError) and isinstance(exc.filename, (str, bytes)):
+        name = exc.filename.decode("utf-8", "replace") if isinstance(exc.filename, bytes) else exc.filename
+        return ("cwd" if not name.startswith("/") else None), ""  # looked for in the scratch folder, not yours
     if isinstance(exc, PermissionError):  # Landlock refuses a path with EACCES; seccomp a system call with EPERM
         return ("files" if exc.errno == errno.EACCES or exc.filename is not None else "system"), via
     return None, ""

@@ -117,6 +117,7 @@ def run(
     if mode == "repl":  # the session the transcript was copied from imported these before its first line
         for _name, statement in session_imports(tree):
             exec(statement, module.__dict__)  # our own fixed import lines, not the user's text
+    sys.argv = [filename]  # as `python FILE.py` has it (argparse's usage names the file)
     sys.modules["__main__"] = module  # classes the snippet defines pickle as __main__.Name, as in `python FILE.py`
     if observe is not None:
         observers.append(observe(module.__dict__))

@@ -79,13 +79,15 @@ def run_snippet(
         from .words import explain_error, explain_refusal
 
         exc = outcome.exception
+        # a relative path not found where the working directory mirrors the user's is Python's own story
+        refusal = None if exc.refusal == "cwd" and outcome.mirrored else exc.refusal
         line = exc.line or (steps[-1].line if steps else 1)
         error = RaisedError(
             line=line,
             source=lines[line - 1] if 0 < line <= len(lines) else "",
             type=safe_text(exc.type),
             message=safe_text(exc.message),
-            explanation=explain_refusal(exc.refusal, exc.via) if exc.refusal else explain_error(exc.message),
+            explanation=explain_refusal(refusal, exc.via) if refusal else explain_error(exc.message),
         )
     at_exit = None
     if outcome.at_exit is not None:

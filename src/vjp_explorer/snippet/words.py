@@ -68,18 +68,22 @@ REFUSALS = {
     " {fix}" + _TRUST,
     "network": "The snippet runs confined, without network, so {attempt} failed. Fetch what it needs beforehand"
     " and let the snippet read that folder with --allow-read DIR; or: " + _TRUST,
-    "files": "The snippet runs confined: it reads only Python's and the installed packages' files and writes"
-    " only to its scratch folder (its working directory). Let it read a folder of yours with --allow-read DIR;"
-    " or: " + _TRUST,
+    "files": "The snippet runs confined: it may read only Python's and the installed packages' files and the"
+    " folders named with --allow-read DIR, read-only, and write only in its scratch folder (its working"
+    " directory). --allow-read DIR lets it read a folder of yours; or: " + _TRUST,
+    "cwd": "The snippet runs confined, in a scratch folder of its own as its working directory, not in the folder"
+    " you ran vjp from, so a relative path is looked up there. --allow-read . lets it read the folder you run"
+    " vjp from: its files then show in the snippet's working directory, read-only (what the snippet writes"
+    " stays in the scratch folder). Or: " + _TRUST,
     "system": "The snippet runs confined, and the kernel refused what this line asked of it (a signal to another"
-    " process, tracing one, a socket, a change of the machine's settings: what a confined run may not do). "
-    + _TRUST,
+    " process, tracing one, a socket, a change of the machine's settings: what a confined run may not do). " + _TRUST,
 }
 _ATTEMPT = {
     "process": "starting a process",
     "network": "reaching the network",
     "files": "the file access",
     "system": "the system call",
+    "cwd": "the file",
 }
 
 

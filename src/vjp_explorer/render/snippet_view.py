@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text
 
 from ..snippet.result import Event, LeafGrad, SnippetResult
@@ -37,10 +38,8 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False, surface:
         parts.append(_source_lines(step.line, step.source))
         if step.stdout:
             parts.append(Padding(Text(visible(step.stdout.rstrip("\n")), style="green"), (0, 0, 0, 7)))
-        for w in step.warnings:
-            parts.append(
-                Padding(Text("warning: " + visible(w.split(" (Triggered internally")[0]), style="yellow"), (0, 0, 0, 7))
-            )
+        if step.warnings:
+            parts.append(_stderr([w.split(" (Triggered internally")[0] for w in step.warnings]))
         if step.claim is not None:
             where = "transcript" if step.claim.origin == "transcript" else "comment"
             if step.claim.matches:
@@ -68,12 +67,19 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False, surface:
         parts.append(Text("at exit (functions registered with atexit):", style="dim"))
         if r.at_exit.stdout:
             parts.append(Padding(Text(visible(r.at_exit.stdout.rstrip("\n")), style="green"), (0, 0, 0, 7)))
-        for w in r.at_exit.warnings:
-            parts.append(Padding(Text("warning: " + visible(w), style="yellow"), (0, 0, 0, 7)))
+        if r.at_exit.warnings:
+            parts.append(_stderr(r.at_exit.warnings))
     for n in r.notes:
         parts.append(Text("note: " + n, style="dim"))
     parts.append(_summary(r))
     return Group(*parts)
+
+
+def _stderr(lines: list[str]) -> RenderableType:
+    """What a statement wrote to stderr (Python's warnings, the snippet's own prints there), as one block."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_row(Text("stderr:", style="yellow bold"), Text("\n".join(visible(line) for line in lines), style="yellow"))
+    return Padding(grid, (0, 0, 0, 7))
 
 
 FOLD_AFTER = 3  # events of one line shown in full before the rest fold into one table

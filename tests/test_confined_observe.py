@@ -105,6 +105,31 @@ Sq.apply(u).sum().backward()
     assert e["inputs"][0]["grad"] == [3.0, -6.0]
 
 
+@pytest.mark.parametrize("factor, verdict", [(1, "agree"), (2, "disagree")])
+def test_a_view_inside_a_custom_forward_is_replayed_through(factor, verdict):
+    """x.mm(w.t()) in a Function's forward: the view is made without grad yet reports requires_grad (a view
+    of a leaf), and must be replayed from w, not held as a constant (that read the gradient as 0)."""
+    src = f"""
+import torch
+class MM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x.mm(w.t())
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return None, {factor} * g.t().mm(x)
+x = torch.tensor([[1.0, 2.0], [3.0, -1.0]])
+w = torch.tensor([[0.5, -1.0], [2.0, 1.5]], requires_grad=True)
+MM.apply(x, w).sum().backward()
+"""
+    (e,), _ = observe(src)
+    assert checks(e) == {"jtv": verdict, "finite_difference": verdict}
+    fd = e["inputs"][0]["finite_difference"]
+    assert fd == [pytest.approx([4.0, 1.0], rel=1e-8)] * 2  # each row: the column sums of x
+
+
 def test_detach_and_no_grad_are_constants_to_the_replay():
     src = """
 import torch

@@ -129,7 +129,9 @@ class Recorder(TorchDispatchMode):
         if not isinstance(a, torch.Tensor):
             return a
         k = key(a)
-        if k in self.made and not (a.requires_grad and a.grad_fn is None):  # a leaf is an input, however made
+        # a leaf is an input, however made; a view made without grad (inside a custom Function's forward)
+        # also has requires_grad and no grad_fn, yet it is the view op's result
+        if k in self.made and not (a.requires_grad and a.grad_fn is None and not a._is_view()):
             return _Ref(k, serial(a), True)
         if k not in self.copies:
             size = a.numel() * a.element_size()

@@ -219,3 +219,22 @@ def test_a_relative_read_is_explained_by_the_working_directory(vjp, tmp_path, mo
     assert json.loads(out.stdout)["snippet"]["stdout"] == "1,2\n" and out.exit_code == 0
     out = vjp("run", "--snippet", "open('missing.csv')", "--allow-read", ".", "--json")
     assert json.loads(out.stdout)["snippet"]["error"]["explanation"] is None  # it is not there: Python's story
+
+
+def test_a_large_model_runs_through_with_its_largest_arrays_left_out():
+    """A 1000×100 weight: J (64,000 numbers per row), values and .grad would pass the channel's frame limit;
+    the largest arrays are left out, named, and the run goes on, its checks run on every number."""
+    src = (
+        "import torch\nw = torch.randn(1000, 100, requires_grad=True)\nx = torch.randn(64, 1000)\n"
+        "loss = (x @ w).pow(2).sum()\nloss.backward()\nprint(w.grad.shape, round(w.grad.norm().item() / 1e4))\n"
+    )
+    r = run_snippet(src, seed=0)
+    assert r.exit_code == 0 and r.stopped is None and r.stdout.startswith("torch.Size([1000, 100]) ")
+    (e,) = r.events
+    (w,) = e.inputs
+    assert {c.name: c.status for c in e.checks} == {"jtv": "agree", "finite_difference": "agree"}
+    assert w.omitted and w.grad is not None and all(getattr(w, name) is None for name in w.omitted)
+    assert round(w.grad_norm / 1e4) == int(r.stdout.split()[-1])
+    assert any("not kept" in n and "w: J" in n for n in e.notes)
+    shown = str(r)
+    assert "—" in shown and "w[999, 99]" in shown

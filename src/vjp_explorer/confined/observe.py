@@ -22,7 +22,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..snippet.result import Check, Event, LeafGrad, TensorInfo
 from ..snippet.words import diagnose, event_notes
-from . import checks
+from . import checks, payload, protocol
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
 from .record import NotReplayable, Recorder, serial
 
@@ -97,7 +97,18 @@ class Observer:
         """Number an event made elsewhere (a functional call) and send it."""
         self.count += 1
         event.index = self.count
-        self.send({"type": "event", "event": plain(event)})
+        self.send_event(event)
+
+    def send_event(self, event: Event) -> None:
+        """Send an event with its arrays within payload.NUMBERS; if it is still too large for a frame (a huge
+        graph, many inputs), with no arrays and no graph: the run goes on either way."""
+        payload.fit(event)
+        try:
+            self.send({"type": "event", "event": plain(event)})
+        except protocol.FrameTooLarge:
+            event.graph = None
+            payload.fit(event, budget=0)
+            self.send({"type": "event", "event": plain(event)})
 
     def _watch_hooks(self) -> None:
         """Wrap Tensor.register_hook so a hook that returns another gradient is known: .grad is then not Jᵀv
@@ -225,7 +236,7 @@ class Observer:
             _by_design(event)
         diagnose(event, customs)
         event.notes.extend(event_notes(event, before))
-        self.send({"type": "event", "event": plain(event)})
+        self.send_event(event)
         if not event.retain_graph:
             self.recorder.forget(self.recorder.slice_for(outs, leaves))
         return value

@@ -29,9 +29,16 @@ def encode(message: dict[str, Any]) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
+class FrameTooLarge(ValueError):
+    """A frame the reader would refuse (past MAX_FRAME): not written, so the sender can send less."""
+
+
 def write_frame(fd: int, message: dict[str, Any]) -> None:
-    """Send one frame on a pipe, whole (a pipe write may be partial)."""
-    data = memoryview(encode(message))
+    """Send one frame on a pipe, whole (a pipe write may be partial); FrameTooLarge, unsent, past MAX_FRAME."""
+    encoded = encode(message)
+    if len(encoded) - _HEADER.size > MAX_FRAME:
+        raise FrameTooLarge(f"a frame of {len(encoded):,} bytes")
+    data = memoryview(encoded)
     while data:
         data = data[os.write(fd, data) :]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -188,8 +189,8 @@ def _source_lines(first: int, source: str) -> Text:
 
 
 def _inline(values: Any, shape: list[int], full: bool) -> str:
-    if values is None:
-        return "None"
+    if values is None:  # left out for size (confined/payload.py)
+        return f"{fmt_shape(tuple(shape))} (values not kept)"
     flat = _flat(values)
     if not isinstance(values, list):
         return fmt(float(values)) if isinstance(values, (int, float)) else visible(str(values))
@@ -272,33 +273,38 @@ def _grad_table(e: Event, full: bool) -> NumberTable:
     Where every .grad was None before the call, the call's grads are all of .grad: one column shows them.
     """
     is_grad = e.call.endswith("grad") or e.call == "check"
-    fresh = not is_grad and all(x.grad_before is None for x in e.inputs)
-    names: list[tuple[str, Any]] = [("value", lambda x: x.value)]
+    fresh = not is_grad and all(x.grad_before is None and "grad_before" not in x.omitted for x in e.inputs)
+    names: list[tuple[str, str]] = [("value", "value")]
     if is_grad:
-        names.append(("returned", lambda x: x.grad))
+        names.append(("returned", "grad"))
     elif fresh:
-        names.append((".grad (was None)", lambda x: x.grad_after))
+        names.append((".grad (was None)", "grad_after"))
     else:
-        names += [
-            (".grad before", lambda x: x.grad_before),
-            (".grad after", lambda x: x.grad_after),
-            ("added", lambda x: x.grad),
-        ]
-    if any(x.jtv is not None for x in e.inputs):
-        names.append(("Jᵀv (J)", lambda x: x.jtv))
-    if any(x.finite_difference is not None for x in e.inputs):
-        names.append(("Jᵀv (FD)", lambda x: x.finite_difference))
+        names += [(".grad before", "grad_before"), (".grad after", "grad_after"), ("added", "grad")]
+    for title, name in (("Jᵀv (J)", "jtv"), ("Jᵀv (FD)", "finite_difference")):
+        if any(getattr(x, name) is not None or name in x.omitted for x in e.inputs):
+            names.append((title, name))
     t = NumberTable("element", [title for title, _ in names])  # never a cut number: blocks of columns
     for x in e.inputs:
-        flat = [None if (c := get(x)) is None else _flat(c) for _, get in names]
-        n = len(_flat(x.value))
+        # an array left out for size (confined/payload.py) shows as —, one that is None as None
+        fields = [_shown(x, name, fresh) for _, name in names]
+        flat = [None if (c := getattr(x, name)) is None else _flat(c) for name in fields]
+        gone = [name in x.omitted for name in fields]
+        n = math.prod(x.shape) if x.shape else 1
         rows = range(n) if full or n <= INLINE else [*range(INLINE // 2), -1, *range(n - INLINE // 2, n)]
         for j in rows:
             if j == -1:
                 t.add_row(Text("…"), *["…" for _ in names])
                 continue
-            t.add_row(Text(visible(x.name) + _index(x.shape, j)), *("None" if c is None else _cell(c[j]) for c in flat))
+            cells = ("—" if out else "None" if c is None else _cell(c[j]) for c, out in zip(flat, gone, strict=True))
+            t.add_row(Text(visible(x.name) + _index(x.shape, j)), *cells)
     return t
+
+
+def _shown(x: LeafGrad, name: str, fresh: bool) -> str:
+    """The field a column shows for `x`: where .grad was None, what it holds after is what the call added,
+    which may have been kept where the other was left out for size."""
+    return "grad" if fresh and name == "grad_after" and name in x.omitted and x.grad is not None else name
 
 
 def _results_table(e: Event, full: bool) -> NumberTable:

@@ -37,6 +37,7 @@ class LeafGrad:
     jacobian: Any = None  # rows: output elements (flattened), columns: this input's elements (flattened)
     finite_difference: Any = None  # Jᵀv from central differences of the replayed forward (float64)
     grad_norm: float | None = None  # the 2-norm of `grad`, kept where the tensors are not (a folded loop)
+    omitted: list[str] = field(default_factory=list)  # arrays above left out (None) for size (confined/payload.py)
 
 
 @dataclass

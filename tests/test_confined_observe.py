@@ -130,6 +130,42 @@ MM.apply(x, w).sum().backward()
     assert fd == [pytest.approx([4.0, 1.0], rel=1e-8)] * 2  # each row: the column sums of x
 
 
+def test_a_leaf_changed_through_data_is_read_afresh_by_a_later_forward():
+    """`w.data = ...` and `w.data.sub_(...)` do not bump w's version: a forward that read w before the change
+    must not lend its copy to a forward after it (that made a correct gradient disagree)."""
+    src = """
+import torch
+w = torch.tensor([1.0], requires_grad=True)
+p = 4 * w
+w.data = torch.tensor([3.0])
+((w - 2.0) ** 2).backward()
+w.data.sub_(0.5 * w.grad)
+w.grad.zero_()
+((w - 2.0) ** 2).backward()
+"""
+    events, ns = observe(src)
+    assert [checks(e) for e in events] == [{"jtv": "agree", "finite_difference": "agree"}] * 2
+    assert [e["inputs"][0]["finite_difference"] for e in events] == [[pytest.approx(2.0)], [pytest.approx(0.0)]]
+
+
+def test_a_folded_call_allows_the_forward_s_float32_rounding():
+    """A float32 residual that cancels (w near its optimum): the cheap directional check of a folded call
+    allows how far the forward's own rounding moves the grads, as the full check does."""
+    src = """
+import torch
+w = torch.tensor([1.0], requires_grad=True)
+for epoch in range(100):
+    for x, y in ((1.0, 2.0), (2.0, 4.0), (3.0, 6.0)):
+        l = (x * w - y) ** 2
+        l.backward()
+        w.data = w.data - 0.01 * w.grad.data
+        w.grad.data.zero_()
+"""
+    events, _ = observe(src)
+    statuses = {c["status"] for e in events for c in e["checks"] if c["name"] == "finite_difference"}
+    assert statuses == {"agree", "skipped"} and len(events) == 300
+
+
 def test_detach_and_no_grad_are_constants_to_the_replay():
     src = """
 import torch

@@ -153,8 +153,11 @@ def left_out(event: Event, check: Check, fd: Any) -> Check:
     return replace(check, reason=f"{check.reason}; {text}" if check.reason else text)
 
 
-def directions(fd: Any, leaves: list[torch.Tensor], got: list[torch.Tensor]) -> Check:
-    """<u, grads> against the differences along each random direction u (more than 100 input elements)."""
+def directions(
+    fd: Any, leaves: list[torch.Tensor], got: list[torch.Tensor], rounding: list[torch.Tensor] | None = None
+) -> Check:
+    """<u, grads> against the differences along each random direction u (more than 100 input elements, or
+    a folded call), allowing Σ|u|·(how far the forward's own rounding moves each grad element)."""
     if not fd.directions:
         return Check("finite_difference", "skipped", FD_DIR, reason=f"no usable direction: {fd.kink_reason}")
     table = tolerance(leaves[0].dtype)
@@ -163,16 +166,18 @@ def directions(fd: Any, leaves: list[torch.Tensor], got: list[torch.Tensor]) -> 
         products = [u[f"x{i}"].reshape(-1) * g for i, g in enumerate(got)]
         dot = float(sum(float(p.sum()) for p in products))
         size = float(sum(float(p.abs().sum()) for p in products))
+        moved = sum(float((u[f"x{i}"].reshape(-1).abs() * r).sum()) for i, r in enumerate(rounding or []))
         diff = abs(dot - ref)
         worst = max(worst, diff) if diff == diff else worst
-        if not diff <= table.atol + table.rtol * size + 3 * err:
+        if not diff <= table.atol + table.rtol * size + 3 * err + moved:
             bad.append(f"direction {k + 1}: <u, grads> = {dot:.6g}, finite differences {ref:.6g}")
     return Check(
         "finite_difference",
         "disagree" if bad else "agree",
         f"{FD_DIR} ({len(fd.directions)} directions, {fd.evals} evaluations)",
         max_abs_diff=worst,
-        tolerance=f"|Δ| <= {table.atol:g} + {table.rtol:g}·Σ|u·grad| + 3·(the differences' error)",
+        tolerance=f"|Δ| <= {table.atol:g} + {table.rtol:g}·Σ|u·grad| + 3·(the differences' error)"
+        " + Σ|u|·(the forward's own rounding of the grads)",
         reason="; ".join(bad) or fd.kink_reason or None,
     )
 

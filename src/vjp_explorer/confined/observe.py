@@ -288,7 +288,7 @@ class Observer:
         jac = checks.jacobian(replay, x0) if v.numel() <= self.jacobian_rows and not cheap else None
         fd = finite_differences_of(checks.flat(replay), x0, v, 1 if cheap else checks.FD_EVALS)
         terms = None if cheap else checks.term_sizes_of(replay, x0, v)
-        rounding = None if cheap else checks.forward_rounding(replay, x0, leaves, v)
+        rounding = checks.forward_rounding(replay, x0, leaves, v)  # float32 cancellation, bfloat16 autocast
         return replay, x0, changed, v, jac, fd, terms, rounding
 
     def _run(self, real: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -409,7 +409,7 @@ class Observer:
                 fd,
             )
         else:
-            check = checks.directions(fd, leaves, g64)
+            check = checks.directions(fd, leaves, g64, rounding)
         event.checks.append(check)
 
 

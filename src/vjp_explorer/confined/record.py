@@ -60,7 +60,7 @@ class Entry:
 class _Ref:
     """An argument: a tensor made by an earlier entry (`made`) or a copy from outside the log."""
 
-    key: tuple[int, int]
+    key: tuple[int, ...]  # made: (serial, version); a copy: (serial, version, generation)
     serial: int
     made: bool
 
@@ -76,7 +76,8 @@ class Recorder(TorchDispatchMode):
         super().__init__()
         self.entries: list[Entry] = []
         self.made: dict[tuple[int, int], tuple[Entry, int]] = {}
-        self.copies: dict[tuple[int, int], torch.Tensor] = {}
+        self.copies: dict[tuple[int, ...], torch.Tensor] = {}
+        self.generation: dict[int, int] = {}  # per serial: how often its contents changed behind its version
         self.copy_bytes = 0
         self.max_entries, self.max_copy_bytes = max_entries, max_copy_bytes
         self.paused = 0
@@ -133,14 +134,23 @@ class Recorder(TorchDispatchMode):
         # also has requires_grad and no grad_fn, yet it is the view op's result
         if k in self.made and not (a.requires_grad and a.grad_fn is None and not a._is_view()):
             return _Ref(k, serial(a), True)
-        if k not in self.copies:
+        # a copy is keyed by version and generation: writes through `.data` (`w.data = ...`, `w.data.sub_(...)`,
+        # a hand-written SGD step) change a leaf without bumping its version, so a leaf's copy is checked
+        # against it before it is reused for a later forward
+        n = serial(a)
+        held = self.copies.get(k + (self.generation.get(n, 0),))
+        if held is not None and a.requires_grad and (held.shape != a.shape or not torch.equal(held, a.detach())):
+            self.generation[n] = self.generation.get(n, 0) + 1
+            held = None
+        copied = k + (self.generation.get(n, 0),)
+        if held is None:
             size = a.numel() * a.element_size()
             if self.copy_bytes + size > self.max_copy_bytes:
                 self.forget(self.entries)
                 self.dropped = True
-            self.copies[k] = a.detach().clone()
+            self.copies[copied] = a.detach().clone()
             self.copy_bytes += size
-        return _Ref(k, serial(a), False)
+        return _Ref(copied, n, False)
 
     def forget(self, entries: list[Entry]) -> None:
         """Drop these entries (a backward consumed their graph) and the copies only they used."""
@@ -171,7 +181,7 @@ class Recorder(TorchDispatchMode):
             need.add(id(entry))
             if entry.random and entry.func.overloadpacket.__name__ != "native_dropout":
                 continue
-            stack.extend(r.key for r in _leaves(entry.args, entry.kwargs) if isinstance(r, _Ref))
+            stack.extend((r.key[0], r.key[1]) for r in _leaves(entry.args, entry.kwargs) if isinstance(r, _Ref))
         return [e for e in self.entries if id(e) in need]
 
     def changed_inputs(self, entries: list[Entry], current: dict[int, torch.Tensor]) -> list[int]:

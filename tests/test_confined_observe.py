@@ -16,12 +16,22 @@ from vjp_explorer.confined.observe import Observer
 from vjp_explorer.confined.record import Recorder, serial
 
 NAME = "<observed snippet>"
+HOOKS = ("register_full_backward_hook", "register_full_backward_pre_hook", "register_backward_hook")
 
 
 def observe(src: str) -> tuple[list[dict], dict]:
     """Run `src` statement by statement under an installed Observer; torch is restored afterwards."""
     apply = torch.autograd.Function.__dict__["apply"]  # the classmethod itself: a bound one breaks subclasses
     saved = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad, apply)
+    from torch.autograd.function import _HookMixin
+
+    patched = [
+        (torch.Tensor, "register_hook"),
+        (torch.Tensor, "register_post_accumulate_grad_hook"),
+        (_HookMixin, "_register_hook"),
+        *[(torch.nn.Module, n) for n in HOOKS],
+    ]
+    kept = [(owner, name, owner.__dict__.get(name)) for owner, name in patched]
     linecache.cache[NAME] = (len(src), None, src.splitlines(True), NAME)
     ns: dict = {"__name__": "__main__"}
     events: list[dict] = []
@@ -34,6 +44,8 @@ def observe(src: str) -> tuple[list[dict], dict]:
         ob.recorder.__exit__(None, None, None)
         torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = saved[:3]
         torch.autograd.Function.apply = saved[3]
+        for owner, name, was in kept:
+            setattr(owner, name, was)
     return [e["event"] for e in events], ns
 
 
@@ -164,6 +176,33 @@ for epoch in range(100):
     events, _ = observe(src)
     statuses = {c["status"] for e in events for c in e["checks"] if c["name"] == "finite_difference"}
     assert statuses == {"agree", "skipped"} and len(events) == 300
+
+
+HOOKED = {
+    "tensor hook in place": "x.register_hook(lambda g: g.mul_(2))\n(x * x).sum().backward()",
+    "tensor hook clamp_": "x.register_hook(lambda g: g.clamp_(-1, 1))\n(x * x).sum().backward()",
+    "node hook": "y = x.exp()\ny.grad_fn.register_hook(lambda gi, go: (gi[0] * 2,))\ny.sum().backward()",
+    "node prehook": "y = x * x\ny.grad_fn.register_prehook(lambda go: (go[0] * 10,))\ny.sum().backward()",
+    "module hook": "m = torch.nn.Tanh()\nm.register_full_backward_hook(lambda mod, gi, go: (gi[0] * 0.5,))\n"
+    "m(x).sum().backward()",
+    "post-accumulate step": "opt = torch.optim.SGD([x], lr=0.1)\n"
+    "x.register_post_accumulate_grad_hook(lambda p: [opt.step(), opt.zero_grad()] and None)\n(x * x).sum().backward()",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOOKED))
+def test_every_kind_of_hook_that_changes_a_gradient_is_by_design(case):
+    """A gradient a hook changes (returned, or in place) is the snippet's design: skipped with a note naming
+    the kind of hook, never a disagreement; a hook that only looks agrees."""
+    (e,), _ = observe(f"import torch\nx = torch.tensor([2.0, -3.0], requires_grad=True)\n{HOOKED[case]}\n")
+    assert "disagree" not in checks(e).values() and "skipped" in checks(e).values()
+    assert any("A hook of the snippet" in n for n in e["notes"])
+    (e,), _ = observe(
+        "import torch\nx = torch.tensor([2.0, -3.0], requires_grad=True)\nseen = []\n"
+        "x.register_hook(lambda g: seen.append(g.sum()))\ny = x * x\n"
+        "y.grad_fn.register_hook(lambda gi, go: None)\ny.sum().backward()\n"
+    )
+    assert checks(e) == {"jtv": "agree", "finite_difference": "agree"}
 
 
 def test_detach_and_no_grad_are_constants_to_the_replay():

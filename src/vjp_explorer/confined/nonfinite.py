@@ -113,6 +113,6 @@ def custom_functions(outs: list[Any]) -> list[str]:
     found: list[str] = []
     for node in graph_nodes([o.grad_fn for o in outs]):
         cls = getattr(node, "_forward_cls", None)  # set on the nodes of Python autograd Functions
-        if cls is not None and cls.__name__ not in found:
+        if cls is not None and cls.__name__ not in found and not cls.__module__.startswith("torch."):  # torch's own
             found.append(cls.__name__)
     return found

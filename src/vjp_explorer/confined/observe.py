@@ -23,6 +23,7 @@ from torch.overrides import TorchFunctionMode
 from ..snippet.result import Check, Event, LeafGrad, TensorInfo
 from ..snippet.words import diagnose, event_notes
 from . import checks, payload, protocol
+from .hooks import HookWatch
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
 from .record import NotReplayable, Recorder, serial
 
@@ -38,7 +39,7 @@ class Observer:
         self.send, self.filename, self.namespace = send, filename, namespace
         self.recorder = Recorder()
         self.count = 0
-        self.hook_changed = False  # a hook of the snippet returned another gradient during this call
+        self.hooks = HookWatch()  # the snippet's hooks that change a gradient on its way (hooks.py)
         self.full = 0  # calls explained in full so far
         self.per_line: dict[int, int] = {}  # calls made from each line so far
         explain = explain or {}
@@ -85,7 +86,7 @@ class Observer:
                 rec.custom_depth -= 1
 
         torch.autograd.Function.apply = classmethod(recorded_apply)  # type: ignore[assignment]
-        self._watch_hooks()
+        self.hooks.install()
         if self.graph:  # each node of the graph learns the snippet's line that made it
             _LineMode(self.line_now).__enter__()
         from .functional import install
@@ -109,29 +110,6 @@ class Observer:
             event.graph = None
             payload.fit(event, budget=0)
             self.send({"type": "event", "event": plain(event)})
-
-    def _watch_hooks(self) -> None:
-        """Wrap Tensor.register_hook so a hook that returns another gradient is known: .grad is then not Jᵀv
-        by design, and the checks say so instead of disagreeing."""
-        real = torch.Tensor.register_hook
-        observer = self
-
-        def register_hook(self: torch.Tensor, hook: Any) -> Any:
-            if not callable(hook):
-                return real(self, hook)  # torch's own error
-
-            def watched(grad: Any) -> Any:
-                out = hook(grad)
-                if isinstance(out, torch.Tensor) and out is not grad:
-                    with checks.outside_the_log():
-                        if out.shape != grad.shape or not bool(torch.equal(out, grad)):
-                            observer.hook_changed = True
-                return out
-
-            return real(self, watched)
-
-        register_hook.__doc__, register_hook.__name__ = real.__doc__, real.__name__
-        torch.Tensor.register_hook = register_hook  # type: ignore[method-assign]
 
     def before_statement(self, stmt: Any) -> None:
         """The runner's hook; events carry their own line, so nothing to do."""
@@ -177,7 +155,7 @@ class Observer:
         for started in (watch, probe):
             if started is not None:
                 started.start()
-        self.hook_changed = False
+        self.hooks.reset()
         try:
             value = self._run(real, args, kwargs)
         finally:
@@ -232,8 +210,8 @@ class Observer:
             except Exception as e:  # the tool's own failure is never the snippet's exception
                 why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
                 event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
-        if self.hook_changed:
-            _by_design(event)
+        if self.hooks.changed is not None:
+            _by_design(event, self.hooks.changed)
         diagnose(event, customs)
         event.notes.extend(event_notes(event, before))
         self.send_event(event)
@@ -467,14 +445,14 @@ def _as_written(qualname: str, source: str, n: int) -> list[str | None]:
     return names
 
 
-def _by_design(event: Event) -> None:
+def _by_design(event: Event, kind: str) -> None:
     """A hook changed the gradient on its way: a difference from Jᵀv is what the snippet asked for."""
     why = "a hook of the snippet changed the gradient on its way, so .grad is not Jᵀv by design"
     event.checks[:] = [
         replace(c, status="skipped", reason=f"{why}; {c.reason}" if c.reason else why) if c.status == "disagree" else c
         for c in event.checks
     ]
-    event.notes.append(f"A hook registered with register_hook returned a different gradient: {why[46:]}.")
+    event.notes.append(f"A hook of the snippet ({kind}) changed a gradient during this call: {why[46:]}.")
 
 
 def plain(x: Any) -> Any:

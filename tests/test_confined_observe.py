@@ -205,6 +205,32 @@ def test_every_kind_of_hook_that_changes_a_gradient_is_by_design(case):
     assert checks(e) == {"jtv": "agree", "finite_difference": "agree"}
 
 
+def test_a_sparse_gradient_is_explained_and_stays_sparse_for_the_snippet():
+    src = """
+import torch
+emb = torch.nn.Embedding(10, 3, sparse=True)
+emb(torch.tensor([1, 2, 1])).sum().backward()
+layout = emb.weight.grad.layout
+"""
+    (e,), ns = observe(src)
+    assert ns["layout"] == torch.sparse_coo  # what the snippet sees is torch's own
+    assert checks(e) == {"jtv": "agree", "finite_difference": "agree"}
+    assert e["inputs"][0]["grad"][1] == [2.0, 2.0, 2.0] and any("sparse" in n for n in e["notes"])
+
+
+def test_a_call_the_tool_cannot_read_back_runs_and_says_so(monkeypatch):
+    """The tool's own failure after the real call is an event that says so, never the snippet's exception."""
+    import vjp_explorer.confined.observe as observe_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(observe_module, "values_of", broken)
+    (e,), ns = observe("import torch\nx = torch.ones(2, requires_grad=True)\n(x * 3).sum().backward()\ng = x.grad\n")
+    assert ns["g"].tolist() == [3.0, 3.0]
+    assert e["checks"][0]["status"] == "skipped" and "could not read this call back" in e["checks"][0]["reason"]
+
+
 def test_detach_and_no_grad_are_constants_to_the_replay():
     src = """
 import torch

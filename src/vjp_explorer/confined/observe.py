@@ -20,9 +20,10 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..snippet.result import Check, Event, LeafGrad, TensorInfo
+from ..snippet.result import Check, Event, LeafGrad
 from ..snippet.words import diagnose, event_notes
 from . import checks, payload, protocol
+from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, grad_of, info, values_of
 from .hooks import HookWatch
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
 from .record import NotReplayable, Recorder, serial
@@ -130,13 +131,35 @@ class Observer:
         except TypeError:
             return real(*args, **kwargs)  # torch raises its own TypeError, as Python would
         p.apply_defaults()
+        try:
+            c = self._read(qualname, p)
+        except Exception:  # noqa: BLE001 - a call the tool cannot read runs as written, unexplained
+            c = None
+        if c is None:
+            return self._run(real, args, kwargs)
+        for started in (c.watch, c.probe):
+            if started is not None:
+                started.start()
+        self.hooks.reset()
+        try:
+            value = self._run(real, args, kwargs)
+        finally:
+            c.diagnosis = c.watch.finish() if c.watch is not None else None
+            c.graph = c.probe.finish() if c.probe is not None else None
+        try:
+            self._explain(c, value)
+        except Exception as e:  # noqa: BLE001 - the tool's own failure is never the snippet's exception
+            self._unread(c, e)
+        return value
+
+    def _read(self, qualname: str, p: inspect.BoundArguments) -> Call | None:
+        """What the call will do, read before it runs; None for a call that is not one to explain."""
         outs, vs, inputs = _arguments(qualname, p.arguments)
         if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
-            return self._run(real, args, kwargs)
+            return None
         if any(v is not None and not isinstance(v, torch.Tensor) for v in vs):
-            return self._run(real, args, kwargs)
+            return None
         vs = (vs + [None] * len(outs))[: len(outs)]
-        given = any(v is not None for v in vs)
         with checks.outside_the_log():  # the default v is ours, not the forward's
             v_used = [
                 torch.ones_like(o, requires_grad=False) if v is None and o.numel() == 1 else v
@@ -146,78 +169,98 @@ class Observer:
             inputs = self.in_snippet_order(graph_leaves(outs))
         leaves = [x for x in inputs if isinstance(x, torch.Tensor)]
         is_grad = qualname == "torch.autograd.grad"
-        before = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
         line, source = self._where()
         explain, checked, every = self._plan(line)
-        watch = NonfiniteWatch(outs) if explain else None
-        customs = custom_functions(outs) if explain else []
-        probe = self._graph_probe(outs) if explain and self.graph else None
-        for started in (watch, probe):
-            if started is not None:
-                started.start()
-        self.hooks.reset()
-        try:
-            value = self._run(real, args, kwargs)
-        finally:
-            diagnosis = watch.finish() if watch is not None else None
-            graph = probe.finish() if probe is not None else None
-        after = [None if is_grad or x.grad is None else x.grad.detach().clone() for x in leaves]
-        got = list(value) if is_grad else [_delta(b, a) for b, a in zip(before, after, strict=True)]
+        return Call(
+            qualname=qualname,
+            p=p,
+            outs=outs,
+            v_used=v_used,
+            given=any(v is not None for v in vs),
+            leaves=leaves,
+            is_grad=is_grad,
+            before=[None if is_grad else grad_of(x) for x in leaves],
+            line=line,
+            source=source,
+            explain=explain,
+            checked=checked,
+            every=every,
+            watch=NonfiniteWatch(outs) if explain else None,
+            customs=custom_functions(outs) if explain else [],
+            probe=self._graph_probe(outs) if explain and self.graph else None,
+        )
+
+    def _explain(self, c: Call, value: Any) -> None:
+        """The event of a call that ran: its grads, the checks on the replay, the notes; sent."""
+        after = [None if c.is_grad else grad_of(x) for x in c.leaves]
+        got = [dense(g) for g in value] if c.is_grad else [delta(b, a) for b, a in zip(c.before, after, strict=True)]
         self.count += 1
 
         def keep(t: Any) -> Any:  # past the explained calls, only small tensors' values travel
-            return _values(t) if explain or t is None or t.numel() <= FOLDED_VALUES else None
+            return values_of(t) if c.explain or t is None or t.numel() <= FOLDED_VALUES else None
 
         event = Event(
             index=self.count,
-            line=line,
-            source=source,
-            call=qualname,
+            line=c.line,
+            source=c.source,
+            call=c.qualname,
             outputs=[
-                _info(written or self.name_of(o), o, explain)
-                for o, written in zip(outs, _as_written(qualname, source, len(outs)), strict=True)
+                info(written or self.name_of(o), o, c.explain)
+                for o, written in zip(c.outs, as_written(c.qualname, c.source, len(c.outs)), strict=True)
             ],
-            v=[_info("v", v) for v in v_used if isinstance(v, torch.Tensor)],
-            v_origin="grad_outputs" if is_grad and given else "given" if given else "scalar default 1",
-            retain_graph=bool(p.arguments.get("retain_graph") or p.arguments.get("create_graph")),
-            create_graph=bool(p.arguments.get("create_graph")),
+            v=[info("v", v) for v in c.v_used if isinstance(v, torch.Tensor)],
+            v_origin="grad_outputs" if c.is_grad and c.given else "given" if c.given else "scalar default 1",
+            retain_graph=bool(c.p.arguments.get("retain_graph") or c.p.arguments.get("create_graph")),
+            create_graph=bool(c.p.arguments.get("create_graph")),
             inputs=[
                 LeafGrad(
                     self.name_of(x),
                     list(x.shape),
-                    _dtype(x),
+                    dtype_name(x),
                     keep(x),
                     keep(b),
-                    None if is_grad else keep(a),
+                    None if c.is_grad else keep(a),
                     keep(g),
                     grad_norm=None if g is None else float(g.detach().abs().to(torch.float64).norm()),
                 )
-                for x, b, a, g in zip(leaves, before, after, got, strict=True)
+                for x, b, a, g in zip(c.leaves, c.before, after, got, strict=True)
             ],
         )
-        event.graph = graph
+        event.graph = c.graph
         nonfinite = any(isinstance(g, torch.Tensor) and not bool(torch.isfinite(g).all()) for g in got)
-        event.diagnosis = diagnosis if nonfinite else None
-        if not checked:
-            why = f"past the first {FULL_PER_LINE} calls of a line, every {every}th is checked"
-            event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
-        elif any(t.is_complex() for t in [*outs, *leaves]):
-            why = "complex tensors: the references here are real; torch's conjugate convention is not checked"
-            event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
-        elif all(isinstance(v, torch.Tensor) for v in v_used) and leaves:
-            try:
-                self._check(event, outs, v_used, leaves, got, before, cheap=not explain)
-            except Exception as e:  # the tool's own failure is never the snippet's exception
-                why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
-                event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+        event.diagnosis = c.diagnosis if nonfinite else None
+        self._checks(c, event, got)
         if self.hooks.changed is not None:
             _by_design(event, self.hooks.changed)
-        diagnose(event, customs)
-        event.notes.extend(event_notes(event, before))
+        diagnose(event, c.customs)
+        event.notes.extend(event_notes(event, c.before))
+        if any(x.grad is not None and x.grad.layout != torch.strided for x in c.leaves):
+            event.notes.append("A sparse gradient: shown and checked as the dense tensor it stands for.")
         self.send_event(event)
         if not event.retain_graph:
-            self.recorder.forget(self.recorder.slice_for(outs, leaves))
-        return value
+            self.recorder.forget(self.recorder.slice_for(c.outs, c.leaves))
+
+    def _checks(self, c: Call, event: Event, got: list[Any]) -> None:
+        if not c.checked:
+            why = f"past the first {FULL_PER_LINE} calls of a line, every {c.every}th is checked"
+            event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+        elif any(t.is_complex() for t in [*c.outs, *c.leaves]):
+            why = "complex tensors: the references here are real; torch's conjugate convention is not checked"
+            event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+        elif all(isinstance(v, torch.Tensor) for v in c.v_used) and c.leaves:
+            try:
+                self._check(event, c.outs, c.v_used, c.leaves, got, c.before, cheap=not c.explain)
+            except Exception as e:  # noqa: BLE001 - the tool's own failure is never the snippet's exception
+                why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
+                event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+
+    def _unread(self, c: Call, error: Exception) -> None:
+        """A call that ran but the tool could not read back: an event that says so, the snippet goes on."""
+        why = f"the tool could not read this call back ({type(error).__name__}: {str(error)[:200]})"
+        event = Event(self.count, c.line, c.source, c.qualname, [], [], "", False, False, [])
+        event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+        self.count = max(self.count, event.index)
+        self.send_event(event)
 
     def _plan(self, line: int) -> tuple[bool, bool, int]:
         """For the next call from `line`: whether it is explained in full (the first calls of each line, what
@@ -393,7 +436,6 @@ class Observer:
 
 FULL_PER_LINE = 3  # calls of one line explained in full (render/snippet_view.py folds the rest: FOLD_AFTER)
 SAMPLE = 10  # past those, every SAMPLE-th call of the line gets the cheap checks (past 100 calls, every 100th)
-FOLDED_VALUES = 100  # past the explained calls, a tensor's values travel only up to this many elements
 
 
 LINE = "vjp_explorer.line"  # the key of a backward node's metadata that holds the snippet's line
@@ -414,35 +456,6 @@ class _LineMode(TorchFunctionMode):
             if node is not None and LINE not in node.metadata:
                 node.metadata[LINE] = self.line_now()
         return out
-
-
-def _as_written(qualname: str, source: str, n: int) -> list[str | None]:
-    """The outputs as the call's line writes them: `y.sum()` of `y.sum().backward()`, `dy.sum()` of
-    `torch.autograd.grad(dy.sum(), x)` (or its outputs=); None where the line does not say."""
-    import ast
-
-    names: list[str | None] = [None] * n
-    try:
-        tree = ast.parse(source.strip().rstrip(":"))
-    except SyntaxError:
-        return names
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Attribute, ast.Name)):
-            continue
-        word = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
-        if qualname == "Tensor.backward" and word == "backward" and isinstance(node.func, ast.Attribute):
-            first: ast.expr | None = node.func.value
-        elif qualname != "Tensor.backward" and word == qualname.rsplit(".", 1)[-1]:
-            keyword = "outputs" if qualname.endswith("grad") else "tensors"
-            first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == keyword), None)
-        else:
-            continue
-        if isinstance(first, (ast.List, ast.Tuple)) and len(first.elts) == n:
-            return [ast.unparse(e) for e in first.elts]
-        if first is not None and n == 1:
-            return [ast.unparse(first)]
-        return names
-    return names
 
 
 def _by_design(event: Event, kind: str) -> None:
@@ -493,29 +506,6 @@ def _seq(x: Any) -> list[Any]:
     if x is None:
         return []
     return list(x) if isinstance(x, (list, tuple)) else [x]
-
-
-def _delta(before: Any, after: Any) -> Any:
-    if after is None:
-        return None
-    return after if before is None else after - before
-
-
-def _dtype(t: torch.Tensor) -> str:
-    return str(t.dtype).removeprefix("torch.")
-
-
-def _values(t: Any) -> Any:
-    if t is None:
-        return None
-    t = t.detach()
-    if t.is_complex():
-        return str(t.tolist())
-    return t.to(torch.float64).tolist() if t.is_floating_point() else t.tolist()
-
-
-def _info(name: str, t: torch.Tensor, whole: bool = True) -> TensorInfo:
-    return TensorInfo(name, list(t.shape), _dtype(t), _values(t) if whole or t.numel() <= FOLDED_VALUES else None)
 
 
 def observer_for(

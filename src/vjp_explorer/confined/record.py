@@ -269,6 +269,7 @@ class Replay:
             return a
 
         args, kwargs = tree_map(arg, (e.args, e.kwargs))
+        args, kwargs = _dense_backward(e.func, args, kwargs)
         if name == "native_dropout":  # the recorded mask, not a new draw
             x, p = args[0], args[1]
             mask = self._cast(e.results[1])
@@ -281,6 +282,20 @@ class Replay:
         outs = [o for o in tree_flatten(res)[0] if isinstance(o, torch.Tensor)]
         for k, o in zip(e.outs, outs, strict=False):
             env[k] = o
+
+
+def _dense_backward(func: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:
+    """An op asked for a sparse gradient (embedding, embedding_bag with sparse=True): the replay's own
+    autograd wants dense ones; the forward's values are the same either way."""
+    names = [a.name for a in func._schema.arguments]
+    if "sparse" not in names:
+        return args, kwargs
+    at = names.index("sparse")
+    if "sparse" in kwargs:
+        kwargs = {**kwargs, "sparse": False}
+    elif at < len(args):
+        args = (*args[:at], False, *args[at + 1 :])
+    return args, kwargs
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:

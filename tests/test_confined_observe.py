@@ -231,6 +231,44 @@ def test_a_call_the_tool_cannot_read_back_runs_and_says_so(monkeypatch):
     assert e["checks"][0]["status"] == "skipped" and "could not read this call back" in e["checks"][0]["reason"]
 
 
+def test_inputs_the_replay_does_not_read_and_higher_derivatives_say_why():
+    """grad at a non-leaf (autograd cuts the graph there) and an unused input (allow_unused) are checked;
+    a gradient of a gradient says it has no independent check, not that it ran before recording."""
+    src = """
+import torch
+a = torch.tensor([1.0, 2.0], requires_grad=True)
+b = torch.tensor([3.0], requires_grad=True)
+x = a.clone()
+g1, = torch.autograd.grad((x ** 2).sum(), x)
+g2, unused = torch.autograd.grad((a ** 2).sum(), [a, b], allow_unused=True)
+d, = torch.autograd.grad((a ** 3).sum(), a, create_graph=True)
+dd, = torch.autograd.grad(d.sum(), a)
+"""
+    first, second, third, fourth = observe(src)[0]
+    assert checks(first) == checks(second) == checks(third) == {"jtv": "agree", "finite_difference": "agree"}
+    (reason,) = [c["reason"] for c in fourth["checks"]]
+    assert "create_graph=True" in reason and "before recording" not in reason
+
+
+def test_calls_from_the_snippet_s_threads_are_each_an_event():
+    src = """
+import threading, torch
+def work():
+    x = torch.ones(3, requires_grad=True)
+    for _ in range(5):
+        (x * 2).sum().backward()
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+"""
+    events, _ = observe(src)
+    assert len(events) == 20
+    reasons = {c["reason"] for e in events for c in e["checks"] if c["status"] == "skipped"}
+    assert all("another thread" in r or "every 10th" in r for r in reasons)
+
+
 def test_detach_and_no_grad_are_constants_to_the_replay():
     src = """
 import torch

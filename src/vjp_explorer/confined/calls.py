@@ -79,9 +79,20 @@ def dense(t: Any) -> Any:
     return t.detach().to_dense()
 
 
+def _grad(x: torch.Tensor) -> Any:
+    """x.grad, read without torch's warning for a non-leaf that does not retain its grad (None there)."""
+    return None if x.grad_fn is not None and not x.retains_grad else x.grad
+
+
 def grad_of(x: torch.Tensor) -> Any:
     """A copy of x.grad as it is now (None where it is None), dense."""
-    return None if x.grad is None else dense(x.grad.detach()).clone()
+    g = _grad(x)
+    return None if g is None else dense(g.detach()).clone()
+
+
+def sparse_grad(x: torch.Tensor) -> bool:
+    g = _grad(x)
+    return g is not None and g.layout != torch.strided
 
 
 def delta(before: Any, after: Any) -> Any:

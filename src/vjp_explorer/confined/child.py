@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,11 @@ def main() -> int:
         return 3
     out = int(config["message_fd"])
 
+    lock = threading.Lock()  # a snippet's threads may call backward at once: one frame at a time on the pipe
+
     def send(message: dict[str, Any]) -> None:
-        protocol.write_frame(out, message)
+        with lock:
+            protocol.write_frame(out, message)
 
     abi = 0
     if not config["trust"]:

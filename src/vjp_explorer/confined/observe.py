@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import linecache
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass, replace
 from typing import Any
@@ -23,7 +24,7 @@ from torch.overrides import TorchFunctionMode
 from ..snippet.result import Check, Event, LeafGrad
 from ..snippet.words import diagnose, event_notes
 from . import checks, payload, protocol
-from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, grad_of, info, values_of
+from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, grad_of, info, sparse_grad, values_of
 from .hooks import HookWatch
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
 from .record import NotReplayable, Recorder, serial
@@ -40,6 +41,7 @@ class Observer:
         self.send, self.filename, self.namespace = send, filename, namespace
         self.recorder = Recorder()
         self.count = 0
+        self.higher = False  # a call with create_graph=True ran: its grads have a graph the log never saw
         self.hooks = HookWatch()  # the snippet's hooks that change a gradient on its way (hooks.py)
         self.full = 0  # calls explained in full so far
         self.per_line: dict[int, int] = {}  # calls made from each line so far
@@ -48,8 +50,17 @@ class Observer:
         self.jacobian_rows = int(explain.get("jacobian_rows", checks.JACOBIAN_ROWS))
         self.graph = bool(explain.get("graph", False))
 
-        self.depth = 0  # inside one of our wrappers: torch's own nested calls are not events
+        self._local = threading.local()  # per thread: a snippet's threads call backward independently
         self.real: dict[str, Any] = {}
+
+    @property
+    def depth(self) -> int:
+        """Inside one of our wrappers, in this thread: torch's own nested calls are not events."""
+        return int(getattr(self._local, "depth", 0))
+
+    @depth.setter
+    def depth(self, n: int) -> None:
+        self._local.depth = n
 
     def install(self) -> None:
         """Wrap torch's entry points and start recording (before the snippet's first line)."""
@@ -146,6 +157,7 @@ class Observer:
         finally:
             c.diagnosis = c.watch.finish() if c.watch is not None else None
             c.graph = c.probe.finish() if c.probe is not None else None
+        self.higher = self.higher or bool(p.arguments.get("create_graph"))
         try:
             self._explain(c, value)
         except Exception as e:  # noqa: BLE001 - the tool's own failure is never the snippet's exception
@@ -234,7 +246,7 @@ class Observer:
             _by_design(event, self.hooks.changed)
         diagnose(event, c.customs)
         event.notes.extend(event_notes(event, c.before))
-        if any(x.grad is not None and x.grad.layout != torch.strided for x in c.leaves):
+        if any(sparse_grad(x) for x in c.leaves):
             event.notes.append("A sparse gradient: shown and checked as the dense tensor it stands for.")
         self.send_event(event)
         if not event.retain_graph:
@@ -296,14 +308,35 @@ class Observer:
 
         return GraphProbe(outs, describe)
 
-    def _routes(self, outs: list[torch.Tensor], vs: list[torch.Tensor], leaves: list[torch.Tensor], cheap: bool) -> Any:
+    def _unseen(self) -> str:
+        """Where the forward of an output the log does not hold ran, as far as the observer can tell."""
+        if threading.current_thread() is not threading.main_thread():
+            return "this call came from another thread; the log sees the main thread's forward operations only"
+        if self.higher:
+            return (
+                "it was computed by a backward pass with create_graph=True, a gradient of a gradient: the log "
+                "replays forward operations only, so higher derivatives have no independent check here yet"
+            )
+        return "it was made where the log does not see: another thread, or a backward pass"
+
+    def _routes(
+        self, outs: list[torch.Tensor], vs: list[torch.Tensor], leaves: list[torch.Tensor], got: list[Any], cheap: bool
+    ) -> Any:
         """The replay and what the checks compare with: J, finite differences, term sizes, rounding."""
         from ..engine.finite_diff import finite_differences_of
 
-        replay = self.recorder.replay(outs, leaves)
+        replay = self.recorder.replay(outs, leaves, self._unseen())
         x0 = replay.leaf_values()
-        if any(x is None for x in x0):
-            raise NotReplayable("an input was not read by the recorded forward")
+        read = replay.reads() if any(x is None for x in x0) else set()
+        for k, x in enumerate(x0):
+            if x is not None:
+                continue
+            # a non-leaf the gradient is taken at, which the replay reads as its input (autograd cuts the graph
+            # there); or an input the replay never reads that the call gives no gradient (allow_unused)
+            if serial(leaves[k]) not in read and got[k] is not None and bool(got[k].detach().ne(0).any()):
+                name = self.name_of(leaves[k])
+                raise NotReplayable(f"{name} got a gradient, yet the recorded forward never read it: {self._unseen()}")
+            x0[k] = leaves[k].detach().to(torch.float64)
         changed = self._changed(replay, leaves)
         v = torch.cat([x.detach().reshape(-1).to(torch.float64) for x in vs])
         jac = checks.jacobian(replay, x0) if v.numel() <= self.jacobian_rows and not cheap else None
@@ -381,7 +414,7 @@ class Observer:
         self.depth += 1  # the checks' own autograd calls are not the snippet's
         try:
             with checks.outside_the_log():
-                replay, x0, changed, v, jac, fd, terms, rounding = self._routes(outs, vs, leaves, cheap)
+                replay, x0, changed, v, jac, fd, terms, rounding = self._routes(outs, vs, leaves, got, cheap)
         except (NotReplayable, RuntimeError) as e:
             why = str(e) if isinstance(e, NotReplayable) else f"the replay failed ({str(e).splitlines()[0][:200]})"
             event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))

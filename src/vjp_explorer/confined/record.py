@@ -195,11 +195,13 @@ class Recorder(TorchDispatchMode):
                         changed.append(r.serial)
         return sorted(set(changed))
 
-    def replay(self, outputs: list[torch.Tensor], leaves: list[torch.Tensor]) -> Replay:
+    def replay(self, outputs: list[torch.Tensor], leaves: list[torch.Tensor], unseen: str = "") -> Replay:
+        """The replay from `leaves` to `outputs`; NotReplayable where an output's forward is not in the log
+        (`unseen`: the caller's word on where it may have run instead)."""
         entries = self.slice_for(outputs, leaves)
         missing = [o for o in outputs if key(o) not in self.made and serial(o) not in {serial(t) for t in leaves}]
         if missing:
-            why = "older operations were dropped to bound memory" if self.dropped else "it ran before recording began"
+            why = "older operations were dropped to bound memory" if self.dropped else unseen or "it ran unseen"
             raise NotReplayable(f"the forward of this output was not recorded ({why})")
         return Replay(self, entries, [key(o) for o in outputs], [serial(t) for t in leaves])
 
@@ -228,6 +230,10 @@ class Replay:
                 if isinstance(r, _Ref) and not r.made and r.serial in self.leaves and r.serial not in values:
                     values[r.serial] = self.rec.copies[r.key]
         return [_wide(values[c]) if c in values else None for c in self.leaves]  # type: ignore[misc]
+
+    def reads(self) -> set[int]:
+        """The serials of every tensor the replayed forward reads (made by an entry, or copied in)."""
+        return {r.serial for e in self.entries for r in _leaves(e.args, e.kwargs) if isinstance(r, _Ref)}
 
     def __call__(self, *xs: torch.Tensor) -> list[torch.Tensor]:
         by_leaf = dict(zip(self.leaves, xs, strict=True))

@@ -392,14 +392,16 @@ def _summary(r: SnippetResult) -> Text:
     elif n:
         # only independent checks count as evidence; where none ran, say so, and why
         sampled = [e for e in r.events if e.checks and all(c.status == "skipped" for c in e.checks) and _folded(e)]
-        unchecked = sum(
-            1 for e in r.events if e not in sampled and not any(c.independent and c.status == "agree" for c in e.checks)
-        )
-        text += (
-            "; every independent check agrees"
-            if not unchecked
-            else f"; {unchecked} without an independent check that ran (only consistency checks)"
-        )
+        unchecked = [
+            e for e in r.events if e not in sampled and not any(c.independent and c.status == "agree" for c in e.checks)
+        ]
+        consistent = sum(1 for e in unchecked if any(c.status == "agree" for c in e.checks))
+        if not unchecked:
+            text += "; every independent check agrees"
+        if consistent:
+            text += f"; {consistent} with only a consistency check agreeing (no independent check ran)"
+        if len(unchecked) > consistent:
+            text += f"; {len(unchecked) - consistent} not checked (each says why)"
         if sampled:
             text += f"; {len(sampled)} folded calls of a loop not checked (every 10th is, every 100th past 100)"
     return Text(text, style="bold red" if bad else "bold")

@@ -269,6 +269,22 @@ for t in threads:
     assert all("another thread" in r or "every 10th" in r for r in reasons)
 
 
+def test_an_op_without_a_float64_kernel_keeps_the_jtv_check():
+    """LSTM on CPU runs mkldnn_rnn_layer, which has no float64 kernel: the replay runs it in float32, enough
+    for J (a consistency check), too coarse for finite differences, which say so instead of disagreeing."""
+    src = """
+import torch
+torch.manual_seed(0)
+lstm = torch.nn.LSTM(2, 3, batch_first=True)
+out, _ = lstm(torch.randn(1, 2, 2))
+out.sum().backward()
+"""
+    (e,), _ = observe(src)
+    fd = next(c for c in e["checks"] if c["name"] == "finite_difference")
+    assert checks(e)["jtv"] == "agree"
+    assert fd["status"] == "agree" or (fd["status"] == "skipped" and "no float64 kernel" in fd["reason"])
+
+
 def test_detach_and_no_grad_are_constants_to_the_replay():
     src = """
 import torch

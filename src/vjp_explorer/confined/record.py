@@ -212,6 +212,7 @@ class Replay:
     def __init__(self, rec: Recorder, entries: list[Entry], outs: list[tuple[int, int]], leaves: list[int]) -> None:
         self.rec, self.entries, self.outs, self.leaves = rec, entries, outs, leaves
         self.native = False  # True: in the dtypes the forward ran in (its rounding), not float64
+        self.narrowed: list[str] = []  # ops run in float32 for want of a float64 kernel
 
     def in_native_dtypes(self) -> Replay:
         """The same replay in the forward's own dtypes: the size of its rounding, against the float64 one."""
@@ -230,6 +231,21 @@ class Replay:
                 if isinstance(r, _Ref) and not r.made and r.serial in self.leaves and r.serial not in values:
                     values[r.serial] = self.rec.copies[r.key]
         return [_wide(values[c]) if c in values else None for c in self.leaves]  # type: ignore[misc]
+
+    def _narrow(self, e: Entry, args: Any, kwargs: Any, err: Exception) -> Any:
+        """An op with no float64 kernel (LSTM's mkldnn_rnn_layer on CPU) runs in float32, its results widened
+        again: the replay stays a function of its inputs, only coarser there (`narrowed` names it)."""
+        name = e.func.overloadpacket.__name__
+        if self.native:
+            raise NotReplayable(f"{name} could not run: {str(err).splitlines()[0]}") from None
+        try:
+            narrow = tree_map(_narrow_float, (args, kwargs))
+            res = e.func(*narrow[0], **narrow[1])
+        except (RuntimeError, NotImplementedError):
+            raise NotReplayable(f"{name} could not run in float64: {str(err).splitlines()[0]}") from None
+        if name not in self.narrowed:
+            self.narrowed.append(name)
+        return tree_map(lambda t: _wide(t) if isinstance(t, torch.Tensor) else t, res)
 
     def reads(self) -> set[int]:
         """The serials of every tensor the replayed forward reads (made by an entry, or copied in)."""
@@ -284,10 +300,14 @@ class Replay:
             try:
                 res = e.func(*args, **kwargs)
             except (RuntimeError, NotImplementedError) as err:
-                raise NotReplayable(f"{name} could not run in float64: {str(err).splitlines()[0]}") from None
+                res = self._narrow(e, args, kwargs, err)
         outs = [o for o in tree_flatten(res)[0] if isinstance(o, torch.Tensor)]
         for k, o in zip(e.outs, outs, strict=False):
             env[k] = o
+
+
+def _narrow_float(t: Any) -> Any:
+    return t.to(torch.float32) if isinstance(t, torch.Tensor) and t.dtype == torch.float64 else t
 
 
 def _dense_backward(func: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:

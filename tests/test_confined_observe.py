@@ -361,3 +361,14 @@ def test_the_recorder_forgets_consumed_forwards():
             rec.forget(rec.slice_for([y], [x]))
     assert rec.entries == [] and rec.copies == {}
     assert serial(x) == serial(x)
+
+
+def test_a_mistake_pattern_is_claimed_only_where_it_is_one():
+    from vjp_explorer.confined.pattern import mistake_pattern
+
+    factor = mistake_pattern(torch.tensor([[2.0, 4.0, 6.0], [1.0, 2.0, 3.0]]))
+    assert factor == "every element is off by the same factor 2"
+    assert "sign is flipped" in mistake_pattern(torch.tensor([[-1.0, -2.0], [1.0, 2.0]]))
+    assert mistake_pattern(torch.tensor([[3.0, 4.0], [1.0, 2.0]])) == "every element is off by the same amount 2"
+    # a lossy saved-tensor hook: ratios 0.999876, 0.999895, 0.99938 are rounding, not one factor
+    assert mistake_pattern(torch.tensor([[0.999876, 0.999895, 0.99938], [1.0, 1.0, 1.0]])) is None

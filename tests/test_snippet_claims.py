@@ -13,6 +13,7 @@ from rich.console import Console
 from vjp_explorer.confined.launch import confinement_available
 from vjp_explorer.snippet.source import (
     ClaimedError,
+    Verdict,
     claimed_error,
     judge,
     output_like,
@@ -41,6 +42,17 @@ def test_print_format_drift_is_not_a_mismatch():
     assert not same_output(["tensor([1., 2.])"], "tensor([1., 2., 3.])")
     assert not same_output(["tensor([1., 2.])"], "[1.0, 2.0]")  # the text between the numbers counts
     assert not same_output(["tensor([3., 7.])"], "tensor([3., 6.])")
+
+
+def test_a_comment_is_compared_by_its_numbers():
+    def said(claim: str, printed: str) -> bool | None:
+        verdict = judge([claim], printed, None, comment=True)
+        return None if verdict is None else verdict.same
+
+    assert said("22", "tensor(22.)") and said("(2, 2)", "torch.Size([2, 2])") and said("0.5", "tensor(0.5000)")
+    assert said("22", "tensor(21.)") is False and said("True", "False") is False
+    assert said("tensor([1., 2.])", "tensor([1., 2., 3.])") is None  # another count: not compared
+    assert judge(["22"], "tensor(22.)", None) == Verdict(False, False, "22")  # a transcript shows the text
 
 
 def test_pre_04_prints_are_not_compared():
@@ -100,9 +112,11 @@ def test_prose_in_a_comment_is_no_claim(comment):
 def test_comment_claims_of_a_script():
     text = "import torch\nx = torch.ones(2)\nprint(x) # -> tensor([1., 1.])\nprint(x) # 6a+4 is 22\n"
     text += "x  # tensor([1., 1.])\nfor _ in range(2):\n    print(x) # tensor([1., 1.])\n"
+    text += 'print("x:", x) # tensor([1., 1.])\n'
     src = read_source(text, "t.py")
     parse(src, "t.py", 10_000, 10_000)
-    # a prose comment, a bare expression (a script shows nothing) and a print in a loop are no claims
+    # a prose comment, a bare expression (a script shows nothing), a print in a loop and one with a label
+    # of its own are no claims
     assert src.claimed == {3: ["tensor([1., 1.])"]} and src.claimed_from == {3: "comment"}
 
 

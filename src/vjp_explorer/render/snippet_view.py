@@ -70,7 +70,7 @@ def _claim(r: SnippetResult, step: Step) -> Text | None:
     if claim is None:
         return None
     raised = (r.error.type, r.error.message) if r.error is not None and r.steps and step is r.steps[-1] else None
-    verdict = judge(claim.text, step.stdout, raised)
+    verdict = judge(claim.text, step.stdout, raised, comment=claim.origin == "comment")
     if verdict is None or (claim.origin == "comment" and not verdict.error and not step.stdout.strip()):
         return None
     where = "transcript" if claim.origin == "transcript" else "comment"

@@ -13,8 +13,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..snippet.result import Event, LeafGrad, SnippetResult
-from ..snippet.source import visible
+from ..snippet.result import Event, LeafGrad, SnippetResult, Step
+from ..snippet.source import judge, visible
 from ..wording import API, CLI, option
 from .fit import NumberTable, ValueGrid
 from .numbers import fmt, fmt_shape
@@ -41,21 +41,8 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False, surface:
             parts.append(Padding(Text(visible(step.stdout.rstrip("\n")), style="green"), (0, 0, 0, 7)))
         if step.warnings:
             parts.append(_stderr([w.split(" (Triggered internally")[0] for w in step.warnings]))
-        if step.claim is not None:
-            where = "transcript" if step.claim.origin == "transcript" else "comment"
-            if step.claim.matches:
-                parts.append(Padding(Text(f"✓ the source's {where} shows the same", style="dim"), (0, 0, 0, 7)))
-            else:
-                why = " (random draws: the source was not seeded the same way)" if _random(r) else ""
-                parts.append(
-                    Padding(
-                        Text(
-                            f"≠ the source's {where} shows: " + visible(" ".join(step.claim.text))[:200] + why,
-                            style="yellow",
-                        ),
-                        (0, 0, 0, 7),
-                    )
-                )
+        if step.claim is not None and (said := _claim(r, step)) is not None:
+            parts.append(Padding(said, (0, 0, 0, 7)))
         for shown in _fold([events[index] for index in step.events], full):
             parts.append(Padding(shown if isinstance(shown, Group) else _event(shown, explain, full), (0, 0, 0, 7)))
     if r.error is not None:
@@ -74,6 +61,25 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False, surface:
         parts.append(Text("note: " + n, style="dim"))
     parts.append(_summary(r))
     return Group(*parts)
+
+
+def _claim(r: SnippetResult, step: Step) -> Text | None:
+    """What the source claims this statement printed (or raised), against the run: ✓, ≠ with the claim, or
+    nothing where the two cannot be compared (a pre-0.4 print; a comment on a statement that printed nothing)."""
+    claim = step.claim
+    if claim is None:
+        return None
+    raised = (r.error.type, r.error.message) if r.error is not None and r.steps and step is r.steps[-1] else None
+    verdict = judge(claim.text, step.stdout, raised, comment=claim.origin == "comment")
+    if verdict is None or (claim.origin == "comment" and not verdict.error and not step.stdout.strip()):
+        return None
+    where = "transcript" if claim.origin == "transcript" else "comment"
+    if verdict.same:
+        return Text(f"✓ the source's {where} shows the same{' error' if verdict.error else ''}", style="dim")
+    # a draw can explain other numbers, never another exception
+    why = " (random draws: the source was not seeded the same way)" if not verdict.error and _random(r, step) else ""
+    shows = "shows the error" if verdict.error else "shows"
+    return Text(f"≠ the source's {where} {shows}: " + visible(verdict.shown)[:200] + why, style="yellow")
 
 
 def _stderr(lines: list[str]) -> RenderableType:
@@ -141,9 +147,15 @@ DRAWS = re.compile(
 SEEDS_ITSELF = re.compile(r"\bmanual_seed\s*\(")
 
 
-def _random(r: SnippetResult) -> bool:
-    """Whether the snippet draws random numbers (read from its code: comments and strings left out)."""
-    return any(DRAWS.search(_code(s.source)) for s in r.steps)
+def _random(r: SnippetResult, upto: Step | None = None) -> bool:
+    """Whether the snippet draws random numbers (read from its code: comments and strings left out); with
+    `upto`, whether a statement up to that one draws and none seeds the generator itself (manual_seed): what
+    a claim about that statement's output can differ by."""
+    steps = r.steps if upto is None else r.steps[: 1 + next(k for k, s in enumerate(r.steps) if s is upto)]
+    codes = [_code(s.source) for s in steps]
+    if upto is not None and any(SEEDS_ITSELF.search(c) for c in codes):
+        return False
+    return any(DRAWS.search(c) for c in codes)
 
 
 def _code(source: str) -> str:

@@ -128,10 +128,15 @@ ERRORS = [
         "on). Use the out-of-place form (x = x + 1 instead of x += 1), or .clone() the tensor before changing it.",
     ),
     (
-        "pin_memory",
-        "Pinned memory needs an accelerator; on a machine without one torch raises here. Without "
-        "pin_memory=True, torch.empty would return uninitialised memory: its numbers are whatever was in "
-        "memory, so the values the source printed cannot be reproduced.",
+        "pin_memory=True requires a CUDA or other accelerator backend",
+        "Pinned memory needs an accelerator; on a machine without one torch raises here. Leave out "
+        "pin_memory=True to run the line here (torch.empty then returns uninitialised memory: its numbers are "
+        "whatever was in memory, so values the source printed from it cannot be reproduced).",
+    ),
+    (
+        "received an invalid combination of arguments",
+        "None of the forms torch lists matches the arguments given (what it got is named first): compare the "
+        "call with them, argument by argument and keyword by keyword.",
     ),
     (
         "Mismatch in shape",

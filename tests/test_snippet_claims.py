@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from vjp_explorer.confined.launch import confinement_available
+from vjp_explorer.snippet import run_snippet
 from vjp_explorer.snippet.source import (
     ClaimedError,
     Verdict,
@@ -196,3 +197,25 @@ def test_an_ipython_transcript_runs_and_an_other_error_is_said():
         "≠ the source's transcript shows the error: " + TRACEBACK[-1],
     ]
     assert "AttributeError at line 11" in screen
+
+
+@confined
+def test_the_json_says_what_the_screen_says_of_each_claim():
+    """`claim.matches` is the screen's verdict: true for the same error, null where nothing is compared."""
+    text = "\n".join(
+        [
+            ">>> import torch",
+            ">>> x = torch.tensor([1., 2.], requires_grad=True)",
+            ">>> x.grad",
+            "Variable containing:",
+            "[torch.FloatTensor of size 2]",
+            ">>> x * 1",
+            "tensor([ 9.,  2.])",
+            ">>> (x * 2).backward()",
+            *TRACEBACK,
+        ]
+    )
+    doc = run_snippet(text, seed=0).to_dict()["snippet"]
+    assert [s["claim"]["matches"] for s in doc["steps"] if s["claim"]] == [None, False, True]
+    shown = str(run_snippet(text, "<transcript>", seed=0))
+    assert "In [" not in shown and "≠ the source's transcript shows: tensor([ 9.,  2.])" in shown

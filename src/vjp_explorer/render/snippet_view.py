@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..snippet.result import Event, LeafGrad, SnippetResult, Step
-from ..snippet.source import judge, visible
+from ..snippet.source import verdict_of, visible
 from ..wording import API, CLI, option
 from .fit import NumberTable, ValueGrid
 from .numbers import fmt, fmt_shape
@@ -70,8 +70,8 @@ def _claim(r: SnippetResult, step: Step) -> Text | None:
     if claim is None:
         return None
     raised = (r.error.type, r.error.message) if r.error is not None and r.steps and step is r.steps[-1] else None
-    verdict = judge(claim.text, step.stdout, raised, comment=claim.origin == "comment")
-    if verdict is None or (claim.origin == "comment" and not verdict.error and not step.stdout.strip()):
+    verdict = verdict_of(claim.text, claim.origin, step.stdout, raised)
+    if verdict is None:
         return None
     where = "transcript" if claim.origin == "transcript" else "comment"
     if verdict.same:

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import ProgramError
 from ..limits import DEFAULT_LIMITS, Limits
 from .result import AtExit, Check, Claim, Event, LeafGrad, RaisedError, SnippetResult, Step, TensorInfo
-from .source import Source, parse, read_source, same_output
+from .source import Source, parse, read_source, verdict_of
 
 
 def run_snippet(
@@ -56,7 +56,7 @@ def run_snippet(
     )
     if outcome.stopped is not None and not keep_partial:
         raise outcome.stopped
-    lines = src.original.split("\n")
+    lines = (src.pasted or src.original).split("\n")  # as pasted: an IPython transcript keeps its prompts
     code_line = {orig: k + 1 for k, orig in enumerate(src.line_map)}
     events: list[Event] = []
     steps: list[Step] = []
@@ -72,7 +72,6 @@ def run_snippet(
             if at == k:
                 events.append(_event(raw, len(events) + 1, safe_text))
                 step.events.append(len(events))
-        _claim(src, step, code_line.get(st.end_line, st.end_line))
         steps.append(step)
     error = None
     if outcome.exception is not None:
@@ -89,6 +88,9 @@ def run_snippet(
             message=safe_text(exc.message),
             explanation=explain_refusal(refusal, exc.via) if refusal else explain_error(exc.message),
         )
+    raised = (error.type, error.message) if error is not None else None
+    for k, step in enumerate(steps):
+        _claim(src, step, code_line.get(step.end_line, step.end_line), raised if k == len(steps) - 1 else None)
     at_exit = None
     if outcome.at_exit is not None:
         done = outcome.at_exit
@@ -148,10 +150,12 @@ def _session_note(src: Source) -> list[str]:
     ]
 
 
-def _claim(src: Source, step: Step, line: int) -> None:
+def _claim(src: Source, step: Step, line: int, raised: tuple[str, str] | None) -> None:
+    """What the source claims this statement printed or raised, judged as the transcript shows it."""
     claimed = src.claimed.get(line)
     if claimed is not None:
-        step.claim = Claim(claimed, src.claimed_from[line], same_output(claimed, step.stdout))
+        verdict = verdict_of(claimed, src.claimed_from[line], step.stdout, raised)
+        step.claim = Claim(claimed, src.claimed_from[line], None if verdict is None else verdict.same)
 
 
 def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:

@@ -76,7 +76,7 @@ class Claim:
 
     text: list[str]
     origin: str  # transcript | comment
-    matches: bool
+    matches: bool | None  # None: not compared (a pre-0.4 print, a comment on a statement that printed nothing)
 
 
 @dataclass

@@ -350,3 +350,12 @@ def judge(claimed: list[str], printed: str, raised: tuple[str, str] | None, comm
         return None
     same = raised is not None and same_error(error, raised[0], raised[1])
     return Verdict(same, True, error.shown())
+
+
+def verdict_of(claimed: list[str], origin: str, printed: str, raised: tuple[str, str] | None) -> Verdict | None:
+    """A statement's claim (`origin` transcript or comment) against what it printed or raised; None where the
+    two are not compared (a pre-0.4 print; a comment on a statement that printed nothing)."""
+    verdict = judge(claimed, printed, raised, comment=origin == "comment")
+    if verdict is None or (origin == "comment" and not verdict.error and not printed.strip()):
+        return None
+    return verdict

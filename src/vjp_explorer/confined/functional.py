@@ -44,6 +44,7 @@ WHAT = {
 _COMPARES = "{kind}() vs central differences of the snippet's function (float64, no autograd)"
 _COMPARES_2 = "{kind}() vs central second differences of the snippet's function (float64, no autograd)"
 _SPECS: weakref.WeakKeyDictionary[Any, _Spec] = weakref.WeakKeyDictionary()  # the transforms' results
+_SKIP = [""]  # why the event being made gets no reference (a loop's call past the checked ones)
 _REF = {"active": 0, "used": 0}  # while a reference is computed: derivative calls the function makes itself
 
 
@@ -94,8 +95,10 @@ def _passing(observer: Any) -> bool:
     return False
 
 
-def _emit(observer: Any, make: Any) -> None:
-    """Build an event and send it; the tool's own failure is never the snippet's exception."""
+def _emit(observer: Any, line: int, make: Any) -> None:
+    """Build an event and send it (the tool's failure is never the snippet's); checked as observer._plan says."""
+    _, checked, every = observer._plan(line)
+    _SKIP[0] = "" if checked else f"past the first calls of a line, every {every}th is checked"
     try:
         event = make()
     except Exception:  # noqa: BLE001
@@ -126,7 +129,7 @@ def _functional(observer: Any, name: str, real: Any) -> Any:
                 _check(observer, event, name, p.get("func"), inputs, vs, value)
             return event
 
-        _emit(observer, make)
+        _emit(observer, line, make)
         return value
 
     return wrapper
@@ -153,7 +156,7 @@ def _transform(observer: Any, name: str, real: Any) -> Any:
                 return transformed(*xs, **kw)
             line, source = observer._where()
             value = observer._run(transformed, xs, kw)
-            _emit(observer, lambda: _transform_event(observer, spec, line, source, xs, kw, value))
+            _emit(observer, line, lambda: _transform_event(observer, spec, line, source, xs, kw, value))
             return value
 
         _SPECS[called] = spec
@@ -186,7 +189,7 @@ def _func_vjp(observer: Any, real: Any) -> Any:
                     _check(observer, event, "vjp", f, kept, vs, (None, value))
                 return event
 
-            _emit(observer, make)
+            _emit(observer, line, make)
             return value
 
         return (out[0], called, *out[2:])
@@ -211,7 +214,7 @@ def _func_jvp(observer: Any, real: Any) -> Any:
                 _check(observer, event, "jvp", _first(func) if kw.get("has_aux") else func, xs, vs, value)
             return event
 
-        _emit(observer, make)
+        _emit(observer, line, make)
         return value
 
     return wrapper
@@ -239,7 +242,7 @@ def _vmap(observer: Any, real: Any) -> Any:
                 return batched(*xs, **ckw)
             line, source = observer._where()
             value = observer._run(batched, xs, ckw)
-            _emit(observer, lambda: _vmap_event(observer, spec, in_dims, line, source, xs, ckw, value))
+            _emit(observer, line, lambda: _vmap_event(observer, spec, in_dims, line, source, xs, ckw, value))
             return value
 
         return called
@@ -256,10 +259,8 @@ def _vmap_event(
     size = next(x.shape[0] for x, d in zip(xs, dims, strict=True) if d == 0 and isinstance(x, torch.Tensor))
     sample = [[x[b] if d == 0 else x for x, d in zip(xs, dims, strict=True)] for b in range(size)]
     nums = _argnums(spec, xs)
-    if nums is None:
-        return None
-    event = _event("torch.func.vmap", line, source, spec.func, [xs[k] for k in nums], [], WHAT["vmap"])
-    if event is None:
+    event = None if nums is None else _event("torch.func.vmap", line, source, spec.func, [xs[k] for k in nums], [])
+    if event is None or nums is None:
         return None
     event.notes.append(f"{spec.kind}() {WHAT[spec.kind]}.")
     got = _results(spec.kind, value[0] if spec.has_aux else value, False)
@@ -361,6 +362,8 @@ def _spec_reference(
 def _quietly(observer: Any, compute: Any) -> tuple[Any, bool]:
     """A reference computed with observation suspended (the function's own derivative calls are not
     events), and whether the function took derivatives itself (then the reference is not independent)."""
+    if _SKIP[0]:
+        return _SKIP[0], True
     used = _REF["used"]
     _REF["active"] += 1
     try:

@@ -32,6 +32,9 @@ Jf = jacfwd(predict, argnums=2)(w, b, x)
 c = grad(lambda t: torch.sin(t))(torch.tensor(0.7))
 for _ in range(5):
     gl = grad(lambda t: t.sin().sum())(x)
+lin = torch.nn.Linear(3, 2)
+p = {k: v.detach() for k, v in lin.named_parameters()}
+gp = grad(lambda p, x: torch.func.functional_call(lin, p, (x,)).sum())(p, x)
 print(J2.shape, Jw.shape, aux.shape, c.item())
 """
 
@@ -66,10 +69,14 @@ def test_argnums_has_aux_and_zero_d_inputs_are_one_event_each_checked_by_finite_
         (16, "grad", "agree"),
         *[(18, "grad", "agree")] * 3,
         *[(18, "grad", "skipped")] * 2,  # a loop's calls past the first three: checked every 10th, as backward's
+        (21, "grad", "agree"),  # with respect to a dict of parameters
     ]
     jw, jb, jx = AF.jacobian(_predict, (W, B, X))  # the oracle: plain torch, unwrapped in this process
     j2, j1, j01, g1, aux, jf, zero_d = r.events[:7]
-    assert all(_close(e.results[0], X.cos()) for e in r.events[7:])
+    assert all(_close(e.results[0], X.cos()) for e in r.events[7:12])
+    by_dict = r.events[12]  # d sum(Wx + b) / dW = 1 xᵀ, / db = 1: one block per parameter
+    assert _close(by_dict.results[0], torch.ones(2, 1) * X) and _close(by_dict.results[1], torch.ones(2))
+    assert _close(by_dict.reference[0], torch.ones(2, 1) * X)
     assert _close(j2.results[0], jx) and _close(jf.results[0], jx) and _close(j2.reference[0], jx)
     assert _close(j1.results[0], jb) and _close(j1.reference[0], jb)
     assert [len(j01.results), len(j01.reference)] == [2, 2]  # a tuple of argnums: a tuple of blocks

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 from ..engine.tolerance import ROUNDOFF_UNITS, eps, tolerance
 from ..snippet.result import Check, Event, TensorInfo
@@ -259,7 +260,7 @@ def _vmap_event(
     size = next(x.shape[0] for x, d in zip(xs, dims, strict=True) if d == 0 and isinstance(x, torch.Tensor))
     sample = [[x[b] if d == 0 else x for x, d in zip(xs, dims, strict=True)] for b in range(size)]
     nums = _argnums(spec, xs)
-    event = None if nums is None else _event("torch.func.vmap", line, source, spec.func, [xs[k] for k in nums], [])
+    event = None if nums is None else _event("torch.func.vmap", line, source, spec.func, _leaves(xs, nums), [])
     if event is None or nums is None:
         return None
     event.notes.append(f"{spec.kind}() {WHAT[spec.kind]}.")
@@ -278,7 +279,7 @@ def _vmap_event(
         for j in range(len(per_sample[0]) if per_sample else 0)
     ]
     compares = (_COMPARES_2 if order == 2 else _COMPARES).format(kind=f"vmap({spec.kind})")
-    _compare(event, f"vmap({spec.kind})", refs, got, xs[nums[0]].dtype, compares, independent)
+    _compare(event, f"vmap({spec.kind})", refs, got, _leaves(xs, nums)[0].dtype, compares, independent)
     return event
 
 
@@ -292,34 +293,38 @@ def _argnums(spec: _Spec, xs: tuple[Any, ...]) -> tuple[int, ...] | None:
     if not nums or any(not isinstance(k, int) or not -len(xs) <= k < len(xs) for k in nums):
         return None
     nums = tuple(k % len(xs) for k in nums)
-    if not all(isinstance(xs[k], torch.Tensor) and xs[k].is_floating_point() for k in nums):
+    leaves = pytree.tree_leaves([xs[k] for k in nums])  # a tensor, or a dict of them (functional_call)
+    if not leaves or not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in leaves):
         return None
     return nums
+
+
+def _leaves(xs: tuple[Any, ...], nums: tuple[int, ...]) -> list[torch.Tensor]:
+    return pytree.tree_leaves([xs[k] for k in nums])
 
 
 def _transform_event(
     observer: Any, spec: _Spec, line: int, source: str, xs: tuple[Any, ...], kw: Any, value: Any
 ) -> Event | None:
     nums = _argnums(spec, xs)
-    event = (
-        None if nums is None else _event(f"torch.func.{spec.kind}", line, source, spec.func, [xs[k] for k in nums], [])
-    )
+    event = None if nums is None else _event(f"torch.func.{spec.kind}", line, source, spec.func, _leaves(xs, nums), [])
     if event is None or nums is None:
         return None
     got = _results(spec.kind, value[0] if spec.has_aux else value, False)
     found, independent, order = _spec_reference(observer, spec, xs, kw, MAX_EVALS)
     compares = (_COMPARES_2 if order == 2 else _COMPARES).format(kind=spec.kind)
-    _compare(event, spec.kind, found, got, xs[nums[0]].dtype, compares, independent)
+    _compare(event, spec.kind, found, got, _leaves(xs, nums)[0].dtype, compares, independent)
     return event
 
 
 def _fixing(func: Any, xs: tuple[Any, ...], kw: Any, nums: tuple[int, ...], aux: bool) -> Any:
-    """func as a function of xs[nums] alone, the other arguments held fixed (in float64)."""
-    fixed = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in xs]
+    """func as a function of the tensors of xs[nums] alone, the other arguments held fixed (in float64)."""
+    fixed = pytree.tree_map(lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t, xs)
+    shape = pytree.tree_structure([xs[k] for k in nums])
 
     def f(*sel: Any) -> Any:
         args = list(fixed)
-        for k, t in zip(nums, sel, strict=True):
+        for k, t in zip(nums, pytree.tree_unflatten(list(sel), shape), strict=True):
             args[k] = t
         out = func(*args, **kw)
         return out[0] if aux else out
@@ -338,7 +343,7 @@ def _spec_reference(
     inner: _Spec | None = _spec_of(spec.func)
     if spec.kind != "hessian" and inner is None:
         f = _fixing(spec.func, xs, kw, nums, spec.has_aux)
-        found, independent = _quietly(observer, lambda: _reference("jacrev", f, [xs[k] for k in nums], [], budget))
+        found, independent = _quietly(observer, lambda: _reference("jacrev", f, _leaves(xs, nums), [], budget))
         return found, independent, 1
     if inner is None:  # torch.func.hessian
         base, a, b = spec.func, spec.argnums, spec.argnums
@@ -470,16 +475,11 @@ def _compare(
 
 
 def _results(kind: str, value: Any, single: bool) -> list[torch.Tensor]:
-    """The derivative blocks a call returned: vjp and jvp return (output, derivative); a hessian of several
-    inputs a tuple of tuples."""
+    """The derivative blocks a call returned, flat: vjp and jvp return (output, derivative); a hessian of
+    several inputs a tuple of tuples; a derivative with respect to a dict of parameters, a dict."""
     if kind in ("vjp", "jvp"):
         value = value[1]
-    if isinstance(value, torch.Tensor):
-        return [value]
-    flat: list[torch.Tensor] = []
-    for t in value:
-        flat.extend([t] if isinstance(t, torch.Tensor) else [u for u in t if isinstance(u, torch.Tensor)])
-    return flat
+    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
 def _muted(func: Any, shape: list[Any]) -> Any:
@@ -507,7 +507,7 @@ def _reference(kind: str, func: Any, xs: list[torch.Tensor], vs: list[Any], budg
     except TypeError as e:
         return str(e)
     except Exception as e:  # noqa: BLE001 - the function raised at a perturbed input: no reference there
-        return f"the function raised {type(e).__name__} at a perturbed input"
+        return f"the function raised {type(e).__name__} in float64: {' '.join(str(e).split())[:120]}"
     if found is None:
         return f"more than {budget:,} calls of the function would be needed"
     blocks, errors = found
@@ -587,7 +587,7 @@ def _second(func: Any, xs: list[torch.Tensor], a: int, b: int, budget: int) -> l
     except TypeError as e:
         return str(e)
     except Exception as e:  # noqa: BLE001 - the function raised at a perturbed input: no reference there
-        return f"the function raised {type(e).__name__} at a perturbed input"
+        return f"the function raised {type(e).__name__} in float64: {' '.join(str(e).split())[:120]}"
     full = (*shape[0], *x64[a].shape, *x64[b].shape)
     return [(ref.reshape(full), err.reshape(full))]
 

@@ -24,7 +24,6 @@ from torch.utils import _pytree as pytree
 
 from ..engine.tolerance import ROUNDOFF_UNITS, eps, tolerance
 from ..snippet.result import Check, Event, TensorInfo
-from .observe import _in_functorch_transform
 
 MAX_EVALS = 4_000  # calls of the snippet's function for one reference
 MAX_EVALS_2 = 1_000  # for a second derivative: 8 calls per entry (half of them where it is symmetric)
@@ -86,7 +85,8 @@ def _quiet(observer: Any, real: Any) -> Any:
 def _passing(observer: Any) -> bool:
     """Whether a call is torch's or the tool's own, not the snippet's: inside one of our wrappers or a
     reference (observer.depth), or inside a torch.func transform (batched or wrapped tensors)."""
-    if observer.depth or _in_functorch_transform():
+    peek = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)  # as observe.py's
+    if observer.depth or (peek is not None and peek() is not None):
         _REF["used"] += bool(_REF["active"])
         return True
     return False
@@ -266,7 +266,7 @@ def _vmap_event(
     for k, xs_b in enumerate(sample):
         found, independent_b, order = _spec_reference(observer, spec, tuple(xs_b), kw, MAX_EVALS // max(size, 1))
         if isinstance(found, str):
-            why = f"sample {k} of {size}: {found}"
+            why = found if _SKIP[0] else f"sample {k} of {size}: {found}"
             break
         per_sample.append(found)
         independent = independent and independent_b

@@ -1,11 +1,12 @@
 """torch.autograd.functional and torch.func calls of a snippet: one event each, checked by finite differences.
 
-`install(observer)` wraps torch.autograd.functional.{jacobian, vjp, jvp, hessian} and the transforms
-torch.func.{grad, jacrev, jacfwd, hessian}. The call runs once, as written (the autograd calls torch makes
-inside it are not events of their own); then the snippet's function is called again, quietly (its output
-muted), under no_grad and in float64, at perturbed inputs: every column of J by central differences
-(engine/finite_diff.jacobian_of), never through autograd. From J the reference of each kind follows: J itself,
-Jᵀv, Jv. A Hessian has no finite-difference reference here yet: its check says so.
+`install(observer)` wraps torch.autograd.functional.{jacobian, vjp, jvp, hessian}, torch.func.{grad, jacrev,
+jacfwd, hessian, jvp}, the vjp_fn torch.func.vjp returns, and vmap of a transform. The call runs once, as
+written (torch's autograd calls inside it are not events); then the snippet's function is called again,
+quietly (output muted, observation suspended), under no_grad, in float64, at perturbed inputs: J column by
+column by central differences (engine/finite_diff.jacobian_of), never autograd; from J, J, Jᵀv or Jv. A second
+derivative (hessian, jacrev(jacrev(f)), jvp(grad(f))) is checked against central second differences of the
+function. A transform inside vmap sees batched tensors: no event; vmap(grad(f))(xs) is one, sample by sample.
 """
 
 from __future__ import annotations
@@ -14,14 +15,21 @@ import contextlib
 import functools
 import inspect
 import io
+import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
-from ..engine.tolerance import tolerance
+from ..engine.tolerance import ROUNDOFF_UNITS, eps, tolerance
 from ..snippet.result import Check, Event, TensorInfo
 
 MAX_EVALS = 4_000  # calls of the snippet's function for one reference
+MAX_EVALS_2 = 1_000  # for a second derivative: 8 calls per entry (half of them where it is symmetric)
+MAX_VALUES = 10_000  # a result's or reference's values travel up to this many elements
+EPS = float(torch.finfo(torch.float64).eps)
+STEP_2 = EPS**0.2  # second differences with Richardson: truncation h⁴ against rounding eps/h²
 WHAT = {
     "jacobian": "builds J: one backward per output element (one-hot v), or batched with vectorize=True",
     "vjp": "one backward(v): Jᵀv without building J",
@@ -30,8 +38,23 @@ WHAT = {
     "grad": "the gradient of a function with one output number, by reverse mode",
     "jacrev": "J by reverse mode: one vjp per output element, batched with vmap",
     "jacfwd": "J by forward mode: one jvp per input element, batched with vmap",
+    "vmap": "the transform below, once per sample of the batch (vmap batches the calls)",
 }
 _COMPARES = "{kind}() vs central differences of the snippet's function (float64, no autograd)"
+_COMPARES_2 = "{kind}() vs central second differences of the snippet's function (float64, no autograd)"
+_SPECS: weakref.WeakKeyDictionary[Any, _Spec] = weakref.WeakKeyDictionary()  # the transforms' results
+_SKIP = [""]  # why the event being made gets no reference (a loop's call past the checked ones)
+_REF = {"active": 0, "used": 0}  # while a reference is computed: derivative calls the function makes itself
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """What a torch.func transform differentiates: kind, the function, argnums, has_aux."""
+
+    kind: str
+    func: Any
+    argnums: Any
+    has_aux: bool
 
 
 def install(observer: Any) -> None:
@@ -43,6 +66,9 @@ def install(observer: Any) -> None:
         setattr(functional, name, _functional(observer, name, getattr(functional, name)))
     for name in ("grad", "jacrev", "jacfwd", "hessian"):
         setattr(func, name, _transform(observer, name, getattr(func, name)))
+    func.vjp = _func_vjp(observer, func.vjp)
+    func.jvp = _func_jvp(observer, func.jvp)
+    torch.vmap = func.vmap = _vmap(observer, func.vmap)  # the same function under two names
     # gradcheck makes hundreds of autograd calls of its own: they are its business, not events
     for name in ("gradcheck", "gradgradcheck"):
         setattr(torch.autograd, name, _quiet(observer, getattr(torch.autograd, name)))
@@ -56,51 +82,164 @@ def _quiet(observer: Any, real: Any) -> Any:
     return wrapper
 
 
+def _passing(observer: Any) -> bool:
+    """Whether a call is torch's or the tool's own, not the snippet's: inside one of our wrappers or a
+    reference (observer.depth), or inside a torch.func transform (batched or wrapped tensors)."""
+    peek = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)  # as observe.py's
+    if observer.depth or (peek is not None and peek() is not None):
+        _REF["used"] += bool(_REF["active"])
+        return True
+    return False
+
+
+def _emit(observer: Any, line: int, make: Any) -> None:
+    """Build an event and send it (the tool's failure is never the snippet's); checked as observer._plan says."""
+    _, checked, every = observer._plan(line)
+    _SKIP[0] = "" if checked else f"past the first calls of a line, every {every}th is checked"
+    try:
+        event = make()
+    except Exception:  # noqa: BLE001
+        event = None
+    if event is not None:  # a result too large to show is named in a note, not shown as None
+        event.results = [r for r in event.results if r.values is not None]
+        event.reference = [r for r in event.reference if r.values is not None]
+        observer.emit(event)
+
+
 def _functional(observer: Any, name: str, real: Any) -> Any:
+    sig = inspect.signature(real)
+
     @functools.wraps(real)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if observer.depth:
+        if _passing(observer):
             return real(*args, **kwargs)
         line, source = observer._where()
         value = observer._run(real, args, kwargs)
-        try:
-            p = inspect.signature(real).bind(*args, **kwargs).arguments
-            inputs = p.get("inputs")
-            v = p.get("v")
+
+        def make() -> Event | None:
+            p = sig.bind(*args, **kwargs).arguments
+            inputs, v = p.get("inputs"), p.get("v")
             vs = [] if v is None else [v] if isinstance(v, torch.Tensor) else list(v)
-            event = _event(observer, f"torch.autograd.functional.{name}", line, source, p.get("func"), inputs, vs)
+            event = _event(f"torch.autograd.functional.{name}", line, source, p.get("func"), inputs, vs)
             if event is not None:
-                _check(event, name, p.get("func"), inputs, vs, value, bool(p.get("create_graph")))
-                observer.emit(event)
-        except Exception:  # noqa: BLE001 - the tool's own failure is never the snippet's exception
-            pass
+                event.create_graph = bool(p.get("create_graph"))
+                _check(observer, event, name, p.get("func"), inputs, vs, value)
+            return event
+
+        _emit(observer, line, make)
         return value
 
     return wrapper
 
 
 def _transform(observer: Any, name: str, real: Any) -> Any:
+    sig = inspect.signature(real)
+
     @functools.wraps(real)
     def wrapper(func: Any, *targs: Any, **tkw: Any) -> Any:
         transformed = real(func, *targs, **tkw)
-        if targs or tkw or not callable(transformed):  # argnums, has_aux, ...: run, not explained
+        try:
+            p = sig.bind(func, *targs, **tkw)
+        except TypeError:
             return transformed
+        p.apply_defaults()
+        if not callable(transformed):
+            return transformed
+        spec = _Spec(name, func, p.arguments.get("argnums", 0), bool(p.arguments.get("has_aux", False)))
 
         @functools.wraps(transformed)
         def called(*xs: Any, **kw: Any) -> Any:
-            if observer.depth or kw or not xs or not isinstance(xs[0], torch.Tensor):
+            if _passing(observer) or not xs:
                 return transformed(*xs, **kw)
             line, source = observer._where()
-            value = observer._run(transformed, xs, {})
-            try:
-                event = _event(observer, f"torch.func.{name}", line, source, func, xs[0], [])
+            value = observer._run(transformed, xs, kw)
+            _emit(observer, line, lambda: _transform_event(observer, spec, line, source, xs, kw, value))
+            return value
+
+        _SPECS[called] = spec
+        return called
+
+    return wrapper
+
+
+def _func_vjp(observer: Any, real: Any) -> Any:
+    """torch.func.vjp(f, *primals): the event is the call of the vjp_fn it returns (Jᵀv, at the primals)."""
+
+    @functools.wraps(real)
+    def wrapper(func: Any, *primals: Any, **kw: Any) -> Any:
+        out = real(func, *primals, **kw)
+        kept = [p.detach().clone() if isinstance(p, torch.Tensor) else p for p in primals]
+        vjp_fn = out[1]
+
+        @functools.wraps(vjp_fn)
+        def called(*cts: Any, **ckw: Any) -> Any:
+            if _passing(observer):
+                return vjp_fn(*cts, **ckw)
+            line, source = observer._where()
+            value = observer._run(vjp_fn, cts, ckw)
+            vs = list(cts[0]) if cts and isinstance(cts[0], (tuple, list)) else list(cts[:1])
+
+            def make() -> Event | None:
+                event = _event("torch.func.vjp", line, source, func, kept, vs)
                 if event is not None:
-                    # with respect to the first argument (argnums=0); the others are held fixed
-                    fixed = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in xs[1:]]
-                    _check(event, name, lambda x: func(x, *fixed), xs[0], [], value, False)
-                    observer.emit(event)
-            except Exception:  # noqa: BLE001
-                pass
+                    f = _first(func) if kw.get("has_aux") else func
+                    _check(observer, event, "vjp", f, kept, vs, (None, value))
+                return event
+
+            _emit(observer, line, make)
+            return value
+
+        return (out[0], called, *out[2:])
+
+    return wrapper
+
+
+def _func_jvp(observer: Any, real: Any) -> Any:
+    """torch.func.jvp(f, primals, tangents): (f(primals), Jv), one event."""
+
+    @functools.wraps(real)
+    def wrapper(func: Any, primals: Any, tangents: Any, *args: Any, **kw: Any) -> Any:
+        if _passing(observer):
+            return real(func, primals, tangents, *args, **kw)
+        line, source = observer._where()
+        value = observer._run(real, (func, primals, tangents, *args), kw)
+
+        def make() -> Event | None:
+            xs, vs = list(primals), list(tangents)
+            event = _event("torch.func.jvp", line, source, func, xs, vs, "Jv by forward mode (dual numbers)")
+            if event is not None:
+                _check(observer, event, "jvp", _first(func) if kw.get("has_aux") else func, xs, vs, value)
+            return event
+
+        _emit(observer, line, make)
+        return value
+
+    return wrapper
+
+
+def _first(func: Any) -> Any:  # a function with has_aux=True, without its aux
+    return lambda *xs, **kw: func(*xs, **kw)[0]
+
+
+def _vmap(observer: Any, real: Any) -> Any:
+    """vmap of one of the transforms above: the batched call is one event, checked sample by sample."""
+
+    @functools.wraps(real)
+    def wrapper(func: Any, *args: Any, **kw: Any) -> Any:
+        batched = real(func, *args, **kw)
+        spec = _spec_of(func)
+        in_dims = args[0] if args else kw.get("in_dims", 0)
+        out_dims = args[1] if len(args) > 1 else kw.get("out_dims", 0)
+        if spec is None or out_dims != 0 or not callable(batched):
+            return batched
+
+        @functools.wraps(batched)
+        def called(*xs: Any, **ckw: Any) -> Any:
+            if _passing(observer) or not xs:
+                return batched(*xs, **ckw)
+            line, source = observer._where()
+            value = observer._run(batched, xs, ckw)
+            _emit(observer, line, lambda: _vmap_event(observer, spec, in_dims, line, source, xs, ckw, value))
             return value
 
         return called
@@ -108,87 +247,242 @@ def _transform(observer: Any, name: str, real: Any) -> Any:
     return wrapper
 
 
-def _event(observer: Any, qualname: str, line: int, source: str, func: Any, inputs: Any, vs: list[Any]) -> Event | None:
+def _vmap_event(
+    observer: Any, spec: _Spec, in_dims: Any, line: int, source: str, xs: tuple[Any, ...], kw: Any, value: Any
+) -> Event | None:
+    dims = tuple(in_dims) if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(xs)
+    if len(dims) != len(xs) or any(d not in (0, None) for d in dims) or 0 not in dims:
+        return None
+    size = next(x.shape[0] for x, d in zip(xs, dims, strict=True) if d == 0 and isinstance(x, torch.Tensor))
+    sample = [[x[b] if d == 0 else x for x, d in zip(xs, dims, strict=True)] for b in range(size)]
+    nums = _argnums(spec, xs)
+    event = None if nums is None else _event("torch.func.vmap", line, source, spec.func, _leaves(xs, nums), [])
+    if event is None or nums is None:
+        return None
+    event.notes.append(f"{spec.kind}() {WHAT[spec.kind]}.")
+    got = _results(spec.kind, value[0] if spec.has_aux else value, False)
+    per_sample: list[list[tuple[Any, Any]]] = []
+    independent, order, why = True, 1, ""
+    for k, xs_b in enumerate(sample):
+        found, independent_b, order = _spec_reference(observer, spec, tuple(xs_b), kw, MAX_EVALS // max(size, 1))
+        if isinstance(found, str):
+            why = found if _SKIP[0] else f"sample {k} of {size}: {found}"
+            break
+        per_sample.append(found)
+        independent = independent and independent_b
+    refs: list[tuple[Any, Any]] | str = why or [
+        (torch.stack([s[j][0] for s in per_sample]), torch.stack([s[j][1] for s in per_sample]))
+        for j in range(len(per_sample[0]) if per_sample else 0)
+    ]
+    compares = (_COMPARES_2 if order == 2 else _COMPARES).format(kind=f"vmap({spec.kind})")
+    _compare(event, f"vmap({spec.kind})", refs, got, _leaves(xs, nums)[0].dtype, compares, independent)
+    return event
+
+
+def _spec_of(func: Any) -> _Spec | None:  # by identity: functools.wraps copies attributes, not this
+    return _SPECS.get(func) if inspect.isfunction(func) else None
+
+
+def _argnums(spec: _Spec, xs: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """The positions spec differentiates, if they are floating tensors among xs."""
+    nums = (spec.argnums,) if isinstance(spec.argnums, int) else tuple(spec.argnums)
+    if not nums or any(not isinstance(k, int) or not -len(xs) <= k < len(xs) for k in nums):
+        return None
+    nums = tuple(k % len(xs) for k in nums)
+    leaves = pytree.tree_leaves([xs[k] for k in nums])  # a tensor, or a dict of them (functional_call)
+    if not leaves or not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in leaves):
+        return None
+    return nums
+
+
+def _leaves(xs: tuple[Any, ...], nums: tuple[int, ...]) -> list[torch.Tensor]:
+    return pytree.tree_leaves([xs[k] for k in nums])
+
+
+def _transform_event(
+    observer: Any, spec: _Spec, line: int, source: str, xs: tuple[Any, ...], kw: Any, value: Any
+) -> Event | None:
+    nums = _argnums(spec, xs)
+    event = None if nums is None else _event(f"torch.func.{spec.kind}", line, source, spec.func, _leaves(xs, nums), [])
+    if event is None or nums is None:
+        return None
+    got = _results(spec.kind, value[0] if spec.has_aux else value, False)
+    found, independent, order = _spec_reference(observer, spec, xs, kw, MAX_EVALS)
+    compares = (_COMPARES_2 if order == 2 else _COMPARES).format(kind=spec.kind)
+    _compare(event, spec.kind, found, got, _leaves(xs, nums)[0].dtype, compares, independent)
+    return event
+
+
+def _fixing(func: Any, xs: tuple[Any, ...], kw: Any, nums: tuple[int, ...], aux: bool) -> Any:
+    """func as a function of the tensors of xs[nums] alone, the other arguments held fixed (in float64)."""
+    fixed = pytree.tree_map(lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t, xs)
+    shape = pytree.tree_structure([xs[k] for k in nums])
+
+    def f(*sel: Any) -> Any:
+        args = list(fixed)
+        for k, t in zip(nums, pytree.tree_unflatten(list(sel), shape), strict=True):
+            args[k] = t
+        out = func(*args, **kw)
+        return out[0] if aux else out
+
+    return f
+
+
+def _spec_reference(
+    observer: Any, spec: _Spec, xs: tuple[Any, ...], kw: Any, budget: int
+) -> tuple[list[tuple[Any, Any]] | str, bool, int]:
+    """The reference blocks of a transform's call (or why there is none), whether it is independent of
+    autograd (the function takes no derivatives itself), and the derivative's order."""
+    nums = _argnums(spec, xs)
+    if nums is None:
+        return "the differentiated arguments are not floating-point tensors", True, 1
+    inner: _Spec | None = _spec_of(spec.func)
+    if spec.kind != "hessian" and inner is None:
+        f = _fixing(spec.func, xs, kw, nums, spec.has_aux)
+        found, independent = _quietly(observer, lambda: _reference("jacrev", f, _leaves(xs, nums), [], budget))
+        return found, independent, 1
+    if inner is None:  # torch.func.hessian
+        base, a, b = spec.func, spec.argnums, spec.argnums
+    elif spec.kind == "hessian" or inner.kind == "hessian" or _spec_of(inner.func) is not None:
+        return "a third derivative has no finite-difference reference here", True, 3
+    else:
+        base, a, b = inner.func, inner.argnums, spec.argnums
+        if inner.has_aux or spec.has_aux:
+            return "has_aux in a second derivative: no finite-difference reference here", True, 2
+    if not isinstance(a, int) or not isinstance(b, int):
+        return "a second derivative with a tuple of argnums: no finite-difference reference here", True, 2
+    a, b = a % len(xs), b % len(xs)
+    if not all(isinstance(xs[k], torch.Tensor) and xs[k].is_floating_point() for k in (a, b)):
+        return "the differentiated arguments are not floating-point tensors", True, 2
+    f = _fixing(base, xs, kw, (a, b) if a != b else (a,), False)
+    pair = [xs[a], xs[b]] if a != b else [xs[a]]
+    found, independent = _quietly(observer, lambda: _second(f, pair, 0, len(pair) - 1, min(budget, MAX_EVALS_2)))
+    return found, independent, 2
+
+
+def _quietly(observer: Any, compute: Any) -> tuple[Any, bool]:
+    """A reference computed with observation suspended (the function's own derivative calls are not
+    events), and whether the function took derivatives itself (then the reference is not independent)."""
+    if _SKIP[0]:
+        return _SKIP[0], True
+    used = _REF["used"]
+    _REF["active"] += 1
+    try:
+        found = observer._run(compute, (), {})
+    finally:
+        _REF["active"] -= 1
+    return found, _REF["used"] == used
+
+
+def _event(
+    qualname: str, line: int, source: str, func: Any, inputs: Any, vs: list[Any], what: str | None = None
+) -> Event | None:
     xs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs or ())
     if not callable(func) or not xs or not all(isinstance(x, torch.Tensor) for x in xs):
         return None
     kind = qualname.rsplit(".", 1)[-1]
-    event = Event(
-        index=0,
-        line=line,
-        source=source,
-        call=qualname,
-        outputs=[],
-        v=[_info("v", t) for t in vs if isinstance(t, torch.Tensor)],
-        v_origin="given" if vs else "none",
-        retain_graph=False,
-        create_graph=False,
-        inputs=[],
-    )
-    event.notes.append(f"{kind}() {WHAT[kind]}.")
+    v = [_info("v", t) for t in vs if isinstance(t, torch.Tensor)]
+    event = Event(0, line, source, qualname, [], v, "given" if vs else "none", False, False, [])
+    event.notes.append(f"{kind}() {what or WHAT[kind]}.")
     return event
 
 
-def _check(event: Event, kind: str, func: Any, inputs: Any, vs: list[Any], value: Any, create_graph: bool) -> None:
+def _check(observer: Any, event: Event, kind: str, func: Any, inputs: Any, vs: list[Any], value: Any) -> None:
     """Fill the event's results and the finite-difference reference, and compare them."""
     single = isinstance(inputs, torch.Tensor)
     xs = [inputs] if single else list(inputs)
     got = _results(kind, value, single)
-    event.create_graph = create_graph
+    compares = (_COMPARES_2 if kind == "hessian" else _COMPARES).format(kind=kind)
+    spec = _spec_of(func)
+    if spec is not None and kind in ("vjp", "jvp"):
+        compares = _COMPARES_2.format(kind=kind)
+        refs, independent = _quietly(observer, lambda: _of_derivative(kind, spec, xs, vs))
+    elif spec is not None:
+        why = "the function is itself a derivative (torch.func): no finite-difference reference here"
+        refs, independent = why, True
+    elif kind == "hessian":
+        refs, independent = _quietly(observer, lambda: _hessian_reference(func, xs))
+    else:
+        refs, independent = _quietly(observer, lambda: _reference(kind, func, xs, vs, MAX_EVALS))
+    _compare(event, kind, refs, got, xs[0].dtype, compares, independent)
+
+
+def _hessian_reference(func: Any, xs: list[torch.Tensor]) -> list[tuple[Any, Any]] | str:
+    """torch.autograd.functional.hessian's blocks H[i][j], in its order, by second differences."""
+    n = len(xs)
+    found: list[Any] = [_second(func, xs, i, j, MAX_EVALS_2 // n**2) for i in range(n) for j in range(n)]
+    return next((f for f in found if isinstance(f, str)), None) or [block for f in found for block in f]
+
+
+def _compare(
+    event: Event,
+    kind: str,
+    refs: list[tuple[Any, Any]] | str,
+    got: list[torch.Tensor],
+    dtype: Any,
+    compares: str,
+    independent: bool,
+) -> None:
+    """The results against the reference blocks (or skipped, with why): one check on the event."""
     event.results = [_info(f"{kind}[{k}]" if len(got) > 1 else kind, t) for k, t in enumerate(got)]
-    compares = _COMPARES.format(kind=kind)
-    if kind == "hessian":
-        why = "no finite-difference reference for second derivatives yet"
-        event.checks.append(Check("finite_difference", "skipped", compares, reason=why))
-        return
-    refs = _reference(kind, func, xs, vs)
+    for r in event.results:
+        if r.values is None:
+            event.notes.append(f"{r.name} has shape {r.shape}: too many numbers to show (over {MAX_VALUES:,}).")
+    if not independent:
+        compares += "; the function takes derivatives itself, so the differences are of its autograd results"
     if isinstance(refs, str):
-        event.checks.append(Check("finite_difference", "skipped", compares, reason=refs))
+        event.checks.append(Check("finite_difference", "skipped", compares, reason=refs, independent=independent))
         return
     event.reference = [_info(r.name, t) for r, t in zip(event.results, [r for r, _ in refs], strict=False)]
     if len(refs) != len(got):
         why = f"{kind}() returned {len(got)} blocks where the reference has {len(refs)}"
-        event.checks.append(Check("finite_difference", "skipped", compares, reason=why))
+        event.checks.append(Check("finite_difference", "skipped", compares, reason=why, independent=independent))
         return
-    table = tolerance(xs[0].dtype)
-    worst, bad = 0.0, []
+    table = tolerance(dtype)
+    worst, bad, unknown = 0.0, [], 0
     for (ref, err), g, info in zip(refs, got, event.results, strict=True):
         out = g.detach().to(torch.float64).reshape(-1)
         r, e = ref.reshape(-1), err.reshape(-1)
         if out.numel() != r.numel():
             bad.append(f"{info.name}: {out.numel()} numbers where {r.numel()} were expected")
             continue
+        known = torch.isfinite(r) & torch.isfinite(e)  # a step off the domain: no reference there
+        unknown += int((~known).sum())
         diff = (out - r).abs()
-        worst = max(worst, float(diff.nan_to_num(0.0).max()) if diff.numel() else 0.0)
-        over = ~(diff <= table.atol + table.rtol * r.abs() + 3 * e)
+        # rounding where terms cancel (1 − tanh² near 1 in float32): that many units of the block's largest entry
+        size = ROUNDOFF_UNITS * eps(dtype) * (float(r[known].abs().max()) if bool(known.any()) else 0.0)
+        worst = max(worst, float(diff[known].nan_to_num(0.0).max()) if bool(known.any()) else 0.0)
+        over = known & ~(diff <= table.atol + table.rtol * r.abs() + 3 * e + size)
         if bool(over.any()):
             bad.append(f"{info.name} at {int(over.sum())} of {over.numel()} entries")
+    left = f"{unknown} entries have no reference (a step crosses a kink or leaves the domain)" if unknown else None
+    if unknown and unknown == sum(r.numel() for r, _ in refs):
+        event.checks.append(Check("finite_difference", "skipped", compares, reason=left, independent=independent))
+        return
     event.checks.append(
         Check(
             "finite_difference",
             "disagree" if bad else "agree",
             compares,
             max_abs_diff=worst,
-            tolerance=f"|Δ| <= {table.atol:g} + {table.rtol:g}·|ref| + 3·(the differences' error)",
-            reason=("differs: " + "; ".join(bad)) if bad else None,
+            tolerance=f"|Δ| <= {table.atol:g} + {table.rtol:g}·|ref| + 3·(the differences' error) + "
+            f"{ROUNDOFF_UNITS}·eps·max|ref| (rounding where terms cancel)",
+            reason="; ".join([*(["differs: " + "; ".join(bad)] if bad else []), *([left] if left else [])]) or None,
+            independent=independent,
         )
     )
 
 
 def _results(kind: str, value: Any, single: bool) -> list[torch.Tensor]:
-    """The derivative blocks a call returned: vjp and jvp return (output, derivative)."""
+    """The derivative blocks a call returned, flat: vjp and jvp return (output, derivative); a hessian of
+    several inputs a tuple of tuples; a derivative with respect to a dict of parameters, a dict."""
     if kind in ("vjp", "jvp"):
         value = value[1]
-    if isinstance(value, torch.Tensor):
-        return [value]
-    return [t for t in value if isinstance(t, torch.Tensor)]
+    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
-def _reference(kind: str, func: Any, xs: list[torch.Tensor], vs: list[Any]) -> list[tuple[Any, Any]] | str:
-    """(reference, error estimate) per block, from J by central differences; or why there is none."""
-    from ..engine.finite_diff import jacobian_of
-
-    shape: list[Any] = []
+def _muted(func: Any, shape: list[Any]) -> Any:
+    """func called quietly under no_grad, its output flat in float64 (its shape kept in `shape`)."""
 
     def f(*x64: torch.Tensor) -> torch.Tensor:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -199,19 +493,31 @@ def _reference(kind: str, func: Any, xs: list[torch.Tensor], vs: list[Any]) -> l
         shape[:] = [tuple(out.shape)]
         return out.detach().to(torch.float64).reshape(-1)
 
+    return f
+
+
+def _reference(kind: str, func: Any, xs: list[torch.Tensor], vs: list[Any], budget: int) -> list[tuple[Any, Any]] | str:
+    """(reference, error estimate) per block, from J by central differences; or why there is none."""
+    from ..engine.finite_diff import jacobian_of
+
+    shape: list[Any] = []
     try:
-        found = jacobian_of(f, [x.detach() for x in xs], MAX_EVALS)
+        found = jacobian_of(_muted(func, shape), [x.detach() for x in xs], budget)
     except TypeError as e:
         return str(e)
     except Exception as e:  # noqa: BLE001 - the function raised at a perturbed input: no reference there
-        return f"the function raised {type(e).__name__} at a perturbed input"
+        return f"the function raised {type(e).__name__} in float64: {' '.join(str(e).split())[:120]}"
     if found is None:
-        return f"more than {MAX_EVALS:,} calls of the function would be needed"
+        return f"more than {budget:,} calls of the function would be needed"
     blocks, errors = found
-    out_shape = shape[0] if shape else ()
+    return _contract(kind, blocks, errors, xs, vs, shape[0] if shape else ())
+
+
+def _contract(kind: str, blocks: list[Any], errors: list[Any], xs: list[Any], vs: list[Any], out_shape: Any) -> Any:
+    """From J's blocks (m × n_k) and their error estimates: J itself, Jᵀv or Jv, each with its error."""
     if kind in ("jacobian", "jacrev", "jacfwd", "grad"):
         return [
-            (J.reshape(*out_shape, *x.shape), E.reshape(*out_shape, *x.shape))
+            (J.reshape((*out_shape, *x.shape)), E.reshape((*out_shape, *x.shape)))
             for J, E, x in zip(blocks, errors, xs, strict=True)
         ]
     v = [t.detach().to(torch.float64).reshape(-1) for t in vs]
@@ -222,6 +528,73 @@ def _reference(kind: str, func: Any, xs: list[torch.Tensor], vs: list[Any]) -> l
     return [(jv.reshape(out_shape), err.reshape(out_shape))]
 
 
+def _of_derivative(kind: str, spec: _Spec, xs: list[Any], vs: list[Any]) -> list[tuple[Any, Any]] | str:
+    """vjp or jvp of a first derivative (torch.func.jvp(grad(f), ...), a Hessian-vector product): J of the
+    derivative is a second derivative of f, ∂²f/∂x_a∂x_b per primal b, by second differences."""
+    if spec.kind == "hessian" or spec.has_aux or not isinstance(spec.argnums, int):
+        return "a derivative of this derivative has no finite-difference reference here"
+    if _spec_of(spec.func) is not None:
+        return "a third derivative has no finite-difference reference here"
+    a = spec.argnums % len(xs)
+    blocks, errors, out_shape = [], [], None
+    for b in range(len(xs)):
+        found = _second(spec.func, xs, a, b, MAX_EVALS_2 // len(xs))
+        if isinstance(found, str):
+            return found
+        T, E = found[0]
+        out_shape = T.shape[: T.dim() - xs[b].dim()]
+        blocks.append(T.reshape(-1, xs[b].numel()))
+        errors.append(E.reshape(-1, xs[b].numel()))
+    return _contract(kind, blocks, errors, xs, vs, out_shape)
+
+
+def _second(func: Any, xs: list[torch.Tensor], a: int, b: int, budget: int) -> list[tuple[Any, Any]] | str:
+    """∂²f/∂x_a∂x_b (shape: f's, x_a's, x_b's) by central second differences, never autograd:
+    (f(x + hᵢeᵢ + hⱼeⱼ) − f(x + hᵢeᵢ − hⱼeⱼ) − f(x − hᵢeᵢ + hⱼeⱼ) + f(x − hᵢeᵢ − hⱼeⱼ)) / 4hᵢhⱼ at steps h and
+    h/2, their Richardson extrapolation the reference; the error estimate is their difference plus the
+    rounding of the evaluations, 16·eps·(|f| + max|f|)/(hᵢhⱼ/4), as engine/finite_diff.jacobian_of's."""
+    x64 = [x.detach().to(torch.float64).clone(memory_format=torch.contiguous_format) for x in xs]
+    na, nb = x64[a].numel(), x64[b].numel()
+    pairs = [(i, j) for i in range(na) for j in range(nb) if a != b or i <= j]
+    if 8 * len(pairs) + 1 > budget:
+        return f"more than {budget:,} calls of the function would be needed (8 per second derivative)"
+    shape: list[Any] = []
+    f = _muted(func, shape)
+
+    def at(i: int, di: float, j: int, dj: float) -> torch.Tensor:
+        ys = [y.clone() if k in (a, b) else y for k, y in enumerate(x64)]
+        ys[a].view(-1)[i] += di
+        ys[b].view(-1)[j] += dj
+        return f(*ys)
+
+    try:
+        f0 = f(*x64)
+        size = f0.abs().nan_to_num(0.0, 0.0, 0.0)
+        size = size + (float(size.max()) if size.numel() else 0.0)  # |f| + max|f|
+        ref, err = torch.zeros(2, f0.numel(), na, nb, dtype=torch.float64)
+        for i, j in pairs:
+            hi = STEP_2 * max(abs(float(x64[a].view(-1)[i])), 1.0)
+            hj = STEP_2 * max(abs(float(x64[b].view(-1)[j])), 1.0)
+            ds = []
+            for s in (1.0, 0.5):
+                p, q = s * hi, s * hj
+                ds.append((at(i, p, j, q) - at(i, p, j, -q) - at(i, -p, j, q) + at(i, -p, j, -q)) / (4 * p * q))
+            gap, noise = (ds[0] - ds[1]).abs(), 16 * EPS * size / (hi * hj / 4)
+            # h and h/2 far apart (a kink, as relu's at 0): no reference there (nan), never a disagreement
+            unsettled = (gap > 0.1 * ds[1].abs()) & (gap > 100 * noise)
+            ref[:, i, j] = torch.where(unsettled, float("nan"), (4 * ds[1] - ds[0]) / 3)
+            err[:, i, j] = gap + noise
+            if a == b:
+                ref[:, j, i], err[:, j, i] = ref[:, i, j], err[:, i, j]
+    except TypeError as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001 - the function raised at a perturbed input: no reference there
+        return f"the function raised {type(e).__name__} in float64: {' '.join(str(e).split())[:120]}"
+    full = (*shape[0], *x64[a].shape, *x64[b].shape)
+    return [(ref.reshape(full), err.reshape(full))]
+
+
 def _info(name: str, t: torch.Tensor) -> TensorInfo:
-    values = t.detach().to(torch.float64).tolist() if t.is_floating_point() else t.detach().tolist()
+    big = t.numel() > MAX_VALUES  # a batch of Hessians: its shape, not its millions of numbers
+    values = None if big else (t.detach().to(torch.float64) if t.is_floating_point() else t.detach()).tolist()
     return TensorInfo(name, list(t.shape), str(t.dtype).removeprefix("torch."), values)

@@ -185,6 +185,8 @@ HOOKED = {
     "node prehook": "y = x * x\ny.grad_fn.register_prehook(lambda go: (go[0] * 10,))\ny.sum().backward()",
     "module hook": "m = torch.nn.Tanh()\nm.register_full_backward_hook(lambda mod, gi, go: (gi[0] * 0.5,))\n"
     "m(x).sum().backward()",
+    "lossy saved tensors": "with torch.autograd.graph.saved_tensors_hooks(lambda t: t.round(), lambda t: t):\n"
+    "    y = (x * 1.3) ** 2\ny.sum().backward()",
     "post-accumulate step": "opt = torch.optim.SGD([x], lr=0.1)\n"
     "x.register_post_accumulate_grad_hook(lambda p: [opt.step(), opt.zero_grad()] and None)\n(x * x).sum().backward()",
 }

@@ -8,7 +8,8 @@ in place (`grad *= 2`, `g.clamp_(-1, 1)`, an optimizer step in a post-accumulate
   both through `Function._register_hook`; fn(grad_inputs, grad_outputs) / fn(grad_outputs);
 - `Module.register_full_backward_hook(fn)` / `register_full_backward_pre_hook(fn)` / `register_backward_hook`:
   fn(module, grad_input, grad_output) / fn(module, grad_output);
-- `Tensor.register_post_accumulate_grad_hook(fn)`: fn(tensor), after `.grad` is written.
+- `Tensor.register_post_accumulate_grad_hook(fn)`: fn(tensor), after `.grad` is written;
+- `torch.autograd.graph.saved_tensors_hooks(pack, unpack)`: what backward reads is unpack(pack(x)).
 `HookWatch.changed` names the first kind that changed a gradient since `reset()`. The wrappers call the
 snippet's hook exactly once, with its own arguments, and return what it returns.
 """
@@ -22,12 +23,14 @@ import torch
 
 from . import checks
 
-TENSOR, NODE, MODULE, ACCUMULATED = (
+TENSOR, NODE, MODULE, ACCUMULATED, SAVED = (
     "register_hook",
     "a hook on a backward node (grad_fn.register_hook or register_prehook)",
     "a module's backward hook",
     "a post-accumulate-grad hook",
+    "saved_tensors_hooks whose unpack does not give back what was saved",
 )
+SAVED_COPY = 1_000_000  # elements of a saved tensor kept to compare with what unpack gives back
 
 
 class HookWatch:
@@ -43,6 +46,36 @@ class HookWatch:
         self._tensor_hooks()
         self._node_hooks()
         self._module_hooks()
+        self._saved_tensor_hooks()
+
+    def _saved_tensor_hooks(self) -> None:
+        """`with torch.autograd.graph.saved_tensors_hooks(pack, unpack)`: what backward reads is what unpack
+        returns; a lossy pair (rounding, compression) changes the gradient by the snippet's design."""
+        cls = torch.autograd.graph.saved_tensors_hooks
+        real = cls.__init__
+        watch = self
+
+        def __init__(self: Any, pack_hook: Any, unpack_hook: Any) -> None:
+            if type(self) is not cls or not callable(pack_hook) or not callable(unpack_hook):
+                return real(self, pack_hook, unpack_hook)  # torch's own (save_on_cpu, checkpointing)
+
+            def pack(x: torch.Tensor) -> Any:
+                with checks.outside_the_log():
+                    kept = x.detach().clone() if x.numel() <= SAVED_COPY else None
+                return (pack_hook(x), kept)
+
+            def unpack(packed: Any) -> Any:
+                inner, kept = packed
+                out = unpack_hook(inner)
+                if kept is not None and watch.changed is None:
+                    with checks.outside_the_log():
+                        if _differs(out, kept):
+                            watch.changed = SAVED
+                return out
+
+            return real(self, pack, unpack)
+
+        cls.__init__ = __init__  # type: ignore[method-assign]
 
     def _watched(self, hook: Any, kind: str, replaced: int) -> Any:
         """`hook` wrapped: a result other than None that differs from argument `replaced`, or that argument

@@ -500,6 +500,8 @@ class _LineMode(TorchFunctionMode):
 def _by_design(event: Event, kind: str) -> None:
     """A hook changed the gradient on its way: a difference from Jᵀv is what the snippet asked for."""
     why = "a hook of the snippet changed the gradient on its way, so .grad is not Jᵀv by design"
+    if not any(c.status == "disagree" for c in event.checks):
+        return  # a change within the checks' tolerance (x * 4 / 4 of a saved tensor): nothing to explain
     event.checks[:] = [
         replace(c, status="skipped", reason=f"{why}; {c.reason}" if c.reason else why) if c.status == "disagree" else c
         for c in event.checks

@@ -219,3 +219,9 @@ def test_the_json_says_what_the_screen_says_of_each_claim():
     assert [s["claim"]["matches"] for s in doc["steps"] if s["claim"]] == [None, False, True]
     shown = str(run_snippet(text, "<transcript>", seed=0))
     assert "In [" not in shown and "≠ the source's transcript shows: tensor([ 9.,  2.])" in shown
+
+
+def test_a_missing_module_and_a_carried_graph_are_explained():
+    assert "vjp's own Python" in explain_error("No module named 'matplotlib'")
+    twice = explain_error("Trying to backward through the graph a second time (or directly access saved tensors)")
+    assert "retain_graph=True" in twice and "h = h.detach()" in twice

@@ -108,7 +108,15 @@ ERRORS = [
         "Trying to backward through the graph a second time",
         "The first backward through this graph freed the intermediate values it saved (that is what keeps memory "
         "low). Pass retain_graph=True to the earlier call if you really need a second backward through the same "
-        "graph (for example two different v), or recompute the forward before calling backward again.",
+        "graph (for example two different v), or recompute the forward before calling backward again. In a loop, "
+        "the usual cause is a value carried from the step before (an RNN's hidden state, a running total) that "
+        "still holds that step's graph: detach it where the new step begins (h = h.detach()).",
+    ),
+    (
+        "No module named",
+        "The snippet runs with vjp's own Python and the packages installed beside it, where this module is not "
+        "installed; `python FILE.py` in another environment may have it. Install it into vjp's environment (the "
+        "same pip that installed vjp-explorer) to run the snippet here.",
     ),
     (
         "grad can be implicitly created only for scalar outputs",

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # the one Check type of every door; the tolerances are engine/tolerance.py's table
-from ..result import Check
+from ..verdicts import Check
 
 SNIPPET_SCHEMA_VERSION = 2  # 2: each check has "independent", max_rel_diff and the lists of result.Check
 

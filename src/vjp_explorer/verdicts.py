@@ -1,0 +1,75 @@
+"""A check and its verdict, one type for every door: what `vjp run`, a snippet's events and `vjp check`
+compare, and how their verdicts read. Plain data with no numpy, so the snippet door reaches its child
+process without importing it (the parent's imports then overlap the child's import of torch)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """|a - b| <= atol + rtol * |b|, per dtype."""
+
+    rtol: float
+    atol: float
+
+
+# the four verdicts of a check: only "disagree" makes exit code 3
+VERDICTS = ("agree", "disagree", "skipped", "inconclusive")
+# Whether a check's reference is computed without autograd (sympy, finite differences: independent evidence
+# about backward) or is a second autograd computation (a consistency check). `jacobian` (the explicit
+# Jacobian against sympy, entry by entry) has sympy as its reference: independent, and counted with
+# `symbolic` as one route, sympy. Checks of other names are consistency checks unless they say otherwise.
+INDEPENDENT = {"symbolic": True, "jacobian": True, "finite_difference": True}
+# the independent checks that are one route, for the headline's count
+ROUTE = {"symbolic": "sympy", "jacobian": "sympy", "finite_difference": "finite differences"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One agreement check between two routes to the same numbers: one type for every door.
+
+    `status` is one of VERDICTS: agree, disagree, skipped (did not run; `reason` says why) or inconclusive
+    (ran, but could not decide within its budget; `reason` says why). `independent` says whether the
+    reference uses no autograd (INDEPENDENT by name, unless given)."""
+
+    name: str
+    status: str  # agree | disagree | skipped | inconclusive
+    compares: str
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    tolerance: Tolerance | str | None = None  # a stated (rtol, atol), or the rule in words
+    reason: str | None = None
+    undefined: tuple[str, ...] = ()  # elements where the derivative is infinite or undefined (nan) here
+    overflow: tuple[str, ...] = ()  # elements where the dtype overflowed (inf) but the exact value is finite
+    worst: str | None = None  # element with the largest difference
+    # elements where the route checked gave nan or ±inf but the exact value is finite: a wrong gradient
+    spurious: tuple[str, ...] = ()
+    # elements non-finite in both routes of a check with no exact side (backward vs the autodiff Jacobian)
+    nonfinite: tuple[str, ...] = ()
+    independent: bool | None = None  # None: from INDEPENDENT by name
+
+    def __post_init__(self) -> None:
+        if self.independent is None:
+            object.__setattr__(self, "independent", INDEPENDENT.get(self.name, False))
+
+
+def headline(checks: Sequence[Check]) -> str:
+    """What the checks say, counting only independent routes: "2 independent routes agree (sympy, finite
+    differences)"; where none ran, that is said plainly."""
+    ran = [c for c in checks if c.independent and c.status in ("agree", "disagree")]
+    routes = list(dict.fromkeys(ROUTE.get(c.name, c.name) for c in ran))
+    bad = [c.name for c in checks if c.status == "disagree"]
+    unsure = [c.name for c in checks if c.status == "inconclusive"]
+    if bad:
+        text = f"{', '.join(bad)} disagree{'s' if len(bad) == 1 else ''}"
+    elif routes:
+        n = len(routes)
+        text = f"{n} independent route{'s' if n > 1 else ''} agree{'' if n > 1 else 's'} ({', '.join(routes)})"
+    else:
+        text = "no independent route ran (sympy and finite differences were skipped): only consistency checks"
+    if unsure:
+        text += f"; {', '.join(unsure)} inconclusive"
+    return text

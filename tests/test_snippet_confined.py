@@ -238,3 +238,14 @@ def test_a_large_model_runs_through_with_its_largest_arrays_left_out():
     assert any("not kept" in n and "w: J" in n for n in e.notes)
     shown = str(r)
     assert "—" in shown and "w[999, 99]" in shown
+
+
+def test_an_error_raised_in_code_a_statement_called_names_both_lines():
+    src = (
+        "import torch\nclass F(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        return x * 2\n    @staticmethod\n    def backward(ctx, g):\n        raise RuntimeError('broken')\n"
+        "x = torch.ones(2, requires_grad=True)\nF.apply(x).sum().backward()\n"
+    )
+    r = run_snippet(src, seed=0)
+    assert (r.error.type, r.error.line, r.exit_code) == ("RuntimeError", 8, 4)
+    assert "RuntimeError at line 8, inside the statement at line 10: broken" in str(r)

@@ -47,7 +47,11 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False, surface:
             parts.append(Padding(shown if isinstance(shown, Group) else _event(shown, explain, full), (0, 0, 0, 7)))
     if r.error is not None:
         e = r.error
-        parts.append(Text(f"\n{e.type} at line {e.line}: {visible(e.message)}", style="bold red"))
+        last = r.steps[-1] if r.steps else None
+        # raised in code a statement called (a custom backward, a function): name the statement too
+        inside = last is not None and not last.line <= e.line <= last.end_line
+        at = f"line {e.line}, inside the statement at line {last.line}" if inside and last else f"line {e.line}"
+        parts.append(Text(f"\n{e.type} at {at}: {visible(e.message)}", style="bold red"))
         if e.explanation:
             parts.append(Text(e.explanation))
         parts.append(Text("The snippet stops here, as Python would (exit 4).", style="dim"))

@@ -197,3 +197,18 @@ def test_a_wrong_custom_backward_inside_a_transform_disagrees():
     assert _close(batch.reference[0], 3 * torch.stack([x, 2 * x]) ** 2)
     assert _close(h.results[0], torch.diag(4 * x)) and _close(h.reference[0], torch.diag(6 * x))
     assert r.exit_code == 3
+
+
+def test_a_kink_at_the_point_is_no_reference_not_a_disagreement():
+    """relu at 0: central differences average the slopes either side (0.5), torch's derivative is 0; the
+    entry has no reference, the others are checked."""
+    src = (
+        "import torch\nx = torch.arange(-2., 3.)\n"
+        "print(torch.autograd.functional.jacobian(torch.relu, x).diagonal())\n"
+        "print(torch.func.grad(lambda t: torch.relu(t).sum())(x))\n"
+    )
+    r = run_snippet(src, seed=0)
+    assert r.exit_code == 0 and len(r.events) == 2
+    for e in r.events:
+        (c,) = [c for c in e.checks if c.name == "finite_difference"]
+        assert c.status == "agree" and "1 entries have no reference" in c.reason

@@ -206,7 +206,7 @@ def _source_lines(first: int, source: str) -> Text:
 
 def _inline(values: Any, shape: list[int], full: bool) -> str:
     if values is None:  # left out for size (confined/payload.py)
-        return f"{fmt_shape(tuple(shape))} (values not kept)"
+        return "(values not kept)"
     flat = _flat(values)
     if not isinstance(values, list):
         return fmt(float(values)) if isinstance(values, (int, float)) else visible(str(values))
@@ -307,6 +307,11 @@ def _grad_table(e: Event, full: bool) -> NumberTable:
         flat = [None if (c := getattr(x, name)) is None else _flat(c) for name in fields]
         gone = [name in x.omitted for name in fields]
         n = math.prod(x.shape) if x.shape else 1
+        if all(gone):  # nothing of this input travelled (confined/payload.py): one row says so
+            norm = "" if x.grad_norm is None else f"; ‖grad‖ = {fmt(x.grad_norm)}"
+            said = f"{n:,} elements, not kept{norm}"
+            t.add_row(Text(visible(x.name)), *[said if k == 0 else "" for k in range(len(names))])
+            continue
         rows = range(n) if full or n <= INLINE else [*range(INLINE // 2), -1, *range(n - INLINE // 2, n)]
         for j in rows:
             if j == -1:

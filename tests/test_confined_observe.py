@@ -227,7 +227,7 @@ def test_a_call_the_tool_cannot_read_back_runs_and_says_so(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("planted")
 
-    monkeypatch.setattr(observe_module, "values_of", broken)
+    monkeypatch.setattr(observe_module, "delta", broken)  # read after the real call
     (e,), ns = observe("import torch\nx = torch.ones(2, requires_grad=True)\n(x * 3).sum().backward()\ng = x.grad\n")
     assert ns["g"].tolist() == [3.0, 3.0]
     assert e["checks"][0]["status"] == "skipped" and "could not read this call back" in e["checks"][0]["reason"]

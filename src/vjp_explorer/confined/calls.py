@@ -63,6 +63,8 @@ class Call:
     watch: Any
     customs: list[str]
     probe: Any
+    values: list[Any]  # each input's values as the call began (a hook may step an optimizer during it)
+    outputs: list[TensorInfo]  # the outputs as the call began, named as the line writes them
     diagnosis: str | None = None
     graph: Any = None
 

@@ -200,6 +200,11 @@ class Observer:
             watch=NonfiniteWatch(outs) if explain else None,
             customs=custom_functions(outs) if explain else [],
             probe=self._graph_probe(outs) if explain and self.graph else None,
+            values=[values_of(x) if explain or x.numel() <= FOLDED_VALUES else None for x in leaves],
+            outputs=[
+                info(written or self.name_of(o), o, explain)
+                for o, written in zip(outs, as_written(qualname, source, len(outs)), strict=True)
+            ],
         )
 
     def _explain(self, c: Call, value: Any) -> None:
@@ -216,10 +221,7 @@ class Observer:
             line=c.line,
             source=c.source,
             call=c.qualname,
-            outputs=[
-                info(written or self.name_of(o), o, c.explain)
-                for o, written in zip(c.outs, as_written(c.qualname, c.source, len(c.outs)), strict=True)
-            ],
+            outputs=c.outputs,
             v=[info("v", v) for v in c.v_used if isinstance(v, torch.Tensor)],
             v_origin="grad_outputs" if c.is_grad and c.given else "given" if c.given else "scalar default 1",
             retain_graph=bool(c.p.arguments.get("retain_graph") or c.p.arguments.get("create_graph")),
@@ -229,13 +231,13 @@ class Observer:
                     self.name_of(x),
                     list(x.shape),
                     dtype_name(x),
-                    keep(x),
+                    value,
                     keep(b),
                     None if c.is_grad else keep(a),
                     keep(g),
                     grad_norm=None if g is None else float(g.detach().abs().to(torch.float64).norm()),
                 )
-                for x, b, a, g in zip(c.leaves, c.before, after, got, strict=True)
+                for x, value, b, a, g in zip(c.leaves, c.values, c.before, after, got, strict=True)
             ],
         )
         event.graph = c.graph
@@ -333,7 +335,8 @@ class Observer:
                 continue
             # a non-leaf the gradient is taken at, which the replay reads as its input (autograd cuts the graph
             # there); or an input the replay never reads that the call gives no gradient (allow_unused)
-            if serial(leaves[k]) not in read and got[k] is not None and bool(got[k].detach().ne(0).any()):
+            unread = serial(leaves[k]) not in read and serial(leaves[k]) not in {serial(o) for o in outs}
+            if unread and got[k] is not None and bool(got[k].detach().ne(0).any()):
                 name = self.name_of(leaves[k])
                 raise NotReplayable(f"{name} got a gradient, yet the recorded forward never read it: {self._unseen()}")
             x0[k] = leaves[k].detach().to(torch.float64)

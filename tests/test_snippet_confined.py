@@ -249,3 +249,15 @@ def test_an_error_raised_in_code_a_statement_called_names_both_lines():
     r = run_snippet(src, seed=0)
     assert (r.error.type, r.error.line, r.exit_code) == ("RuntimeError", 8, 4)
     assert "RuntimeError at line 8, inside the statement at line 10: broken" in str(r)
+
+
+def test_a_compiled_function_runs_and_its_call_is_checked():
+    """torch.compile used to trace the forward log's own frames (out of memory, or past the time limit)."""
+    src = (
+        "import torch\n@torch.compile\ndef f(x):\n    return torch.sin(x) ** 2\n"
+        "x = torch.ones(3, requires_grad=True)\nf(x).sum().backward()\nprint(x.grad)\n"
+    )
+    r = run_snippet(src, seed=0)
+    assert r.error is None and r.stdout == "tensor([0.9093, 0.9093, 0.9093])\n"
+    (e,) = r.events
+    assert {c.name: c.status for c in e.checks} == {"jtv": "agree", "finite_difference": "agree"}

@@ -10,6 +10,7 @@ autograd) and, by autograd of the replay, the explicit Jacobian (a consistency c
 
 from __future__ import annotations
 
+import functools
 import inspect
 import linecache
 import sys
@@ -104,6 +105,7 @@ class Observer:
         from .functional import install
 
         install(self)
+        _watch_compile()
         self.recorder.__enter__()
 
     def emit(self, event: Event) -> None:
@@ -498,6 +500,26 @@ class _LineMode(TorchFunctionMode):
             if node is not None and LINE not in node.metadata:
                 node.metadata[LINE] = self.line_now()
         return out
+
+
+def _watch_compile() -> None:
+    """torch.compile traces into the frames of an active dispatch mode unless they are marked to be skipped,
+    and the log's are not (marking them imports torch._dynamo, 1.2 s, at a snippet's first operation): a
+    compiled function then traced the log's own bookkeeping (and ran out of memory). The first call of
+    torch.compile marks them, as torch would have; dynamo is being imported then anyway."""
+    real = torch.compile
+
+    @functools.wraps(real)
+    def compile(*args: Any, **kwargs: Any) -> Any:
+        for cls, name in ((Recorder, "__torch_dispatch__"), (_LineMode, "__torch_function__")):
+            raw = cls.__dict__[name]
+            if not getattr(raw, "_vjp_skipped", False):
+                skipped = torch._disable_dynamo(raw, recursive=True)
+                skipped._vjp_skipped = True  # type: ignore[attr-defined]
+                setattr(cls, name, skipped)
+        return real(*args, **kwargs)
+
+    torch.compile = compile  # type: ignore[assignment]
 
 
 def _by_design(event: Event, kind: str) -> None:

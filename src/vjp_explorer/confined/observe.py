@@ -16,7 +16,7 @@ import linecache
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 import torch
@@ -26,7 +26,7 @@ from ..snippet.result import Check, Event, LeafGrad
 from ..snippet.words import diagnose, event_notes
 from . import checks, payload, protocol
 from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, grad_of, info, sparse_grad, values_of
-from .hooks import HookWatch
+from .hooks import HookWatch, by_design
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
 from .record import NotReplayable, Recorder, serial
 
@@ -247,7 +247,7 @@ class Observer:
         event.diagnosis = c.diagnosis if nonfinite else None
         self._checks(c, event, got)
         if self.hooks.changed is not None:
-            _by_design(event, self.hooks.changed)
+            by_design(event, self.hooks.changed)
         diagnose(event, c.customs)
         event.notes.extend(event_notes(event, c.before))
         if any(sparse_grad(x) for x in c.leaves):
@@ -520,18 +520,6 @@ def _watch_compile() -> None:
         return real(*args, **kwargs)
 
     torch.compile = compile  # type: ignore[assignment]
-
-
-def _by_design(event: Event, kind: str) -> None:
-    """A hook changed the gradient on its way: a difference from Jᵀv is what the snippet asked for."""
-    why = "a hook of the snippet changed the gradient on its way, so .grad is not Jᵀv by design"
-    if not any(c.status == "disagree" for c in event.checks):
-        return  # a change within the checks' tolerance (x * 4 / 4 of a saved tensor): nothing to explain
-    event.checks[:] = [
-        replace(c, status="skipped", reason=f"{why}; {c.reason}" if c.reason else why) if c.status == "disagree" else c
-        for c in event.checks
-    ]
-    event.notes.append(f"A hook of the snippet ({kind}) changed a gradient during this call: {why[46:]}.")
 
 
 def plain(x: Any) -> Any:

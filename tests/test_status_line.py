@@ -52,12 +52,32 @@ def plain(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "vjp_explorer", *argv], capture_output=True, text=True, env=env)
 
 
-@pytest.mark.parametrize("argv", [ARGV, SNIPPET], ids=["program", "snippet"])
-def test_a_terminal_sees_what_is_happening_and_nothing_is_left(argv):
+CHECK = ["check", "{module}:Square", "--x", "1,2,3"]  # {module}: a file the test writes
+SQUARE = """import torch
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+"""
+
+
+@pytest.mark.parametrize("argv", [ARGV, SNIPPET, CHECK], ids=["program", "snippet", "check"])
+def test_a_terminal_sees_what_is_happening_and_nothing_is_left(argv, tmp_path):
+    module = tmp_path / "square.py"
+    module.write_text(SQUARE)
+    argv = [a.format(module=module) for a in argv]
     code, out, err, _ = run_with_terminal_stderr(argv)
     assert code == 0, err
     text = err.decode(errors="replace")
-    assert "importing torch" in text or "running" in text, text
+    assert "importing torch" in text or "running" in text or "checking" in text, text
     # the line is cleared and the cursor shown again after its last update: no garbage on the screen
     assert text.rfind("\x1b[?25h") > text.rfind("\x1b[?25l") >= 0, repr(text[-200:])
     assert "\x1b[2K" in text[text.rfind("importing") if "importing" in text else 0 :]

@@ -358,15 +358,26 @@ def check_cmd(
     The trusted door: it imports and runs MODULE.py, your own code (programs, files and snippets never do).
     Give each input as --NAME VALUE, named as the function's parameters.
     """
+    from .render.status import Status
+
+    status = Status.for_command(json_, "checking your function (importing it, torch, then the checks)")
+
+    def write_after_status(*args: Any, **kwargs: Any) -> None:
+        status.stop()  # the line is cleared before the first output
+        write(*args, **kwargs)
+
     try:
         settings = {"dtype": dtype}
         check_settings(settings)
         dtype = settings["dtype"]
         from .check_cli import check_command
 
-        code = check_command(ctx, target, grad, dtype, json_, full, debug, write, render)
+        code = check_command(ctx, target, grad, dtype, json_, full, debug, write_after_status, render)
     except (Exception, KeyboardInterrupt) as e:
+        status.stop()
         raise fail(e, debug) from None
+    finally:
+        status.stop()
     raise typer.Exit(code)
 
 

@@ -53,3 +53,19 @@ FUNCTIONS = textwrap.dedent(
             return torch.outer(g, x), W @ g
     """
 )
+
+# and one without a mistake, as a module of its own (x², backward 2·x·g)
+SQUARE = """import torch
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+"""

@@ -8,17 +8,7 @@ import re
 
 import pytest
 
-SQUARE = """import torch
-class Square(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 2 * g * x
-"""
+from planted import SQUARE
 
 
 def jq(doc, path: str) -> list:

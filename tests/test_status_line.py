@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from planted import SQUARE
+
 ARGV = ["run", "3*a + 2*b*b + log(c)", "--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "ones"]
 SNIPPET = ["run", "src/vjp_explorer/examples/snippets/seed000_ex1.py", "--seed", "0"]
 
@@ -53,20 +55,6 @@ def plain(argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 CHECK = ["check", "{module}:Square", "--x", "1,2,3"]  # {module}: a file the test writes
-SQUARE = """import torch
-
-
-class Square(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 2 * x * g
-"""
 
 
 @pytest.mark.parametrize("argv", [ARGV, SNIPPET, CHECK], ids=["program", "snippet", "check"])

@@ -18,25 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from planted import SQUARE
+
 ROOT = Path(__file__).resolve().parents[1]
 
 SEED = ["run", "3*a+2*b*b+log(c)", "--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "0.1,1,0.0001"]
 SEED_GRADS = {"a": [0.3, 3.0, 3e-4], "b": [1.2, 16.0, 2e-3], "c": [0.1 / 6, 1 / 7, 1e-4 / 8]}
-
-CUSTOM = """
-import torch
-
-class Square(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 2 * x * g
-"""
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +130,7 @@ def test_the_docs_ship_with_the_package(installed):
 
 
 def test_check_of_a_custom_function(installed, tmp_path):
-    (tmp_path / "my_ops.py").write_text(CUSTOM)
+    (tmp_path / "my_ops.py").write_text(SQUARE)
     r = _run(installed, "check", "my_ops.py:Square", "--x", "1,2,3", "--grad", "0.5,1,2", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)

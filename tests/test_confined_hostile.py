@@ -211,11 +211,40 @@ CASES = [
         ("limit", "snippet_memory_bytes"),
         {"snippet_memory_bytes": "1e9"},
     ),
+    # shared anonymous memory is counted by no limit (RLIMIT_DATA counts private memory only): refused whole
     Case(
         "shared mmap bomb",
         "import mmap\nm = mmap.mmap(-1, 10**10)",
-        ("limit", "snippet_memory_bytes"),
+        ("exception", "PermissionError"),
         {"snippet_memory_bytes": "1e9"},
+    ),
+    Case(
+        "a shared mapping within the address space",
+        "import mmap\nm = mmap.mmap(-1, 1_800_000_000)\nm[::4096] = b'x' * (1_800_000_000 // 4096)",
+        ("exception", "PermissionError"),
+        {"snippet_memory_bytes": "3e8"},
+    ),
+    Case(
+        "a memfd",
+        "import os, mmap\nfd = os.memfd_create('m')\nos.ftruncate(fd, 10**9)\nm = mmap.mmap(fd, 10**9)",
+        ("exception", "PermissionError"),
+        {"snippet_memory_bytes": "3e8"},
+    ),
+    Case(
+        "a shared mapping of /dev/zero",
+        "import mmap\nf = open('/dev/zero', 'r+b')\nm = mmap.mmap(f.fileno(), 10**9)",
+        ("exception", "PermissionError"),
+        {"snippet_memory_bytes": "3e8"},
+    ),
+    Case(
+        "POSIX shared memory in /dev/shm",
+        "from multiprocessing import shared_memory\nshared_memory.SharedMemory(create=True, size=10**9)",
+        ("exception", "PermissionError", "FileNotFoundError"),
+    ),
+    Case(
+        "one huge print",
+        "print('x' * 100_000_000)",
+        ("limit", "snippet_output_chars"),
     ),
     Case(
         "cpu bomb",

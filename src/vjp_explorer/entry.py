@@ -2,8 +2,9 @@
 
 Python's own handler raises KeyboardInterrupt, which start-up code can turn into a traceback, and which
 an import (torch's among them) can catch and swallow, so that the run goes on and exits 0. Ours ends
-the process at once instead: nothing of a run needs cleaning up (no files are written, stdout is a pipe
-or a terminal), and the exit code is the documented 130 whatever was running.
+the process at once instead, the exit code the documented 130 whatever was running. One thing of a run
+needs cleaning up first: a snippet's confined child and its scratch folder (confined/launch.abandon, when
+that module is loaded at all); nothing else is written.
 
 A process started with SIGINT ignored (a background job of a script: `vjp ... &` in sh) keeps it ignored
 under Python's rules; our handler replaces the ignore too, so `kill -INT` means 130 there as well. In the
@@ -20,9 +21,17 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 
 def _interrupted(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+    launch = sys.modules.get("vjp_explorer.confined.launch")
+    if launch is not None:
+        try:
+            launch.abandon()
+        except BaseException:  # noqa: S110 - leaving anyway; the exit code says why
+            pass
     try:
         os.write(2, b"interrupted\n")
     except OSError:  # stderr closed or full: the exit code still says it
@@ -41,8 +50,6 @@ def main() -> None:
     try:
         from .cli import main as cli_main
     except Exception as e:  # the command itself cannot load (a broken install): still one paragraph, exit 1
-        import sys
-
         if "--debug" in sys.argv[1:] or os.environ.get("VJP_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):
             raise
         text = "".join(c if c.isprintable() else "?" for c in f"{type(e).__name__}: {e}")

@@ -39,6 +39,10 @@ class Limits:
     snippet_cpu_seconds: int = 600  # CPU time of the snippet's process, all its threads together (RLIMIT_CPU)
     snippet_file_bytes: int = 1_000_000_000  # size one file in the scratch folder may grow to (RLIMIT_FSIZE)
     snippet_open_files: int = 256  # file descriptors the snippet's process may hold at once (RLIMIT_NOFILE)
+    # the parent's own bounds on the child (confined/launch.py): what it may leave on disk and send back
+    snippet_scratch_bytes: int = 2_000_000_000  # all files and folders of the scratch folder together
+    snippet_events: int = 100_000  # backward/grad events the parent accepts from one run
+    snippet_event_bytes: int = 200_000_000  # bytes of all event frames of one run together
     snippet_explained_calls: int = 50  # backward/grad calls explained in full (Jacobian and checks)
     snippet_jacobian_rows: int = 128  # output elements of an event's explicit Jacobian (one-hot v, batched)
     finite_difference_evals: int = 200  # program evaluations for the full finite-difference Jacobian

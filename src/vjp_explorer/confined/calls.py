@@ -111,9 +111,13 @@ def values_of(t: Any) -> Any:
     if t is None:
         return None
     t = t.detach()
-    if t.is_complex():
-        return str(t.tolist())
+    if t.is_complex():  # each element as its text, "(1+2j)", in the tensor's own nesting: JSON has no complex
+        return _texts(t.tolist())
     return t.to(torch.float64).tolist() if t.is_floating_point() else t.tolist()
+
+
+def _texts(x: Any) -> Any:
+    return [_texts(v) for v in x] if isinstance(x, list) else str(x)
 
 
 def info(name: str, t: torch.Tensor, whole: bool = True) -> TensorInfo:

@@ -8,6 +8,7 @@ before the confinement, so Landlock need not grant this package's folder for the
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -28,6 +29,7 @@ def limits_from(values: dict[str, Any]) -> Limits:
 
 
 def main() -> int:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held back by the parent while it started us
     config = protocol.read_frame(0, CONFIG_LIMIT)
     if config is None or config.get("type") != "config":
         return 3

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import os
 import selectors
-import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import LimitError, ProgramError, UsageError, VjpError
 from ..limits import DEFAULT_LIMITS, Limits
-from . import protocol, sandbox
+from . import protocol, sandbox, scratch
 from .protocol import FrameReader, ProtocolError, safe_text
 
 OnMessage = Callable[[dict[str, Any]], None]
@@ -103,6 +103,62 @@ class Outcome:
         return self.statements + ([self.at_exit] if self.at_exit is not None else [])
 
 
+class _Live:
+    """The runs under way in this process, for the Ctrl-C path (`abandon`): each scratch folder, with its
+    child once started. `opening` counts runs between making a folder (or a child) and recording it."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, subprocess.Popen[bytes] | None] = {}
+        self.opening = 0
+        self.lock = threading.Lock()
+
+
+_live = _Live()
+
+
+@contextmanager
+def _recording() -> Iterator[None]:
+    """Make something `abandon` must know of and record it, with no Ctrl-C in between: SIGINT is held
+    back in this thread, and `abandon`, run from another, waits while `opening` is set."""
+    main = threading.current_thread() is threading.main_thread()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if main else None
+    with _live.lock:
+        _live.opening += 1
+    try:
+        yield
+    finally:
+        with _live.lock:
+            _live.opening -= 1
+        if held is not None and signal.SIGINT not in held:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def abandon() -> None:
+    """Kill the child of every run under way, wait for it, and remove its scratch folder: the Ctrl-C path
+    (entry.py), which leaves through os._exit right after, so no `finally` of a run gets to do it."""
+    deadline = time.monotonic() + 2.0
+    while _live.opening and time.monotonic() < deadline:
+        time.sleep(0.005)  # a run in another thread is recording its folder or child: let it finish
+    for folder, proc in list(_live.runs.items()):
+        if proc is not None:
+            _kill_group(proc)
+            _wait_dead(proc, deadline)
+        scratch.remove(folder)
+        _live.runs.pop(folder, None)
+
+
+def _wait_dead(proc: subprocess.Popen[bytes], deadline: float) -> None:
+    """Until the killed child is gone (it could still write into its folder), reaping it if nobody has."""
+    while proc.returncode is None and time.monotonic() < deadline:
+        try:
+            pid, _status = os.waitpid(proc.pid, os.WNOHANG)
+        except ChildProcessError:
+            return  # reaped by the run's own thread
+        if pid == proc.pid:
+            return
+        time.sleep(0.005)
+
+
 def confinement_available() -> str | None:
     """None when this machine can confine a snippet, else why not (in words for the user)."""
     return sandbox.unavailable()
@@ -160,11 +216,13 @@ def run_confined(
         if reason:
             raise unavailable_error(reason)
     dirs = [str(Path(d).resolve()) for d in allow_read]
-    scratch = tempfile.mkdtemp(prefix="vjp-snippet-")
+    with _recording():
+        folder = tempfile.mkdtemp(prefix="vjp-snippet-")
+        _live.runs[folder] = None
     try:
         session = _Session(limits, on_message)
-        session.outcome.mirrored = not trust and _mirror(scratch, dirs)
-        session.start(scratch, dirs, trust)
+        session.outcome.mirrored = not trust and _mirror(folder, dirs)
+        session.start(folder, dirs, trust)
         explain = {
             "calls": limits.snippet_explained_calls,
             "jacobian_rows": limits.snippet_jacobian_rows,
@@ -173,7 +231,8 @@ def run_confined(
         session.extra = {"observe": observe, "seed": seed, "explain": explain}
         return session.talk(text, mode, filename)
     finally:
-        _remove(scratch)
+        scratch.remove(folder)  # the child is dead and reaped: talk() ends only then, or start() failed
+        _live.runs.pop(folder, None)
 
 
 class _Session:
@@ -185,6 +244,7 @@ class _Session:
         self.outcome = Outcome()
         self.reader = FrameReader()
         self.output_chars = 0
+        self.message_bytes = 0  # all that came on the message pipe
         self.pending: dict[str, str] = {"stdout": "", "stderr": ""}
         self.raw: list[bytes] = []
         self.killed_for: VjpError | None = None
@@ -194,30 +254,34 @@ class _Session:
         self.ready: dict[str, Any] | None = None  # the child's "ready": confined, the snippet sent
         self.extra: dict[str, Any] = {}  # more for the snippet frame: observe, seed, explain
 
-    def start(self, scratch: str, read_dirs: list[str], trust: bool) -> None:
+    def start(self, folder: str, read_dirs: list[str], trust: bool) -> None:
         message_r, message_w = os.pipe()
         output_r, output_w = os.pipe()
+        self.folder = folder
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "vjp_explorer.confined.child"],
-                stdin=subprocess.PIPE,
-                stdout=output_w,
-                stderr=output_w,
-                cwd=os.getcwd() if trust else scratch,
-                env=dict(os.environ) if trust else scrubbed_env(scratch),
-                start_new_session=True,  # its own process group, which the clock kills whole
-                close_fds=True,
-                pass_fds=(message_w,),
-            )
+            with _recording():  # the child inherits SIGINT held back; it lets it through first (child.py)
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-I", "-m", "vjp_explorer.confined.child"],
+                    stdin=subprocess.PIPE,
+                    stdout=output_w,
+                    stderr=output_w,
+                    cwd=os.getcwd() if trust else folder,
+                    env=dict(os.environ) if trust else scrubbed_env(folder),
+                    start_new_session=True,  # its own process group, which the clock kills whole
+                    close_fds=True,
+                    pass_fds=(message_w,),
+                )
+                _live.runs[folder] = self.proc
         finally:
             os.close(message_w)
             os.close(output_w)
         self.started = time.monotonic()
+        self.measured_at, self.measure_every = self.started, _MEASURE_EVERY
         self.message_fd, self.output_fd = message_r, output_r
         config = {
             "type": "config",
             "message_fd": message_w,
-            "scratch": scratch,
+            "scratch": folder,
             "read_dirs": read_dirs,
             "limits": {name: getattr(self.limits, name) for name in _CHILD_LIMITS},
             "trust": trust,
@@ -258,12 +322,43 @@ class _Session:
                         sel.unregister(key.fd)
                         continue
                     key.data(data)
+                if time.monotonic() >= self.measured_at + self.measure_every and self.killed_for is None:
+                    self._measure()
+
+    def _measure(self) -> None:
+        """The scratch folder's size against its limit; the next measure comes later the longer this took."""
+        began = time.monotonic()
+        limit = self.limits.snippet_scratch_bytes
+        try:
+            used = scratch.size(self.folder, stop_at=limit)
+        except (scratch.Unmeasurable, OSError) as e:
+            self._kill(
+                ProgramError(
+                    f"the snippet's scratch folder cannot be measured: {e}; it was stopped",
+                    hint="vjp bounds what a snippet leaves on disk, so it must be able to read all of it",
+                )
+            )
+            return
+        self.measured_at = time.monotonic()
+        self.measure_every = max(_MEASURE_EVERY, 4 * (self.measured_at - began))
+        if used > limit:
+            self._kill(
+                LimitError(
+                    f"the snippet's scratch folder grew past {limit:,} bytes, the limit; it was stopped",
+                    hint=f"--limit snippet_scratch_bytes=N raises it (now {limit})",
+                )
+            )
 
     def _on_output(self, data: bytes) -> None:
         self.raw.append(data)
         self._count(len(data))
 
     def _on_messages(self, data: bytes) -> None:
+        self.message_bytes += len(data)
+        budget = self.limits.snippet_event_bytes + 6 * self.limits.snippet_output_chars + _OTHER_FRAME_BYTES
+        if self.message_bytes > budget:  # counted before decoding: what the parent holds stays near these bytes
+            self._kill(_events_error("snippet_event_bytes", self.limits.snippet_event_bytes, "bytes of events"))
+            return
         try:
             frames = self.reader.feed(data)
         except ProtocolError as e:
@@ -316,6 +411,9 @@ class _Session:
             if len(self.outcome.refused) < _MAX_REFUSED:
                 self.outcome.refused.append(Refused(frame["kind"], safe_text(frame["what"][:200]), frame["line"]))
         elif kind == "event":
+            if len(self.outcome.events) >= self.limits.snippet_events:
+                self._kill(_events_error("snippet_events", self.limits.snippet_events, "events"))
+                return
             self.outcome.events.append((len(self.outcome.statements), frame["event"]))
         elif kind == "done":
             self.ended = True
@@ -381,6 +479,19 @@ class _Session:
                 hint="the snippet (or a C library it called) ended the process directly, as with os._exit",
             )
         return outcome
+
+
+_MEASURE_EVERY = 0.5  # seconds between two measures of the scratch folder, at least
+# the message pipe's bytes besides events: output and statement frames are bounded by snippet_output_chars
+# (6 bytes a character at most, as a JSON escape), the others are a few per statement
+_OTHER_FRAME_BYTES = 64 << 20
+
+
+def _events_error(name: str, value: int, what: str) -> LimitError:
+    return LimitError(
+        f"the snippet sent more than {value:,} {what}, the limit of what vjp reads back from one run; it was stopped",
+        hint=f"--limit {name}=N raises it (now {value})",
+    )
 
 
 _CHILD_LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", "snippet_open_files")
@@ -475,25 +586,6 @@ def _mirror(scratch: str, dirs: list[str]) -> bool:
     except OSError:
         return False
     return True
-
-
-def _remove(scratch: str) -> None:
-    """Delete the scratch folder, whatever the snippet left in it (links are removed, never followed;
-    folders it made unreadable are opened up first)."""
-
-    def retry(function: Any, path: str, _exc: Any) -> None:
-        try:
-            parent = os.path.dirname(path)
-            os.chmod(parent, stat.S_IRWXU)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-                shutil.rmtree(path, onerror=retry)
-            else:
-                os.unlink(path)
-        except OSError:
-            pass
-
-    shutil.rmtree(scratch, onerror=retry)
 
 
 def _exception(frame: dict[str, Any]) -> SnippetException:

@@ -82,6 +82,7 @@ class Attempts:
 
     def install(self) -> None:
         sys.addaudithook(self._hook)
+        sys.unraisablehook = _quiet_after_refusal(sys.unraisablehook)
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
         kind = _AUDITED.get(event)
@@ -93,6 +94,22 @@ class Attempts:
     def take(self) -> list[dict[str, Any]]:
         taken, self.pending = self.pending, []
         return taken
+
+
+# the __del__ of a DataLoader iterator whose worker start was refused: half-built, it fails on an attribute
+# its __init__ never set, and Python prints that traceback after the refusal, which already says it all
+_HALF_BUILT = {"_MultiProcessingDataLoaderIter.__del__"}
+
+
+def _quiet_after_refusal(hook: Any) -> Any:
+    """sys.unraisablehook without the noise a refused start leaves behind (_HALF_BUILT); the rest as before."""
+
+    def quiet(unraisable: Any) -> None:
+        if getattr(unraisable.object, "__qualname__", None) in _HALF_BUILT:
+            return
+        hook(unraisable)
+
+    return quiet
 
 
 def _what(event: str, args: tuple[Any, ...]) -> str:

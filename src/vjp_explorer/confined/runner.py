@@ -62,7 +62,11 @@ class _Stream(io.TextIOBase):
         self.parts.append(text)
         self.size += len(text)
         if self.size >= CHUNK:
-            self._flush_chunk(self.name, self.take())
+            whole = self.take()
+            # one frame per CHUNK characters, well below the frame's size (6 bytes a character at most):
+            # a 100 MB print reaches the parent's output limit, not the channel's
+            for start in range(0, len(whole), CHUNK):
+                self._flush_chunk(self.name, whole[start : start + CHUNK])
         return len(text)
 
     def take(self) -> str:

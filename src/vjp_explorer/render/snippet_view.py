@@ -400,6 +400,16 @@ def _index(shape: list[int], flat: int) -> str:
     return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
 
 
+_MEMORY_WORDS = ("MemoryError", "can't allocate memory", "out of memory")
+
+
+def _short_of_memory(e: Event) -> bool:
+    """A call whose checks were skipped because the child ran out of memory reading or checking it."""
+    return any(
+        c.status == "skipped" and c.reason is not None and any(w in c.reason for w in _MEMORY_WORDS) for c in e.checks
+    )
+
+
 def _summary(r: SnippetResult) -> Text:
     if r.kind == "check":  # one call of the user's own function: no snippet's backward/grad calls
         from ..check_result import summary
@@ -421,8 +431,12 @@ def _summary(r: SnippetResult) -> Text:
             text += "; every independent check agrees"
         if consistent:
             text += f"; {consistent} with only a consistency check agreeing (no independent check ran)"
-        if len(unchecked) > consistent:
-            text += f"; {len(unchecked) - consistent} not checked (each says why)"
+        # the one reason a user can act on at once is said in the line itself
+        short = sum(1 for e in unchecked if _short_of_memory(e) and not any(c.status == "agree" for c in e.checks))
+        if len(unchecked) - consistent - short > 0:
+            text += f"; {len(unchecked) - consistent - short} not checked (each says why)"
+        if short:
+            text += f"; {short} not checked for lack of memory (--limit snippet_memory_bytes=N gives more)"
         if sampled:
             text += f"; {len(sampled)} folded calls of a loop not checked (every 10th is, every 100th past 100)"
     return Text(text, style="bold red" if bad else "bold")

@@ -160,6 +160,8 @@ def _claim(src: Source, step: Step, line: int, raised: tuple[str, str] | None) -
 
 def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
     """An event dict from the child, rebuilt as the dataclasses; a malformed one is a broken channel."""
+    from . import checked
+
     try:
         d = _safe(raw, safe)
         return Event(
@@ -167,33 +169,26 @@ def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
             line=int(d["line"]),
             source=str(d["source"]),
             call=str(d["call"]),
-            outputs=[TensorInfo(**t) for t in d["outputs"]],
-            v=[TensorInfo(**t) for t in d["v"]],
+            outputs=[TensorInfo(**checked.record(TensorInfo, t, "outputs")) for t in d["outputs"]],
+            v=[TensorInfo(**checked.record(TensorInfo, t, "v")) for t in d["v"]],
             v_origin=str(d["v_origin"]),
             retain_graph=bool(d["retain_graph"]),
             create_graph=bool(d["create_graph"]),
-            inputs=[LeafGrad(**x) for x in d["inputs"]],
-            checks=[Check(**c) for c in d["checks"]],
+            inputs=[LeafGrad(**checked.record(LeafGrad, x, "inputs")) for x in d["inputs"]],
+            checks=[Check(**checked.record(Check, c, "checks")) for c in d["checks"]],
             notes=[str(n) for n in d["notes"]],
             diagnosis=None if d.get("diagnosis") is None else str(d["diagnosis"]),
-            graph=_graph(d.get("graph")),
-            results=[TensorInfo(**t) for t in d.get("results") or []],
-            reference=[TensorInfo(**t) for t in d.get("reference") or []],
+            graph=checked.graph(d.get("graph"), "graph"),
+            results=[TensorInfo(**checked.record(TensorInfo, t, "results")) for t in d.get("results") or []],
+            reference=[TensorInfo(**checked.record(TensorInfo, t, "reference")) for t in d.get("reference") or []],
         )
-    except (KeyError, TypeError, ValueError) as e:
+    except Exception as e:  # anything the snippet forged: whatever it raises while read, it is no event
+        what = str(e)[:200] if isinstance(e, checked.Malformed) else type(e).__name__
         raise ProgramError(
-            f"The snippet's child sent an event that is not one ({type(e).__name__}); the run was stopped.",
+            f"the snippet broke the channel vjp reads its results from (an event that is not one: {what}); "
+            "it was stopped",
             hint="A snippet that writes to the tool's channel (file descriptor 3) forges its messages.",
         ) from None
-
-
-def _graph(nodes: Any) -> list[dict[str, Any]] | None:
-    """The graph's nodes as the child sent them: a list of dicts (their fields are read where drawn)."""
-    if nodes is None:
-        return None
-    if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
-        raise TypeError("graph")
-    return nodes
 
 
 def _safe(x: Any, safe: Any) -> Any:

@@ -8,12 +8,17 @@ that reaches the file system (or starts a program that would) writes it.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
+import platform
 import signal
 import socket
 import struct
+import subprocess
 import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -398,3 +403,234 @@ def test_the_snippet_runs_in_another_process(tmp_path):
     pid, ppid, pytest_loaded = outcome.stdout.split()
     assert int(pid) != os.getpid() and int(ppid) == os.getpid() and pytest_loaded == "False"
     assert "pytest" in sys.modules
+
+
+# --- the child touches only itself (issue 37) ---------------------------------------------------------------
+
+_IOPRIO_GET, _IOPRIO_SET = 252, 251  # x86_64; the sibling tests run where the filter's table is tested
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _process_state(pid: int) -> dict:
+    """What another process's settings are: its limits, nice value, affinity, policy and I/O priority."""
+    return {
+        "limits": Path(f"/proc/{pid}/limits").read_text(),
+        "nice": os.getpriority(os.PRIO_PROCESS, pid),
+        "affinity": os.sched_getaffinity(pid),
+        "policy": os.sched_getscheduler(pid),
+        "ioprio": _libc.syscall(_IOPRIO_GET, 1, pid),
+    }
+
+
+TOUCH_OTHERS = """
+import ctypes, os, resource
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(call):
+    try:
+        call()
+        return 'changed'
+    except OSError as e:
+        return e.errno
+for pid in ({sibling}, {ppid}):
+    print([
+        attempt(lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (4, 4))),
+        attempt(lambda: resource.prlimit(pid, resource.RLIMIT_FSIZE, (0, 0))),
+        attempt(lambda: os.setpriority(os.PRIO_PROCESS, pid, 19)),
+        attempt(lambda: os.sched_setaffinity(pid, {{0}})),
+        attempt(lambda: os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))),
+        attempt(lambda: os.sched_setparam(pid, os.sched_param(0))),
+        libc.syscall(251, 1, pid, (3 << 13) | 7),  # ioprio_set(IOPRIO_WHO_PROCESS, pid, idle class)
+        libc.syscall(279, pid, 0, None, None, None, 0),  # move_pages of nothing: allowed means reachable
+        libc.syscall(256, pid, 64, None, None),  # migrate_pages
+    ])
+user, group = os.PRIO_USER, os.PRIO_PGRP
+print(attempt(lambda: os.setpriority(user, os.getuid(), 19)), attempt(lambda: os.setpriority(group, 0, 19)))
+print(libc.syscall(251, 3, os.getuid(), (3 << 13) | 7))  # ioprio_set(IOPRIO_WHO_USER, ...)
+resource.setrlimit(resource.RLIMIT_NOFILE, (100, 100))
+resource.prlimit(os.getpid(), resource.RLIMIT_CORE, (0, 0))
+os.setpriority(os.PRIO_PROCESS, 0, 5)
+os.sched_setaffinity(0, {{0}})
+print('own', os.getpriority(os.PRIO_PROCESS, 0), os.sched_getaffinity(0), libc.syscall(251, 1, 0, (2 << 13) | 7))
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the I/O priority call numbers are x86_64's")
+def test_no_other_process_is_touched(tmp_path):
+    """A sibling the test starts and the parent itself keep their limits, nice value, affinity, scheduling
+    policy and I/O priority; the snippet changes its own."""
+    sibling = subprocess.Popen(["sleep", "60"])
+    try:
+        before = {pid: _process_state(pid) for pid in (sibling.pid, os.getpid())}
+        code = TOUCH_OTHERS.format(sibling=sibling.pid, ppid=os.getpid())
+        outcome = run_confined(code, limits=DEFAULT_LIMITS.with_overrides({"snippet_seconds": "30"}))
+        after = {pid: _process_state(pid) for pid in (sibling.pid, os.getpid())}
+    finally:
+        sibling.kill()
+        sibling.wait()
+    assert outcome.stopped is None and outcome.exception is None, outcome
+    assert after == before
+    denied = str([errno.EPERM] * 6 + [-1, -1, -1])
+    assert outcome.stdout.splitlines()[:4] == [denied, denied, "1 1", "-1"], outcome.stdout
+    assert outcome.stdout.splitlines()[4] == "own 5 {0} 0"
+
+
+def _sysv_ids() -> dict[str, set[str]]:
+    ids = {}
+    for kind in ("shm", "msg", "sem"):
+        lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
+        ids[kind] = {line.split()[1] for line in lines}
+    return ids
+
+
+def _mqueues() -> set[str]:
+    return set(os.listdir("/dev/mqueue")) if os.path.isdir("/dev/mqueue") else set()
+
+
+IPC = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+print(libc.shmat({shmid}, None, 0) in (None, 2**64 - 1), ctypes.get_errno())  # another's segment: (void *) -1
+print(libc.shmget(0, 64 << 20, 0o1600), libc.msgget(0, 0o1600), libc.semget(0, 1, 0o1600))  # IPC_PRIVATE
+print(libc.syscall(240, b'vjp-test-queue', os.O_CREAT | os.O_RDWR, 0o600, None))  # mq_open
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="mq_open's number here is x86_64's")
+def test_no_ipc_object_is_read_or_outlives_the_run():
+    """Another process's SysV segment holds a secret: the snippet cannot attach it, nor make a segment, a
+    queue or a semaphore set of its own that would outlive the run."""
+    _libc.shmat.restype = ctypes.c_void_p
+    shmid = _libc.shmget(0, 4096, 0o1600)
+    assert shmid >= 0
+    address = _libc.shmat(shmid, None, 0)
+    ctypes.memmove(address, SECRET.encode(), len(SECRET))
+    _libc.shmdt(ctypes.c_void_p(address))
+    try:
+        before, queues = _sysv_ids(), _mqueues()
+        outcome = run_confined(IPC.format(shmid=shmid))
+        assert outcome.stopped is None and outcome.exception is None, outcome
+        assert outcome.stdout.splitlines() == [f"True {errno.EPERM}", "-1 -1 -1", "-1"]
+        assert SECRET not in outcome.stdout + outcome.raw_output
+        assert _sysv_ids() == before and _mqueues() == queues
+    finally:
+        _libc.shmctl(shmid, 0, None)  # IPC_RMID
+
+
+METADATA = """
+import os
+def attempt(call):
+    try:
+        call()
+        return 'changed'
+    except OSError as e:
+        return e.errno
+target, uid, gid = {target!r}, os.getuid(), os.getgid()
+tries = [
+    attempt(lambda: os.chmod(target, 0o666)),
+    attempt(lambda: os.chmod('data.txt', 0o666)),  # through the working directory's mirror, with --allow-read
+    attempt(lambda: os.utime(target, (0, 0))),
+    attempt(lambda: os.utime('data.txt', None)),
+    attempt(lambda: os.chown(target, uid, gid)),
+    attempt(lambda: os.setxattr(target, 'user.evil', b'1')),
+    attempt(lambda: os.removexattr(target, 'user.vjp')),
+    attempt(lambda: os.truncate(target, 0)),
+    attempt(lambda: os.rename(target, target + '.moved')),
+]
+try:
+    fd = os.open(target, os.O_RDONLY)  # with --allow-read: a read-only descriptor is all it gets
+except OSError as e:
+    tries.append(e.errno)
+else:
+    tries += [
+        attempt(lambda: os.fchmod(fd, 0o666)),
+        attempt(lambda: os.utime(fd, (0, 0))),
+        attempt(lambda: os.fchown(fd, uid, gid)),
+        attempt(lambda: os.setxattr(fd, 'user.evil', b'1')),
+        attempt(lambda: os.removexattr(fd, 'user.vjp')),
+        attempt(lambda: os.ftruncate(fd, 0)),
+    ]
+tries += [attempt(lambda: print(os.readlink({outside!r}))), attempt(lambda: print(os.readlink('data.txt')))]
+print(tries)
+"""
+
+
+def _metadata(path: Path) -> tuple:
+    st = path.stat()
+    try:
+        xattrs = {name: os.getxattr(path, name) for name in os.listxattr(path)}
+    except OSError:
+        xattrs = {}
+    return path.read_bytes(), st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, st.st_ctime_ns, xattrs
+
+
+@pytest.mark.parametrize("allow_read", [False, True], ids=["confined", "allow-read"])
+def test_no_file_outside_the_scratch_changes(tmp_path, monkeypatch, allow_read):
+    """Bytes, mode, owner, times and extended attributes of a file outside the scratch stay as they were, with
+    and without --allow-read of its folder (whose entries then show in the scratch as links); readlink
+    reveals no link's target."""
+    target = tmp_path / "data.txt"
+    target.write_text("precious")
+    target.chmod(0o640)
+    try:
+        os.setxattr(target, "user.vjp", b"kept")
+    except OSError:
+        pass  # a file system without user xattrs: the rest still holds
+    outside = tmp_path / "secret-link"
+    outside.symlink_to("/the/link/target/is/" + SECRET)
+    monkeypatch.chdir(tmp_path)
+    before = _metadata(target)
+    outcome = run_confined(
+        METADATA.format(target=str(target), outside=str(outside)), allow_read=[tmp_path] if allow_read else []
+    )
+    assert outcome.stopped is None and outcome.exception is None, outcome
+    assert outcome.mirrored == allow_read
+    assert _metadata(target) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.txt", "secret-link"]
+    tries = json.loads(outcome.stdout.replace("'", '"'))
+    assert "changed" not in tries, tries
+    assert SECRET not in outcome.stdout + outcome.raw_output and str(tmp_path) not in outcome.stdout
+
+
+# --- nothing left behind (issue 37) ---------------------------------------------------------------------------
+
+DEEP = """
+import os
+for _ in range(3000):
+    os.mkdir('d')
+    open('d/f', 'w').write('x')
+    os.chdir('d')
+os.mkdir('locked', 0)
+os.mkdir('write-only', 0o300)
+open('write-only/f', 'w').write('x')
+os.symlink('/etc/passwd', 'link')
+print('made')
+"""
+
+ENDINGS = {
+    "done": ("print('x')", {}),
+    "raised": ("1 / 0", {}),
+    "child killed": ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", {}),
+    "wall clock": ("open('f', 'w').write('x')\nimport time\ntime.sleep(60)", {"snippet_seconds": "2"}),
+    "output limit": ("open('f', 'w').write('x')\nwhile True:\n    print('x' * 1000)", {"snippet_output_chars": "1e5"}),
+    "3000-deep tree": (DEEP, {}),
+    "scratch limit": (
+        "for i in range(10**6):\n    open(f'f{i}', 'wb').write(b'x' * 10**6)",
+        {"snippet_scratch_bytes": "2e7"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", ENDINGS)
+def test_the_temporary_folder_is_empty_after_every_ending(tmp_path, monkeypatch, name):
+    code, limits = ENDINGS[name]
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    outcome = run_confined(code, limits=DEFAULT_LIMITS.with_overrides({"snippet_seconds": "30", **limits}))
+    assert list(temp.iterdir()) == []
+    if name == "scratch limit":
+        assert isinstance(outcome.stopped, LimitError), outcome
+        assert "--limit snippet_scratch_bytes=" in (outcome.stopped.hint or "")
+    if name == "3000-deep tree":  # done, or stopped for folders deeper than the parent measures
+        assert outcome.stdout == "made\n" or "cannot be measured" in outcome.stopped.render(), outcome

@@ -357,12 +357,19 @@ class _Session:
         self.message_bytes += len(data)
         budget = self.limits.snippet_event_bytes + 6 * self.limits.snippet_output_chars + _OTHER_FRAME_BYTES
         if self.message_bytes > budget:  # counted before decoding: what the parent holds stays near these bytes
-            self._kill(_events_error("snippet_event_bytes", self.limits.snippet_event_bytes, "bytes of events"))
+            said = f"the snippet sent more than {budget:,} bytes of frames, more than vjp reads back from one run"
+            self._kill(_events_error("snippet_event_bytes", self.limits.snippet_event_bytes, said))
             return
         try:
             frames = self.reader.feed(data)
         except ProtocolError as e:
             self._kill(_protocol_error(e))
+            return
+        most = self.limits.snippet_event_bytes
+        if self.reader.event_bytes > most or self.reader.event_items > most // EVENT_BYTES_PER_ITEM:
+            used = f"{self.reader.event_bytes:,} bytes in {self.reader.event_items:,} JSON items"
+            said = f"the snippet sent {used} of events, past the limit of {most:,} bytes (and an item per 16 bytes)"
+            self._kill(_events_error("snippet_event_bytes", most, said))
             return
         for frame in frames:
             if self.killed_for is not None:
@@ -412,7 +419,9 @@ class _Session:
                 self.outcome.refused.append(Refused(frame["kind"], safe_text(frame["what"][:200]), frame["line"]))
         elif kind == "event":
             if len(self.outcome.events) >= self.limits.snippet_events:
-                self._kill(_events_error("snippet_events", self.limits.snippet_events, "events"))
+                count = self.limits.snippet_events
+                said = f"the snippet sent more than {count:,} events, the most vjp reads back from one run"
+                self._kill(_events_error("snippet_events", count, said))
                 return
             self.outcome.events.append((len(self.outcome.statements), frame["event"]))
         elif kind == "done":
@@ -481,17 +490,18 @@ class _Session:
         return outcome
 
 
+# the events' JSON items (lists, objects, elements) allowed: one per this many bytes of snippet_event_bytes,
+# so that decoded (about 100 bytes an item at worst) they stay within a few times the bytes; a float in a list,
+# what real events carry, costs about 20 bytes of JSON
+EVENT_BYTES_PER_ITEM = 16
 _MEASURE_EVERY = 0.5  # seconds between two measures of the scratch folder, at least
 # the message pipe's bytes besides events: output and statement frames are bounded by snippet_output_chars
 # (6 bytes a character at most, as a JSON escape), the others are a few per statement
 _OTHER_FRAME_BYTES = 64 << 20
 
 
-def _events_error(name: str, value: int, what: str) -> LimitError:
-    return LimitError(
-        f"the snippet sent more than {value:,} {what}, the limit of what vjp reads back from one run; it was stopped",
-        hint=f"--limit {name}=N raises it (now {value})",
-    )
+def _events_error(name: str, value: int, said: str) -> LimitError:
+    return LimitError(f"{said}; it was stopped", hint=f"--limit {name}=N raises it (now {value})")
 
 
 _CHILD_LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", "snippet_open_files")

@@ -88,6 +88,10 @@ class FrameReader:
     def __init__(self, limit: int = MAX_FRAME) -> None:
         self.limit = limit
         self.buffer = bytearray()
+        # what the event frames so far cost: their bytes, and their JSON items (`[`, `{` and `,`), each of
+        # which costs up to about 100 bytes once decoded where a byte of text costs at most 4
+        self.event_bytes = 0
+        self.event_items = 0
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         """The frames completed by `data`; ProtocolError on the first bad one."""
@@ -101,7 +105,11 @@ class FrameReader:
                 break
             body = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
             del self.buffer[: _HEADER.size + size]
-            frames.append(validate(decode(body)))
+            frame = validate(decode(body))
+            if frame["type"] == "event":
+                self.event_bytes += size
+                self.event_items += body.count(b"[") + body.count(b"{") + body.count(b",")
+            frames.append(frame)
         return frames
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from vjp_explorer.confined.launch import Outcome, confinement_available, run_confined
+from vjp_explorer.confined.protocol import safe_text
 from vjp_explorer.errors import LimitError, ProgramError
 from vjp_explorer.limits import DEFAULT_LIMITS
 
@@ -634,3 +635,161 @@ def test_the_temporary_folder_is_empty_after_every_ending(tmp_path, monkeypatch,
         assert "--limit snippet_scratch_bytes=" in (outcome.stopped.hint or "")
     if name == "3000-deep tree":  # done, or stopped for folders deeper than the parent measures
         assert outcome.stdout == "made\n" or "cannot be measured" in outcome.stopped.render(), outcome
+
+
+# --- the parent trusts nothing from the child (issue 37) -------------------------------------------------
+
+# an event as the child sends it (abridged from a real one: y = x ** 2, y.backward(v), with --graph)
+_SUMMARY = {"shape": [2], "norm": 1.0, "values": [1.0, 0.1]}
+EVENT = {
+    "index": 1,
+    "line": 1,
+    "source": "y.backward(v)",
+    "call": "Tensor.backward",
+    "outputs": [{"name": "y", "shape": [2], "dtype": "float32", "values": [1.0, 4.0]}],
+    "v": [{"name": "v", "shape": [2], "dtype": "float32", "values": [1.0, 0.1]}],
+    "v_origin": "given",
+    "retain_graph": False,
+    "create_graph": False,
+    "inputs": [
+        {
+            "name": "x",
+            "shape": [2],
+            "dtype": "float32",
+            "value": [1.0, 2.0],
+            "grad_before": None,
+            "grad_after": [2.0, 0.4],
+            "grad": [2.0, 0.4],
+            "jtv": [2.0, 0.4],
+            "jacobian": [[2.0, 0.0], [0.0, 4.0]],
+            "finite_difference": None,
+            "grad_norm": 2.04,
+            "omitted": [],
+        }
+    ],
+    "checks": [{"name": "jtv", "status": "agree", "compares": "J", "tolerance": "1e-7", "independent": False}],
+    "notes": [],
+    "diagnosis": None,
+    "graph": [
+        {
+            "id": 0,
+            "name": "PowBackward0",
+            "leaf": None,
+            "value_of": "y",
+            "line": 1,
+            "source": "y = x ** 2",
+            "ran": True,
+            "arriving": _SUMMARY,
+            "edges": [{"to": 1, "value": _SUMMARY, "local": _SUMMARY}],
+        },
+        {
+            "id": 1,
+            "name": "AccumulateGrad",
+            "leaf": "x",
+            "value_of": None,
+            "line": None,
+            "source": None,
+            "ran": True,
+            "arriving": _SUMMARY,
+            "edges": [],
+        },
+    ],
+    "results": [],
+    "reference": [],
+}
+
+
+def _forged(change) -> dict:
+    event = json.loads(json.dumps(EVENT))
+    change(event)
+    return event
+
+
+FORGERIES = {
+    "a field missing": lambda e: e.pop("inputs"),
+    "a field of another type": lambda e: e["inputs"][0].update(shape="2"),
+    "fewer values than the shape": lambda e: e["outputs"][0].update(values=[1.0]),
+    "a value that is an object": lambda e: e["inputs"][0].update(grad={"a": 1}),
+    "a check's status a list": lambda e: e["checks"][0].update(status=["agree"]),
+    "an unknown field": lambda e: e["inputs"][0].update(evil=1),
+    "a graph edge to no node": lambda e: e["graph"][0]["edges"][0].update(to=7),
+    "a graph node without its name": lambda e: e["graph"][1].pop("name"),
+    "a graph node out of place": lambda e: e["graph"].reverse(),
+    "a Jacobian row too short": lambda e: e["inputs"][0].update(jacobian=[[2.0]]),
+    "an array nested past its depth": lambda e: e["inputs"][0].update(value=json.loads("[" * 70 + "]" * 70)),
+}
+
+
+def test_a_genuine_event_is_read():
+    from vjp_explorer.snippet.door import _event
+
+    event = _event(EVENT, 1, safe_text)
+    assert event.inputs[0].grad == [2.0, 0.4] and event.graph is not None and len(event.graph) == 2
+
+
+@pytest.mark.parametrize("name", FORGERIES)
+def test_a_forged_event_is_a_broken_channel(name):
+    from vjp_explorer.snippet.door import _event
+
+    with pytest.raises(ProgramError) as caught:
+        _event(_forged(FORGERIES[name]), 1, safe_text)
+    assert "broke the channel" in caught.value.render()
+
+
+FORGE = """
+import os, stat, struct
+frame = {frame}
+for fd in range(3, 64):
+    if os.path.exists(f'/proc/self/fd/{{fd}}') and stat.S_ISFIFO(os.fstat(fd).st_mode):
+        os.write(fd, frame)
+"""
+
+
+@pytest.mark.parametrize("name", ["a graph edge to no node", "fewer values than the shape"])
+def test_a_forged_event_ends_the_command_with_one_paragraph(vjp, tmp_path, name):
+    """Through the whole command, renderers included (--graph draws the graph): exit 2, no traceback."""
+    snippet = tmp_path / "forge.py"
+    snippet.write_text(FORGE.format(frame=frame({"type": "event", "event": _forged(FORGERIES[name])})))
+    r = vjp("run", str(snippet), "--graph")
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert "broke the channel" in r.stderr and "Traceback" not in r.stderr + r.stdout
+    assert r.stderr.strip().count("\n\n") == 0
+
+
+FLOOD = """
+import os, stat, struct
+body = {body}
+frame = struct.pack('>I', len(body)) + body
+fds = [fd for fd in range(3, 64) if os.path.exists(f'/proc/self/fd/{{fd}}') and stat.S_ISFIFO(os.fstat(fd).st_mode)]
+for _ in range(1000):
+    for fd in fds:
+        os.write(fd, frame)
+"""
+MEASURE = """
+import resource, sys
+from vjp_explorer.snippet.door import run_snippet
+from vjp_explorer.errors import VjpError
+try:
+    run_snippet(sys.stdin.read(), seed=1)
+except VjpError as e:
+    print(e.render())
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+# the costliest JSON to decode, per byte and per item (docs/confinement.md, "The parent's memory")
+HEAD = 'b\'{"type": "event", "event": '  # the start of an event frame's bytes literal, as Python source
+FLOODS = {
+    "objects": HEAD + "{\"x\": [' + b'{\"a\": 0},' * 1_000_000 + b'0]}}'",
+    "wide characters": HEAD + "{\"x\": \"' + ('\\U0001F600' + 'a' * 6_000_000).encode() + b'\"}}'",
+    "many events": HEAD + "{}}'",
+}
+PARENT_PEAK_BYTES = 600 << 20  # the bound docs/confinement.md states for the default limits
+
+
+@pytest.mark.parametrize("name", FLOODS)
+def test_a_flood_of_events_stops_with_the_parent_under_its_bound(name):
+    code = FLOOD.format(body=FLOODS[name])
+    r = subprocess.run([sys.executable, "-c", MEASURE], input=code, capture_output=True, text=True, timeout=300)
+    *said, peak = r.stdout.strip().splitlines()
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "--limit snippet_event" in "\n".join(said) or "broke the channel" in "\n".join(said), said
+    assert int(peak) < PARENT_PEAK_BYTES, int(peak) >> 20

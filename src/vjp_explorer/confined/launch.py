@@ -368,7 +368,8 @@ class _Session:
         most = self.limits.snippet_event_bytes
         if self.reader.event_bytes > most or self.reader.event_items > most // EVENT_BYTES_PER_ITEM:
             used = f"{self.reader.event_bytes:,} bytes in {self.reader.event_items:,} JSON items"
-            said = f"the snippet sent {used} of events, past the limit of {most:,} bytes (and an item per 16 bytes)"
+            said = f"the snippet sent {used} of events, past the limit of {most:,} bytes"
+            said += f" (and an item per {EVENT_BYTES_PER_ITEM} bytes)"
             self._kill(_events_error("snippet_event_bytes", most, said))
             return
         for frame in frames:
@@ -493,7 +494,7 @@ class _Session:
 # the events' JSON items (lists, objects, elements) allowed: one per this many bytes of snippet_event_bytes,
 # so that decoded (about 100 bytes an item at worst) they stay within a few times the bytes; a float in a list,
 # what real events carry, costs about 20 bytes of JSON
-EVENT_BYTES_PER_ITEM = 16
+EVENT_BYTES_PER_ITEM = 32
 _MEASURE_EVERY = 0.5  # seconds between two measures of the scratch folder, at least
 # the message pipe's bytes besides events: output and statement frames are bounded by snippet_output_chars
 # (6 bytes a character at most, as a JSON escape), the others are a few per statement

@@ -60,6 +60,9 @@ def run_snippet(
     code_line = {orig: k + 1 for k, orig in enumerate(src.line_map)}
     events: list[Event] = []
     steps: list[Step] = []
+    by_statement: dict[int, list[int]] = {}
+    for i, (at, _raw) in enumerate(outcome.events):
+        by_statement.setdefault(at, []).append(i)
     for k, st in enumerate(outcome.statements):
         step = Step(
             line=st.line,
@@ -68,10 +71,10 @@ def run_snippet(
             stdout=safe_text(st.stdout),
             warnings=[safe_text(w) for w in st.stderr.splitlines() if w.strip()],
         )
-        for at, raw in outcome.events:
-            if at == k:
-                events.append(_event(raw, len(events) + 1, safe_text))
-                step.events.append(len(events))
+        for i in by_statement.get(k, []):
+            events.append(_event(outcome.events[i][1], len(events) + 1, safe_text))
+            outcome.events[i] = (k, {})  # the child's dict is rebuilt: let it go (docs/confinement.md, memory)
+            step.events.append(len(events))
         steps.append(step)
     error = None
     if outcome.exception is not None:

@@ -179,3 +179,62 @@ def test_ctrl_c_ends_with_130_when_the_parent_ignored_sigint(tmp_path):
         r = subprocess.run(["sh", "-c", script, str(with_err)], capture_output=True, text=True, timeout=120)
         lines = [x for x in with_err.read_text().splitlines() if not x.startswith("import time:")]
         assert r.stdout.strip() == "rc=130" and lines == ["interrupted"], (delay, r.stdout, lines)
+
+
+# a snippet whose child lives a few seconds: torch imported, a backward, a sleep, then the transcript
+SLOW_SNIPPET = (
+    "import torch\nx = torch.ones(2, requires_grad=True)\n(x * x).sum().backward()\nimport time\ntime.sleep(4)\n"
+)
+
+
+@pytest.mark.parametrize("moment", ["before the child", "as the child starts", "while it runs", "while rendering"])
+@pytest.mark.parametrize("to", ["process", "group"])
+def test_ctrl_c_during_a_snippet_exits_130_and_leaves_no_scratch(tmp_path, moment, to):
+    """Before the scratch folder exists, as soon as it does, a second into the child's run, and once it is
+    gone again (the parent renders): 130, "interrupted", and the temporary folder empty. `group` is what a
+    terminal's Ctrl-C does: SIGINT to the whole foreground process group."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    snippet = tmp_path / "slow.py"
+    snippet.write_text(SLOW_SNIPPET)
+    env = {**os.environ, "TMPDIR": str(temp)}
+    err = tmp_path / "err"
+    with err.open("wb") as e:
+        p = subprocess.Popen(
+            [sys.executable, "-X", "importtime", str(VJP), "run", str(snippet)],
+            stdout=subprocess.DEVNULL,
+            stderr=e,
+            env=env,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 120
+    seen_scratch = None
+
+    def signal_it() -> bool:
+        if p.poll() is not None:
+            return False
+        os.killpg(p.pid, signal.SIGINT) if to == "group" else p.send_signal(signal.SIGINT)
+        return True
+
+    sent = False
+    while time.monotonic() < deadline and p.poll() is None and not sent:
+        scratch = list(temp.iterdir())
+        if moment == "before the child" and b"vjp_explorer.entry" in err.read_bytes():
+            sent = signal_it()
+        elif scratch and seen_scratch is None:
+            seen_scratch = time.monotonic()
+            if moment == "as the child starts":
+                sent = signal_it()
+        elif moment == "while it runs" and seen_scratch and time.monotonic() > seen_scratch + 1.0:
+            sent = signal_it()
+        elif moment == "while rendering" and seen_scratch and not scratch:
+            sent = signal_it()
+        time.sleep(0.002)
+    p.wait(timeout=120)
+    lines = [x for x in err.read_text(errors="replace").splitlines() if not x.startswith("import time:")]
+    assert list(temp.iterdir()) == [], moment
+    assert "Traceback" not in "\n".join(lines)
+    if sent:
+        assert p.returncode == 130 and lines == ["interrupted"], (moment, p.returncode, lines)
+    else:  # the run ended first (rendering a short transcript takes milliseconds): it ended as usual
+        assert moment == "while rendering" and p.returncode == 0, (moment, p.returncode, lines)

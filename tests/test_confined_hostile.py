@@ -793,3 +793,61 @@ def test_a_flood_of_events_stops_with_the_parent_under_its_bound(name):
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "--limit snippet_event" in "\n".join(said) or "broke the channel" in "\n".join(said), said
     assert int(peak) < PARENT_PEAK_BYTES, int(peak) >> 20
+
+
+# --- crashes that were the tool's, not the snippet's (issue 37) --------------------------------------------
+
+COMPLEX = """
+import torch
+z = torch.tensor([1+2j, 3-1j], requires_grad=True)
+(z * z.conj()).real.sum().backward()
+w = torch.tensor([1+1j, 2+0j], requires_grad=True)
+u = w * w
+u.backward(torch.ones_like(u))
+print(z.grad, w.grad)
+"""
+
+
+def test_a_complex_backward_is_an_event_not_an_internal_error(vjp, tmp_path):
+    """Each call is an event whose check is skipped with its reason; the grads are those plain torch gives
+    (by hand: d/dz of |z|^2 is 2z under torch's convention, and w*w with v = 1 gives 2·conj(w))."""
+    snippet = tmp_path / "complex.py"
+    snippet.write_text(COMPLEX)
+    r = vjp("run", str(snippet), "--graph")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert "tensor([2.+4.j, 6.-2.j]) tensor([2.-2.j, 4.+0.j])" in r.stdout
+    assert "(2+4j)" in r.stdout and "(2-2j)" in r.stdout and "complex tensors" in r.stdout
+    doc = json.loads(vjp("run", str(snippet), "--json").stdout)["snippet"]
+    assert [e["grads"] for e in doc["events"]] == [{"z": ["(2+4j)", "(6-2j)"]}, {"w": ["(2-2j)", "(4+0j)"]}]
+    assert all(c["status"] == "skipped" and "complex" in c["reason"] for e in doc["events"] for c in e["checks"])
+
+
+def test_a_refused_dataloader_worker_says_why_without_torch_traceback(vjp, tmp_path):
+    snippet = tmp_path / "loader.py"
+    snippet.write_text(
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+        "for b in DataLoader(TensorDataset(torch.ones(8, 2)), batch_size=4, num_workers=2):\n    print(b)\n"
+    )
+    r = vjp("run", str(snippet))
+    assert r.exit_code == 4, r.stdout + r.stderr
+    assert "num_workers=0 loads the same batches" in " ".join(r.stdout.split())
+    assert "Traceback" not in r.stdout + r.stderr and "Exception ignored" not in r.stdout + r.stderr
+
+
+def test_a_check_skipped_for_memory_is_named_in_the_summary_line():
+    """The child ran out of memory reading a 40M-element call back (its check's reason says so): the last
+    line says so too, with the limit that gives more, not only "not checked (each says why)"."""
+    from vjp_explorer.render.snippet_view import _summary
+    from vjp_explorer.snippet.result import Event, SnippetResult
+    from vjp_explorer.verdicts import Check
+
+    short = Check("finite_difference", "skipped", "FD", reason="the tool could not read this call back (MemoryError: )")
+    other = Check("finite_difference", "skipped", "FD", reason="complex tensors: the references here are real")
+    events = [
+        Event(k + 1, 4, "y.backward()", "Tensor.backward", [], [], "", False, False, [], [c])
+        for k, c in enumerate([short, other])
+    ]
+    result = SnippetResult("s.py", 1, False, False, "2", [], events, None, [], "")
+    line = _summary(result).plain
+    assert "1 not checked for lack of memory (--limit snippet_memory_bytes=N gives more)" in line
+    assert "1 not checked (each says why)" in line

@@ -93,8 +93,8 @@ def summary(t: Any) -> Any:
     if not isinstance(t, torch.Tensor):
         return None
     t = t.detach()
-    data = {"shape": list(t.shape), "norm": float(t.double().norm()) if t.numel() else 0.0}
-    if t.numel() <= MAX_VALUES:
+    data = {"shape": list(t.shape), "norm": float(t.abs().double().norm()) if t.numel() else 0.0}
+    if t.numel() <= MAX_VALUES and not t.is_complex():  # a complex cotangent: its shape and norm only
         data["values"] = t.double().tolist() if t.is_floating_point() else t.tolist()
     return data
 

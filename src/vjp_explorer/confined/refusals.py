@@ -68,7 +68,8 @@ def of_exception(exc: BaseException, stack: traceback.StackSummary) -> tuple[str
         name = exc.filename.decode("utf-8", "replace") if isinstance(exc.filename, bytes) else exc.filename
         return ("cwd" if not name.startswith("/") else None), ""  # looked for in the scratch folder, not yours
     if isinstance(exc, PermissionError):  # Landlock refuses a path with EACCES; seccomp a system call with EPERM
-        return ("files" if exc.errno == errno.EACCES or exc.filename is not None else "system"), via
+        # (a chmod, utime or readlink of a path included: the file is not the point, the call is)
+        return ("files" if exc.errno == errno.EACCES else "system"), via
     return None, ""
 
 

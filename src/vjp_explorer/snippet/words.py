@@ -76,7 +76,9 @@ REFUSALS = {
     " vjp from: its files then show in the snippet's working directory, read-only (what the snippet writes"
     " stays in the scratch folder). Or: " + _TRUST,
     "system": "The snippet runs confined, and the kernel refused what this line asked of it (a signal to another"
-    " process, tracing one, a socket, a change of the machine's settings: what a confined run may not do). " + _TRUST,
+    " process, tracing one or changing its limits or priority, a socket, shared memory, a change of a file's mode,"
+    " owner, times or attributes, reading a link, a change of the machine's settings: what a confined run may not"
+    " do). " + _TRUST,
 }
 _ATTEMPT = {
     "process": "starting a process",

@@ -1,4 +1,4 @@
-"""vjp-explorer: see what `y.backward(v)` computes: Jᵀv, term by term, checked three ways."""
+"""vjp-explorer: see what `y.backward(v)` computes: Jᵀv, term by term, checked by finite differences and sympy."""
 
 from __future__ import annotations
 

@@ -57,9 +57,15 @@ from .cli_request import build_request, read_stdin
 from .cli_support import limits_from_options
 from .errors import ExitCode, UsageError, VjpError
 
+# what the checks are today: finite differences for every door, sympy for programs (not "three ways")
+TAGLINE = (
+    "See what y.backward(v) computes: Jᵀv, one weighted sum per input element, checked against finite "
+    "differences (and sympy, for programs)."
+)
+
 app = typer.Typer(
     name="vjp",
-    help="See what y.backward(v) computes: Jᵀv, one weighted sum per input element, checked three ways.",
+    help=TAGLINE,
     no_args_is_help=True,
     add_completion=True,  # --install-completion, --show-completion (shell completion of commands and options)
     pretty_exceptions_enable=False,
@@ -83,7 +89,8 @@ def _main(
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit."),
     ] = None,
 ) -> None:
-    """See what y.backward(v) computes: Jᵀv, one weighted sum per input element, checked three ways."""
+    """See what y.backward(v) computes: Jᵀv, one weighted sum per input element, checked against finite
+    differences (and sympy, for programs)."""
 
 
 def _argument(ctx: Any, expression: str | None, file: Path | None, o: dict[str, Any], explain: bool) -> Any:
@@ -285,7 +292,11 @@ app.command(
 )(live)
 
 
-@app.command(name="explain", cls=VariableOptions, epilog="Example: vjp explain expressions/seed_3vector.toml")
+@app.command(
+    name="explain",
+    cls=VariableOptions,
+    epilog="Example: vjp explain seed_3vector (a bundled example: vjp examples lists them)",
+)
 def explain_cmd(
     ctx: typer.Context,
     expression: Expression = None,
@@ -387,9 +398,9 @@ def examples(
     color: ColorOpt = "auto",
     debug: DebugOpt = False,
 ) -> None:
-    """List the bundled example files with their titles.
+    """List the bundled examples by name, with their titles.
 
-    Example: vjp examples; then vjp explain <path shown>
+    Example: vjp examples; then vjp explain NAME (a name from the table, e.g. seed_3vector)
     """
     try:
         from .language.files import bundled_examples

@@ -273,6 +273,9 @@ def _set_colour(value: str) -> str:
     if value not in ("auto", "always", "never"):
         raise typer.BadParameter(f"must be auto, always or never, not {value!r}.")
     COLOUR[0] = value
+    from .render import status  # the status line on stderr is drawn by its own console: tell it too
+
+    status.PLAIN[0] = value == "never"
     return value
 
 

@@ -67,9 +67,16 @@ def parameters(obj: Any) -> list[str]:
     return names[1:] if fn is not obj else names
 
 
-def check(obj: Any, *inputs: Any, v: Any = None, label: str | None = None) -> CheckResult:
-    """Check the backward of `obj` (a function or a torch.autograd.Function) at `inputs`, with `v` (default 1)."""
+def check(obj: Any, *inputs: Any, gradient: Any = None, v: Any = None, label: str | None = None) -> CheckResult:
+    """Check the backward of `obj` (a function or a torch.autograd.Function) at `inputs`, with v (default 1).
+
+    `gradient` is v, the argument of `y.backward(gradient)`, as `explore` takes it; `v=` is the same keyword."""
     import torch
+
+    if gradient is not None:
+        if v is not None:
+            raise UsageError("v is given twice, as gradient= and as v=; give it once (gradient=).")
+        v = gradient
 
     fn = obj.apply if isinstance(obj, type) and issubclass(obj, torch.autograd.Function) else obj
     name = str(label or getattr(obj, "__name__", "function"))

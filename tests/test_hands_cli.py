@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +67,18 @@ def test_the_explain_help_example_runs_outside_a_checkout(vjp, tmp_path):
     r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "Jᵀv" in r.stdout or "J^T v" in r.stdout
+
+
+def test_a_bundled_snippet_is_headed_by_its_name_not_its_install_path(vjp_at):
+    out = vjp_at(80, "run", "seed000_ex1", "--seed", "0")
+    assert out.splitlines()[0] == "snippet seed000_ex1", out[:200]
+    assert "site-packages" not in out and "/examples/snippets/" not in out
+
+
+def test_the_bundled_examples_name_their_source_in_words(vjp):
+    import json
+
+    listing = json.loads(vjp("examples", "--json").stdout)
+    for item in listing:
+        text = Path(item["path"]).read_text(encoding="utf-8")
+        assert "shared/seeds" not in text, item["name"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_live import ARGV, SEED, VALUES, drive, page_text, screen_text, settle
 
+from test_live import ARGV, SEED, VALUES, drive, page_text, screen_text, settle
 from vjp_explorer.live import ProgramSession
 from vjp_explorer.request import Request
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..display import Graph
 from ..errors import ProgramError
 from ..limits import DEFAULT_LIMITS, Limits
 from .result import AtExit, Check, Claim, Event, LeafGrad, RaisedError, SnippetResult, Step, TensorInfo
@@ -193,7 +194,7 @@ def _graph(nodes: Any) -> list[dict[str, Any]] | None:
         return None
     if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
         raise TypeError("graph")
-    return nodes
+    return Graph(nodes)  # a list that a notebook draws (display.Graph)
 
 
 def _safe(x: Any, safe: Any) -> Any:

@@ -38,6 +38,7 @@ from .cli_options import (
     ListJsonOpt,
     MaxJacOpt,
     OutputOpt,
+    PagerOpt,
     RetainOpt,
     SaveOpt,
     SeedOpt,
@@ -50,7 +51,7 @@ from .cli_options import (
     VerboseOpt,
     check_settings,
 )
-from .cli_output import emit, fail, render, write
+from .cli_output import emit, fail, on_terminal, paged, render, write
 from .cli_parse import VariableOptions
 from .cli_paths import is_snippet_path, is_snippet_text, looks_like_file, not_a_program
 from .cli_request import build_request, read_stdin
@@ -456,6 +457,7 @@ def functions_cmd(
     json_: ListJsonOpt = False,
     color: ColorOpt = "auto",
     debug: DebugOpt = False,
+    pager: PagerOpt = True,
 ) -> None:
     """List the functions of the program language: spellings, exact route, torch's convention at kinks.
 
@@ -483,7 +485,7 @@ def functions_cmd(
                 Text(i["exact"]),
                 Text(i["kink"]),
             )
-        write(render(t, Text(f"\n{len(items)} of the language's functions; the reference: vjp docs functions")))
+        paged([t, Text(f"\n{len(items)} of the language's functions; the reference: vjp docs functions")], pager)
     except Exception as e:
         raise fail(e, debug) from None
 
@@ -503,6 +505,8 @@ def docs_cmd(
             autocompletion=_complete_topic,
         ),
     ] = None,
+    pager: PagerOpt = True,
+    color: ColorOpt = "auto",
 ) -> None:
     """Print a page of the documentation that ships with vjp (Markdown); without TOPIC, list the pages.
 
@@ -515,7 +519,13 @@ def docs_cmd(
             listing = "".join(f"{name:<14}{title}\n" for name, title in pages())
             write(listing + "\nread one with: vjp docs TOPIC\n")
             return
-        write(page(topic))
+        text = page(topic)
+        if not on_terminal():  # a pipe or a file: the Markdown as it is
+            write(text)
+            return
+        from rich.markdown import Markdown
+
+        paged([Markdown(text, hyperlinks=False)], pager)  # rendered, on a terminal
     except VjpError as e:
         raise fail(e, False) from None
 

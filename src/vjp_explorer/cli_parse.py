@@ -42,9 +42,15 @@ class VariableOptions(TyperCommand):
                     i += 1
                     continue
                 if not eq:
-                    if i + 1 >= len(args) or _is_option(args[i + 1]):
+                    if (
+                        i + 1 >= len(args)
+                        or args[i + 1] in takes_value
+                        or args[i + 1] == "--"
+                        or (name.isidentifier() and _is_option(args[i + 1]))
+                    ):
                         # nothing after it, or an option (ours or a variable's): a mistyped flag (--jsn) or a bare
-                        # variable; a value never starts with two dashes (a negative number has one)
+                        # variable; a value never starts with two dashes (a negative number has one). A name
+                        # that is no identifier (`---x`, a program read as an option) is reported later
                         problems.append(_valueless(a, name, sorted(o for o in takes_value if o.startswith("--"))))
                         break
                     val = args[i + 1]

@@ -28,6 +28,8 @@ CELLS = [
     'explore("sinn(x)", {"x": "1"})',
     "%%vjp\nw = torch.ones(2, requires_grad=True)\n(w * 5).sum().backward()\nraise ValueError('after the call')",
     "print(w.grad.tolist())",
+    "z = torch.tensor([1.0, 2.0], requires_grad=True)\nz",  # shown: IPython's `_` and `_9` hold z too
+    "%%vjp\n(z * z).sum().backward()",
 ]
 
 
@@ -105,3 +107,11 @@ def test_a_cell_that_raises_shows_its_calls_then_its_error_and_keeps_what_ran(ou
     assert "backward #1" in outputs[6][0].data["text/html"]
     assert outputs[6][1].ename == "ValueError"
     assert json.loads(outputs[7][0].text) == [5.0, 5.0]
+
+
+def test_the_calls_name_the_users_variables_not_ipythons(outputs):
+    (display,) = shown(outputs[9])
+    text = unescape(re.sub(r"<[^>]+>", "", display.data["text/html"]))
+    rows = [line.split() for line in text.splitlines() if line.strip().startswith(("z[", "_["))]
+    assert [r[0] for r in rows] == ["z[0]", "z[1]"], text
+    assert [r[4] for r in rows] == ["2", "4"]  # .grad = 2z, by hand

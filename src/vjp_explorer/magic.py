@@ -114,7 +114,7 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
         torch.nn.Module,
     ]
     before = [dict(vars(obj)) for obj in patched]
-    observer = Observer(send, filename, namespace, {"graph": False})
+    observer = Observer(send, filename, _UserNames(namespace), {"graph": False})
     try:
         observer.install()
         yield
@@ -126,3 +126,19 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
                     delattr(obj, name)
                 elif was[name] is not value:
                     setattr(obj, name, was[name])
+
+
+class _UserNames(dict):  # type: ignore[type-arg]
+    """The notebook's namespace as the observer reads names from it: the user's own, live, without IPython's
+    (`_`, `_3`, `Out`, ...), which hold the last values shown and would name a tensor `_`."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        super().__init__()
+        self.namespace = namespace
+
+    def items(self) -> list[tuple[str, Any]]:  # type: ignore[override]
+        hidden = ("In", "Out", "get_ipython", "exit", "quit", "open")
+        return [(k, v) for k, v in list(self.namespace.items()) if not k.startswith("_") and k not in hidden]
+
+    def values(self) -> list[Any]:  # type: ignore[override]
+        return [v for _, v in self.items()]

@@ -115,3 +115,29 @@ def test_the_calls_name_the_users_variables_not_ipythons(outputs):
     rows = [line.split() for line in text.splitlines() if line.strip().startswith(("z[", "_["))]
     assert [r[0] for r in rows] == ["z[0]", "z[1]"], text
     assert [r[4] for r in rows] == ["2", "4"]  # .grad = 2z, by hand
+
+
+def test_every_attribute_the_observer_patches_is_put_back_in_process():
+    """In this process: after a cell (one that raises too), torch's modules and classes hold exactly the
+    objects they held before, and no dispatch mode is left on; the cell's variables are kept."""
+    import torch
+    import torch.autograd.functional
+    import torch.func
+    from torch.autograd.function import _HookMixin
+
+    from vjp_explorer.magic import explain_cell
+
+    watched = [torch, torch.Tensor, torch.autograd, torch.autograd.functional, torch.autograd.graph,
+               torch.autograd.Function, _HookMixin, torch.func, torch.nn.Module, torch.nn.modules.module,
+               torch.autograd.graph.saved_tensors_hooks, torch.autograd.graph.Node]  # fmt: skip
+    before = [dict(vars(obj)) for obj in watched]
+    namespace = {"torch": torch}
+    cell = "x = torch.tensor([1.0, 2.0], requires_grad=True)\nx.register_hook(lambda g: g)\n(x * 3).sum().backward()"
+    result, raised = explain_cell(cell + "\n1 / 0", namespace)
+    assert isinstance(raised, ZeroDivisionError) and len(result.events) == 1
+    assert namespace["x"].grad.tolist() == [3.0, 3.0]
+    for obj, was in zip(watched, before, strict=True):
+        now = dict(vars(obj))
+        changed = sorted(k for k in set(was) | set(now) if was.get(k, now) is not now.get(k, was))
+        assert changed == [], (obj, changed)
+    assert torch._C._len_torch_dispatch_stack() == 0

@@ -99,6 +99,7 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
     import torch.autograd.functional
     import torch.autograd.graph
     import torch.func
+    from torch.autograd.function import _HookMixin
 
     from .confined.observe import Observer
 
@@ -110,16 +111,20 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
         torch.autograd.graph,
         torch.autograd.graph.saved_tensors_hooks,
         torch.autograd.Function,
+        _HookMixin,  # a node's register_hook (confined/hooks.py)
         torch.func,
         torch.nn.Module,
     ]
     before = [dict(vars(obj)) for obj in patched]
     observer = Observer(send, filename, _UserNames(namespace), {"graph": False})
+    entered = False
     try:
-        observer.install()
+        observer.install()  # its recording mode is entered last
+        entered = True
         yield
     finally:
-        observer.recorder.__exit__(None, None, None)
+        if entered:
+            observer.recorder.__exit__(None, None, None)
         for obj, was in zip(patched, before, strict=True):
             for name, value in list(vars(obj).items()):
                 if name not in was:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -18,11 +19,15 @@ ARGV = ["run", "3*a + 2*b*b + log(c)", "--a", "1,2,3", "--b", "3,4,5", "--c", "6
 SNIPPET = ["run", "src/vjp_explorer/examples/snippets/seed000_ex1.py", "--seed", "0"]
 
 
-def run_with_terminal_stderr(argv: list[str], after: str = "0") -> tuple[int, str, bytes, float]:
+def run_with_terminal_stderr(
+    argv: list[str], after: str = "0", no_color: bool = False
+) -> tuple[int, str, bytes, float]:
     """`vjp ARGV` with stderr a pseudo-terminal and stdout a pipe: (exit code, stdout, stderr's bytes, s)."""
     leader, follower = pty.openpty()
     env = {**os.environ, "VJP_STATUS_AFTER": after, "TERM": "xterm-256color", "COLUMNS": "100"}
     env.pop("NO_COLOR", None)
+    if no_color:
+        env["NO_COLOR"] = "1"
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "vjp_explorer", *argv], stdout=subprocess.PIPE, stderr=follower, env=env
@@ -88,3 +93,18 @@ def test_a_quick_run_shows_no_line_and_the_line_does_not_delay_exit():
     code, _, err, took = run_with_terminal_stderr(["run", "3*a", "--a", "1", "--no-symbolic"], after="60")
     assert code == 0 and err == b""
     assert took < 30  # the timer thread (60 s) is a daemon, cancelled at the end: exit does not wait for it
+
+
+@pytest.mark.parametrize(("extra", "no_color"), [([], True), (["--color", "never"], False)], ids=["NO_COLOR", "never"])
+def test_the_spinner_is_not_coloured_when_colour_is_off(extra, no_color):
+    """The spinner was green under NO_COLOR=1 and --color never: its console now writes no style at all."""
+    code, _, err, _ = run_with_terminal_stderr([*ARGV, *extra], no_color=no_color)
+    text = err.decode(errors="replace")
+    assert code == 0 and "parsing the program" in text, text
+    styles = re.findall(r"\x1b\[[0-9;]*m", text)  # SGR codes: colour, bold, reset (cursor codes are not SGR)
+    assert styles == [], styles[:5]
+
+
+def test_the_spinner_is_coloured_by_default_so_the_test_above_can_fail():
+    code, _, err, _ = run_with_terminal_stderr(ARGV)
+    assert code == 0 and re.search(r"\x1b\[[0-9;]*m", err.decode(errors="replace"))

@@ -1,4 +1,4 @@
-"""vjp-explorer: see what `y.backward(v)` computes: Jᵀv, term by term, checked three ways."""
+"""vjp-explorer: see what `y.backward(v)` computes: Jᵀv, term by term, checked by finite differences and sympy."""
 
 from __future__ import annotations
 
@@ -75,6 +75,20 @@ def _text(result: Any) -> str:
     return plain(result)
 
 
+def _svg(graph: Any) -> str:
+    from .render.graph_svg import svg
+
+    return svg(graph)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext vjp_explorer`: the `%%vjp` cell magic (magic.py)."""
+    from .magic import load_ipython_extension as load
+
+    load(ipython)
+
+
 display.html_view = _html
 display.rich_view = _rich
 display.text_view = _text
+display.svg_view = _svg

@@ -38,6 +38,7 @@ from .cli_options import (
     ListJsonOpt,
     MaxJacOpt,
     OutputOpt,
+    PagerOpt,
     RetainOpt,
     SaveOpt,
     SeedOpt,
@@ -50,16 +51,22 @@ from .cli_options import (
     VerboseOpt,
     check_settings,
 )
-from .cli_output import emit, fail, render, write
+from .cli_output import emit, fail, on_terminal, paged, render, write
 from .cli_parse import VariableOptions
 from .cli_paths import is_snippet_path, is_snippet_text, looks_like_file, not_a_program
 from .cli_request import build_request, read_stdin
 from .cli_support import limits_from_options
 from .errors import ExitCode, UsageError, VjpError
 
+# what the checks are today: finite differences for every door, sympy for programs (not "three ways")
+TAGLINE = (
+    "See what y.backward(v) computes: Jᵀv, one weighted sum per input element, checked against finite "
+    "differences (and sympy, for programs)."
+)
+
 app = typer.Typer(
     name="vjp",
-    help="See what y.backward(v) computes: Jᵀv, one weighted sum per input element, checked three ways.",
+    help=TAGLINE,
     no_args_is_help=True,
     add_completion=True,  # --install-completion, --show-completion (shell completion of commands and options)
     pretty_exceptions_enable=False,
@@ -83,7 +90,8 @@ def _main(
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit."),
     ] = None,
 ) -> None:
-    """See what y.backward(v) computes: Jᵀv, one weighted sum per input element, checked three ways."""
+    """See what y.backward(v) computes: Jᵀv, one weighted sum per input element, checked against finite
+    differences (and sympy, for programs)."""
 
 
 def _argument(ctx: Any, expression: str | None, file: Path | None, o: dict[str, Any], explain: bool) -> Any:
@@ -285,7 +293,11 @@ app.command(
 )(live)
 
 
-@app.command(name="explain", cls=VariableOptions, epilog="Example: vjp explain expressions/seed_3vector.toml")
+@app.command(
+    name="explain",
+    cls=VariableOptions,
+    epilog="Example: vjp explain seed_3vector (a bundled example: vjp examples lists them)",
+)
 def explain_cmd(
     ctx: typer.Context,
     expression: Expression = None,
@@ -387,9 +399,9 @@ def examples(
     color: ColorOpt = "auto",
     debug: DebugOpt = False,
 ) -> None:
-    """List the bundled example files with their titles.
+    """List the bundled examples by name, with their titles.
 
-    Example: vjp examples; then vjp explain <path shown>
+    Example: vjp examples; then vjp explain NAME (a name from the table, e.g. seed_3vector)
     """
     try:
         from .language.files import bundled_examples
@@ -445,6 +457,7 @@ def functions_cmd(
     json_: ListJsonOpt = False,
     color: ColorOpt = "auto",
     debug: DebugOpt = False,
+    pager: PagerOpt = True,
 ) -> None:
     """List the functions of the program language: spellings, exact route, torch's convention at kinks.
 
@@ -472,7 +485,7 @@ def functions_cmd(
                 Text(i["exact"]),
                 Text(i["kink"]),
             )
-        write(render(t, Text(f"\n{len(items)} of the language's functions; the reference: vjp docs functions")))
+        paged([t, Text(f"\n{len(items)} of the language's functions; the reference: vjp docs functions")], pager)
     except Exception as e:
         raise fail(e, debug) from None
 
@@ -492,6 +505,8 @@ def docs_cmd(
             autocompletion=_complete_topic,
         ),
     ] = None,
+    pager: PagerOpt = True,
+    color: ColorOpt = "auto",
 ) -> None:
     """Print a page of the documentation that ships with vjp (Markdown); without TOPIC, list the pages.
 
@@ -504,7 +519,13 @@ def docs_cmd(
             listing = "".join(f"{name:<14}{title}\n" for name, title in pages())
             write(listing + "\nread one with: vjp docs TOPIC\n")
             return
-        write(page(topic))
+        text = page(topic)
+        if not on_terminal():  # a pipe or a file: the Markdown as it is
+            write(text)
+            return
+        from rich.markdown import Markdown
+
+        paged([Markdown(text, hyperlinks=False)], pager)  # rendered, on a terminal
     except VjpError as e:
         raise fail(e, False) from None
 

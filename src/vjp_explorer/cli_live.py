@@ -30,6 +30,16 @@ def live_session(ctx: Any, expression: str | None, file: Path | None, o: dict[st
             hint="Use vjp run with the same arguments for a printed run.",
         )
     argv = list(ctx.meta.get("vjp_argv", []))
+    if expression == "-" and file is None and o.get("snippet") is None:  # read as `vjp run -` reads it
+        from .cli_paths import is_snippet_text
+        from .cli_request import read_stdin
+        from .cli_support import limits_from_options
+
+        text = read_stdin(limits_from_options(o).snippet_chars)
+        if is_snippet_text(text):
+            o["snippet"], expression = text, None
+        else:
+            expression = text
     if o.get("snippet") is not None or (file is None and is_snippet_path(expression)):
         from .live_snippet import SnippetSession
         from .snippet_cli import snippet_result
@@ -48,6 +58,20 @@ def live_session(ctx: Any, expression: str | None, file: Path | None, o: dict[st
     return ProgramSession(req, argv)
 
 
+def keys_from_the_terminal() -> None:
+    """After a snippet or a program was read from a pipe (`cat f.py | vjp live -`), the keys come from the
+    terminal itself, as `less` takes them: /dev/tty in place of stdin. Without one, nothing changes (and
+    on_terminal says why the view cannot start)."""
+    try:
+        if sys.stdin is not None and sys.stdin.isatty():
+            return
+        tty = os.open("/dev/tty", os.O_RDWR)
+    except (OSError, ValueError, AttributeError):
+        return
+    os.dup2(tty, 0)
+    os.close(tty)
+
+
 def on_terminal() -> bool:
     """Whether stdin and stdout are a terminal, which a full-screen view needs."""
     try:
@@ -59,6 +83,8 @@ def on_terminal() -> bool:
 def live_command(ctx: Any, expression: str | None, file: Path | None, o: dict[str, Any]) -> str | None:
     """Run the app on a terminal; return the command line `c` asked for (printed after the screen is gone)."""
     session = live_session(ctx, expression, file, o)
+    if expression == "-" or o.get("snippet") == "-":
+        keys_from_the_terminal()
     if not on_terminal():
         raise UsageError(
             "vjp live is a full-screen view and needs a terminal (stdin and stdout); this one is a pipe or a file.",

@@ -162,6 +162,14 @@ JsonOpt = Annotated[
 CheckJsonOpt = Annotated[
     bool, typer.Option("--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .check.summary.")
 ]
+PagerOpt = Annotated[
+    bool,
+    typer.Option(
+        "--pager/--no-pager",
+        help="On a terminal, show long output through a pager ($PAGER, else less); --no-pager prints it "
+        "straight, as PAGER=cat does, e.g. vjp docs json --no-pager.",
+    ),
+]
 ListJsonOpt = Annotated[bool, typer.Option("--json", help="Print the list as JSON, e.g. --json | jq '.[].name'.")]
 FullOpt = Annotated[
     bool,
@@ -273,6 +281,9 @@ def _set_colour(value: str) -> str:
     if value not in ("auto", "always", "never"):
         raise typer.BadParameter(f"must be auto, always or never, not {value!r}.")
     COLOUR[0] = value
+    from .render import status  # the status line on stderr is drawn by its own console: tell it too
+
+    status.PLAIN[0] = value == "never"
     return value
 
 

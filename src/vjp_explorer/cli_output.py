@@ -173,6 +173,33 @@ def emit(
     save_export(shown, export, "vjp explain" if explain else "vjp run")
 
 
+def paged(renderables: list[Any], pager: bool = True) -> None:
+    """Long output (`vjp functions`, `vjp docs TOPIC`): through a pager where stdout and stdin are a
+    terminal (Rich's pager: $MANPAGER or $PAGER, else less; PAGER=cat or --no-pager opts out), else
+    written as `render` writes it, so that a pipe or a file gets the same plain text as before."""
+    if not pager or not on_terminal():
+        write(render(*renderables))
+        return
+    from rich.console import Console
+
+    styled = colour()
+    os.environ.setdefault("LESS", "FRX")  # as git: quit if it fits one screen, keep colours, leave it shown
+    console = Console(
+        force_terminal=True, highlight=False, color_system="auto" if styled else None, no_color=not styled
+    )
+    with console.pager(styles=styled):
+        for renderable in renderables:
+            console.print(renderable)
+
+
+def on_terminal() -> bool:
+    """Whether stdout and stdin are a terminal (a pager needs both: it reads keys from stdin)."""
+    try:
+        return sys.stdout.isatty() and sys.stdin.isatty() and os.environ.get("TERM", "") != "dumb"
+    except (AttributeError, ValueError):
+        return False
+
+
 def silence_stdout() -> None:
     """Point stdout at /dev/null, so that nothing more (nor the final flush) fails on a closed pipe."""
     try:

@@ -42,8 +42,15 @@ class VariableOptions(TyperCommand):
                     i += 1
                     continue
                 if not eq:
-                    if i + 1 >= len(args) or args[i + 1] in takes_value or args[i + 1] == "--":
-                        # nothing after it, or one of our options: a mistyped flag (--jsn) or a bare variable
+                    if (
+                        i + 1 >= len(args)
+                        or args[i + 1] in takes_value
+                        or args[i + 1] == "--"
+                        or (name.isidentifier() and _is_option(args[i + 1]))
+                    ):
+                        # nothing after it, or an option (ours or a variable's): a mistyped flag (--jsn) or a bare
+                        # variable; a value never starts with two dashes (a negative number has one). A name
+                        # that is no identifier (`---x`, a program read as an option) is reported later
                         problems.append(_valueless(a, name, sorted(o for o in takes_value if o.startswith("--"))))
                         break
                     val = args[i + 1]
@@ -70,6 +77,11 @@ class VariableOptions(TyperCommand):
         ctx.meta["vjp_problems"] = problems
         ctx.meta["vjp_options"] = sorted(o for o in takes_value if o.startswith("--"))
         return super().parse_args(ctx, rest)
+
+
+def _is_option(arg: str) -> bool:
+    """`--json`, `--a`, `--`: an option or the end of options, never a variable's value."""
+    return arg.startswith("--")
 
 
 def _valueless(arg: str, name: str, options: list[str]) -> str:

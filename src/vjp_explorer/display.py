@@ -13,6 +13,7 @@ from typing import Any
 html_view: Callable[[Any], str] | None = None
 rich_view: Callable[[Any], Any] | None = None
 text_view: Callable[[Any], str] | None = None
+svg_view: Callable[[Any], str] | None = None
 
 
 def html(result: Any) -> str | None:
@@ -28,3 +29,17 @@ def rich(result: Any) -> Any:
 def text(result: Any) -> str:
     """The report of a result as plain text, or its repr."""
     return repr(result) if text_view is None else text_view(result)
+
+
+def svg(graph: Any) -> str | None:
+    """The SVG picture a notebook shows for a backward graph, or None."""
+    return None if svg_view is None else svg_view(graph)
+
+
+class Graph(list):  # type: ignore[type-arg]
+    """A backward graph's nodes (plain dicts, as the JSON has them) that a notebook shows as an SVG picture,
+    as torchviz's make_dot does (render/graph_svg.py draws it; no Graphviz binary). Still a list: JSON,
+    `len`, indexing and iteration see the nodes."""
+
+    def _repr_svg_(self) -> str | None:
+        return svg(list(self))

@@ -103,6 +103,11 @@ class VjpError(Exception):
         where += f", column {self.start - line_start + 1}:"
         return f"{where}\n    {shown}\n    {' ' * col}{'^' * width}"
 
+    def _render_traceback_(self) -> list[str]:
+        """IPython's hook: in a notebook, the error as the command line prints it (the marker under the span),
+        not the library's frames that raised it; the exception itself is unchanged (`%debug` still works)."""
+        return [f"{type(self).__name__}: {self.render()}"]
+
     def render(self) -> str:
         """The whole message, as printed on stderr."""
         text = self.message

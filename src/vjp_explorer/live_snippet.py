@@ -19,6 +19,15 @@ from .live import Frame, LeafFrame, reweigh
 NO_J = "read-only: re-weighting needs J, and the snippet door did not build it for this call"
 
 
+def no_j_reason(event: Any) -> str:
+    """Why this call is read-only, in the door's words where it gave them: a check it skipped says what was
+    missing (a gradient of a gradient: the recorded forward never made it), never "too large" for a small J."""
+    reasons = [c.reason for c in event.checks if c.status == "skipped" and c.reason]
+    if reasons:
+        return f"{NO_J}: {reasons[0]}"
+    return NO_J
+
+
 def _flat(values: Any) -> np.ndarray:
     return np.asarray(values if values is not None else [], dtype=np.float64).reshape(-1)
 
@@ -42,7 +51,7 @@ def event_frame(event: Any) -> Frame:
         leaves.append(LeafFrame(x.name, tuple(x.shape), _flat(x.value), grad, jtv, jac))
     readonly = None
     if not leaves or any(lf.jacobian is None for lf in leaves) or v.size != output.size:
-        readonly = NO_J
+        readonly = no_j_reason(event)
     return Frame(
         title=f"#{event.index} line {event.line}: {event.source}",
         out_name=out_name,

@@ -121,7 +121,9 @@ def _read(expression: str | None, snippet: str | None, max_chars: int) -> tuple[
         found = resolve_example(expression)
         if found is None:
             raise UsageError(f"{visible(expression)}: no such file.", hint="vjp examples lists the bundled snippets.")
-        path = found
+        # a bundled example is labelled by its name, which runs it again anywhere (`vjp run NAME`), not by
+        # the absolute path of an install (long, and the user's own)
+        return read_text(found, max_chars), visible(expression)
     return read_text(path, max_chars), visible(str(path))
 
 

@@ -67,9 +67,16 @@ def parameters(obj: Any) -> list[str]:
     return names[1:] if fn is not obj else names
 
 
-def check(obj: Any, *inputs: Any, v: Any = None, label: str | None = None) -> CheckResult:
-    """Check the backward of `obj` (a function or a torch.autograd.Function) at `inputs`, with `v` (default 1)."""
+def check(obj: Any, *inputs: Any, gradient: Any = None, v: Any = None, label: str | None = None) -> CheckResult:
+    """Check the backward of `obj` (a function or a torch.autograd.Function) at `inputs`, with v (default 1).
+
+    `gradient` is v, the argument of `y.backward(gradient)`, as `explore` takes it; `v=` is the same keyword."""
     import torch
+
+    if gradient is not None:
+        if v is not None:
+            raise UsageError("v is given twice, as gradient= and as v=; give it once (gradient=).")
+        v = gradient
 
     fn = obj.apply if isinstance(obj, type) and issubclass(obj, torch.autograd.Function) else obj
     name = str(label or getattr(obj, "__name__", "function"))
@@ -221,3 +228,17 @@ def _list(t: Any) -> Any:
     import torch
 
     return None if t is None else t.detach().to(torch.float64).tolist()
+
+
+def run_cell(code: str, namespace: dict[str, Any], filename: str) -> None:
+    """A notebook cell (`%%vjp`), run as IPython runs it: in the user's own namespace, in this process.
+
+    The trusted door's second use: the text is the user's own code in the user's own kernel, as a module
+    given to `vjp check` is. `filename` names the cell's frames, so that an observed call finds its line.
+    """
+    import ast
+    import linecache
+
+    tree = ast.parse(code, filename)  # a SyntaxError is Python's, pointed at the cell's line
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)  # for its tracebacks
+    exec(compile(tree, filename, "exec"), namespace)  # the user's own code, in the user's own kernel

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 _OTHER_MODULES = {"np", "numpy", "F", "nn", "math", "jnp", "sp", "scipy"}
 _MAX_DIM = 64  # a dim= value, or the length of a dim=(...) tuple: no tensor here has more dims
 _MAX_STRING = 200  # a string parameter: reduction='mean', an einsum equation
+ALL_FUNCTIONS = "vjp functions lists every function (vjp functions WORD, those that mention WORD)."
 # the parameter kinds that may be read from the program's values when the call runs (P.Sizes)
 _SIZED = frozenset({"int", "dim", "dims", "dimlist", "shape", "intlist"})
 # the functions whose tuple torch names (values, indices), for entries marked tuple_result
@@ -107,8 +108,9 @@ class CallParser:
             what = f".{base}() is not a tensor method in torch" if name.startswith(".") else f"torch has no {name}"
             return self.err(f"{what}; {base} is spelled otherwise.", node, how_to_write(spec))
         near = near_names(base)
-        hint = f"Did you mean {', '.join(near)}?" if near else None
-        return self.err(f"Unknown function {name!r}. The functions are: {function_list()}.", node, hint)
+        if near:  # the hint first: a list of every function would bury it (vjp functions lists them)
+            return self.err(f"Unknown function {name!r}. Did you mean {', '.join(near)}?", node, ALL_FUNCTIONS)
+        return self.err(f"Unknown function {name!r}. The functions are: {function_list()}.", node)
 
     def _call(self, node: ast.Call, sp: P.Span) -> P.Expr:
         special = self._special_call(node, sp)
@@ -140,12 +142,12 @@ class CallParser:
             ):
                 known = by_base(func.attr)
                 near = near_names(func.attr)
-                raise self.err(
-                    f"{func.value.id}.{func.attr} is not available: only torch's names are. "
-                    + (how_to_write(known) if known else f"The functions are: {function_list()}."),
-                    func,
-                    None if known or not near else f"Did you mean {', '.join(near)}?",
-                )
+                what = f"{func.value.id}.{func.attr} is not available: only torch's names are."
+                if known:
+                    raise self.err(f"{what} {how_to_write(known)}", func)
+                if near:  # the hint before the list of every function, which would bury it
+                    raise self.err(f"{what} Did you mean {', '.join(near)}?", func, ALL_FUNCTIONS)
+                raise self.err(f"{what} The functions are: {function_list()}.", func)
             else:
                 spec = lookup(f".{func.attr}")
                 if spec is None:

@@ -196,7 +196,7 @@ def short(summary: Any, n: int = 4) -> str:
     if values is None:
         return f"shape {summary['shape']}, norm {summary['norm']:.4g}"
     flat = _flatten(values)
-    text = ", ".join(f"{x:.4g}" for x in flat[:n]) + (", …" if len(flat) > n else "")
+    text = ", ".join(_g(x, 4) for x in flat[:n]) + (", …" if len(flat) > n else "")
     return f"[{text}]" if isinstance(values, list) else text
 
 
@@ -210,7 +210,12 @@ def shape_of(node: dict[str, Any]) -> str | None:
 
 
 def _num(x: float) -> str:
-    return f"{x:.6g}"
+    return _g(x, 6)
+
+
+def _g(x: float, digits: int) -> str:
+    """x in `digits` significant digits; -0 as 0 (a cotangent's zero has no sign worth reading)."""
+    return f"{x + 0.0:.{digits}g}"  # -0.0 + 0.0 is 0.0
 
 
 def _flat(summary: Any) -> list[float] | None:

@@ -9,12 +9,14 @@ graph) replaces it when it is done and v has not changed meanwhile.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.measure import Measurement
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
@@ -36,6 +38,7 @@ Input:focus { border: none; background: $boost; }
 #events { width: 26; border-right: solid $primary; }
 #main { height: 1fr; }
 #jrow { height: auto; }
+#jrow.stacked { layout: vertical; }
 #jmap { width: auto; padding: 0 2 0 0; }
 #grads { width: 1fr; }
 #legend { height: auto; }
@@ -44,10 +47,27 @@ Input:focus { border: none; background: $boost; }
 """
 
 
+# the command palette's entries of vjp's own: (key, title, what it does, the app's action)
+PALETTE = [
+    ("b", "v = e0, e1, …", "one row of J at a time: each press the next basis vector", "basis"),
+    ("1", "v = all ones", "backward of y.sum(): the column sums of J", "ones"),
+    ("r", "v = random", "numpy's standard normal, seeded; the seed is shown next to v", "random"),
+    ("u", "v from a loss", "v = dL/dy for a loss typed in, e.g. sum(y**2) (programs)", "upstream"),
+    ("v", "edit v", "type v: numbers of the output's shape; Enter applies, Esc leaves", "focus_v"),
+    ("g", "backward graph", "the nodes torch ran, each with the cotangent it received", "graph"),
+    ("s", "save as SVG", "the screen as it is, to --svg FILE or vjp-live.svg", "save"),
+    ("c", "print the vjp run command", "quit, and print the vjp run command of this state", "command"),
+    ("?", "keys", "every key of the live view", "keys"),
+]
+
+
 class TextScreen(ModalScreen[None]):
     """A scrollable page over the main view: the graph, or the keys."""
 
-    BINDINGS = [Binding("escape,q,g,question_mark", "dismiss", "close")]
+    BINDINGS = [
+        Binding("escape,q,g,question_mark,f1", "dismiss", "close"),
+        Binding("ctrl+c", "app.quit_live", "quit", show=False, priority=True),
+    ]
     DEFAULT_CSS = "TextScreen { background: $background; } TextScreen VerticalScroll { padding: 0 1; }"
 
     def __init__(self, renderable: Any, name: str) -> None:
@@ -69,18 +89,21 @@ class LiveApp(App[str | None]):
     CSS = CSS
     TITLE = "vjp live"
     AUTO_FOCUS = None  # keys act on the view; v takes the keyboard only when asked (v)
+    # the footer shows what fits 80 columns, `? keys` and `q quit` among them; the rest are in `?` and ctrl+p
     BINDINGS = [
         Binding("v", "focus_v", "edit v"),
         Binding("e", "events", "events", show=False),
         Binding("b", "basis", "e0,e1,…"),
         Binding("1", "ones", "ones"),
         Binding("r", "random", "random"),
-        Binding("u", "upstream", "loss"),
+        Binding("u", "upstream", "loss", show=False),
         Binding("g", "graph", "graph"),
-        Binding("s", "save", "svg"),
-        Binding("c", "command", "command"),
+        Binding("s", "save", "svg", show=False),
+        Binding("c", "command", "command", show=False),
         Binding("question_mark", "keys", "keys"),
+        Binding("f1", "keys", "keys", show=False),
         Binding("q", "quit_live", "quit"),
+        Binding("ctrl+c", "quit_live", "quit", show=False, priority=True),  # quits, as in toolong; not a hint
         Binding("escape", "leave", show=False),
         Binding("pageup", "page(-1)", show=False),
         Binding("pagedown", "page(1)", show=False),
@@ -99,6 +122,7 @@ class LiveApp(App[str | None]):
         self.selected: tuple[str, int] | None = None
         self._lock = threading.Lock()
         self._drawn: dict[str, Any] = {}
+        self._made: dict[str, Any] = {}  # what each widget shows now, for _arrange
         self._select_first()
 
     # layout
@@ -144,8 +168,10 @@ class LiveApp(App[str | None]):
         self._put("header", (f.title, f.readonly, f.dtype), lambda: L.header(f))
         self._put("vlabel", (f.v_label, f.m), lambda: L.v_label(f, self.digits))
         jacs = tuple(id(lf.jacobian) for lf in f.leaves)
-        self._put("jmap", (jacs, f.one_hot, sel), lambda: L.jacobian_map(f, sel))
+        room = self._room()
+        self._put("jmap", (jacs, f.one_hot, sel, room), lambda: L.jacobian_map(f, sel, room))
         self._put("grads", None, lambda: L.grads_table(f, sel, self.digits))
+        self._arrange()
         self._put("legend", (f.out_name, f.one_hot), lambda: L.map_legend(f))
         self._put("ledger", None, lambda: L.ledger_view(f, *sel, self.digits) if sel else "")
         self._put("checks", (f.checks, f.checks_note, f.pending), lambda: L.checks_view(f))
@@ -156,7 +182,28 @@ class LiveApp(App[str | None]):
         if key is not None and self._drawn.get(name) == key:
             return
         self._drawn[name] = key
-        self.query_one(f"#{name}", Static).update(make())
+        self._made[name] = made = make()
+        self.query_one(f"#{name}", Static).update(made)
+
+    def _arrange(self) -> None:
+        """J's map and the .grad table side by side where both fit with readable labels, else one under the
+        other: a number is never cut to make room (labels shorten, live_view.GradsTable)."""
+        grads, jmap = self._made.get("grads"), self._made.get("jmap")
+        room = self._room()
+        if not isinstance(grads, L.GradsTable) or jmap is None:
+            return
+        beside = Measurement.get(self.console, self.console.options, jmap).maximum + 2  # #jmap's right padding
+        self.query_one("#jrow").set_class(beside + grads.least_width(L.LABEL_EASY) > room, "stacked")
+
+    def _room(self) -> int:
+        """The main panel's width for its content (before the first layout: the screen's, less the list)."""
+        room = self.query_one("#main", VerticalScroll).scrollable_content_region.width
+        if room > 0:
+            return room
+        return self.size.width - (2 + 27 + 2 if self.session.kind == "snippet" else 2 + 2)  # padding, list, bar
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.show)  # the new width is known once the layout has run
 
     def _select_first(self) -> None:
         f = self.session.frame
@@ -298,6 +345,12 @@ class LiveApp(App[str | None]):
 
     def action_quit_live(self) -> None:
         self.exit(None)
+
+    def get_system_commands(self, screen: Any) -> Iterable[SystemCommand]:
+        """The command palette (ctrl+p): vjp's own actions first, then Textual's."""
+        for key, title, help, action in PALETTE:
+            yield SystemCommand(f"{title} ({key})", help, getattr(self, f"action_{action}"))
+        yield from super().get_system_commands(screen)
 
 
 def _event_title(f: Frame) -> str:

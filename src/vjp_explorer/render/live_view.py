@@ -7,9 +7,11 @@ reuse heatmap.py's glyphs and colours, so sign and size read without colour too 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -38,8 +40,9 @@ KEYS = [
     ("PgUp PgDn", "scroll the view (the checks are at the bottom)"),
     ("s", "save the view as SVG"),
     ("c", "quit and print the vjp run command of this state"),
-    ("?", "these keys"),
-    ("q", "quit"),
+    ("?, F1", "these keys"),
+    ("ctrl+p", "the command palette: these actions by name"),
+    ("q, ctrl+c", "quit"),
 ]
 
 
@@ -102,15 +105,19 @@ def _cell(x: float, scale: float) -> tuple[str, str]:
     return glyphs[level], styles[level]
 
 
-def jacobian_map(frame: Frame, selected: tuple[str, int] | None = None) -> RenderableType:
+def jacobian_map(frame: Frame, selected: tuple[str, int] | None = None, width: int | None = None) -> RenderableType:
     """J = [∂y/∂x for each leaf] as one grid of glyphs, each leaf on its own scale; a one-hot v's row marked ▶
-    and reversed, the selected element's column marked ▲ below."""
+    and reversed, the selected element's column marked ▲ below. Within `width` columns where given: more
+    entries share a cell rather than a row wrap."""
     import numpy as np
 
     if any(lf.jacobian is None for lf in frame.leaves):
-        return Text("J is not materialised (too large): each v runs backward(v) instead.", style="dim")
+        return Text(_no_j(frame)[0].upper() + _no_j(frame)[1:] + ".", style="dim")
     m = frame.m
     per = max(2, MAP_COLS // max(1, len(frame.leaves)))
+    if width is not None:  # the row labels, `▶ `, and a `│` and two characters a cell per leaf
+        labels_wide = max(len(element_label(frame.out_name, frame.out_shape, r)) for r in range(min(m, MAP_ROWS)))
+        per = max(1, min(per, (width - labels_wide - 3 - len(frame.leaves)) // (2 * max(1, len(frame.leaves)))))
     blocks = []
     for lf in frame.leaves:
         assert lf.jacobian is not None
@@ -125,7 +132,9 @@ def jacobian_map(frame: Frame, selected: tuple[str, int] | None = None) -> Rende
     wide = 2
     head = Text(" " * (width + 3))
     for lf, grid, _, _, _ in blocks:
-        head.append(f"{lf.name}".ljust(wide * grid.shape[1] + 1)[: wide * grid.shape[1] + 1], style="bold")
+        room = wide * grid.shape[1]  # the block's width; its name shortens to fit, a space before the next
+        name = lf.name if len(lf.name) <= room else lf.name[: max(0, room - 1)] + "…"
+        head.append(name.ljust(room + 1), style="bold")
     lines: list[RenderableType] = [Text("J = ∂y/∂x, rows y[i], columns x[j]", style="bold underline"), head]
     for r in range(rows):
         picked = hot is not None and r * bm <= hot < (r + 1) * bm
@@ -144,6 +153,14 @@ def jacobian_map(frame: Frame, selected: tuple[str, int] | None = None) -> Rende
             mark.append(" " + "".join("▲ " if c == col else "  " for c in range(grid.shape[1])))
         lines.append(mark)
     return Group(*lines)
+
+
+def _no_j(frame: Frame) -> str:
+    """Why J is not there, in the frame's own terms: a snippet's call says why (its read-only line above);
+    a program's J is past the jacobian_entries limit."""
+    if frame.readonly is not None:
+        return "J was not built for this call (the reason is above), so v cannot re-weigh it"
+    return "J is not materialised (too large): each v runs backward(v) instead"
 
 
 def map_legend(frame: Frame) -> Text:
@@ -169,41 +186,105 @@ def _window(n: int, at: int, size: int = TABLE_ROWS) -> list[int | None]:
     return rows
 
 
-def grads_table(frame: Frame, selected: tuple[str, int] | None, digits: int = 6) -> RenderableType:
+LABEL_LEAST = 6  # the label column's narrowest width (`net.…`): labels shorten, numbers never do
+LABEL_EASY = 12  # a label column this wide reads well: the width the side-by-side layout asks for
+
+
+@dataclass
+class GradsTable:
+    """Per leaf element: its value, the .grad backward(v) left and Jᵀv from J; numbers never cut.
+
+    Each number column is as wide as its widest number; the label column takes what is left and shortens
+    its labels with `…`. Where even the shortest labels leave no room for every column, the columns go
+    into blocks one under the other (as render/fit.py does for `vjp run`), each with the labels again.
+    """
+
+    title: Text
+    caption: str | None
+    headers: tuple[str, ...]
+    rows: list[tuple[str | None, tuple[str, ...], str]]  # (label or None for a gap, numbers, style)
+
+    def number_widths(self) -> list[int]:
+        widths = [Text(h).cell_len for h in self.headers]
+        for label, cells, _ in self.rows:
+            if label is not None:  # a gap (`...`) has no numbers
+                widths = [max(w, Text(c).cell_len) for w, c in zip(widths, cells, strict=True)]
+        return widths
+
+    def label_width(self) -> int:
+        return max([Text(label).cell_len for label, _, _ in self.rows if label is not None] + [Text("x[j]").cell_len])
+
+    def least_width(self, label: int = LABEL_LEAST) -> int:
+        """The width all the columns need in one block, with labels `label` wide."""
+        return min(label, self.label_width()) + sum(1 + w for w in self.number_widths())
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        natural = self.label_width() + sum(1 + w for w in self.number_widths())
+        least = LABEL_LEAST + 1 + max(self.number_widths(), default=1)
+        return Measurement(min(least, options.max_width), min(natural, options.max_width))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        widths = self.number_widths()
+        groups: list[list[int]] = [[]]
+        used = min(LABEL_LEAST, self.label_width())
+        for k, w in enumerate(widths):  # a column that does not fit starts the next block
+            if groups[-1] and used + 1 + w > width:
+                groups.append([])
+                used = min(LABEL_LEAST, self.label_width())
+            groups[-1].append(k)
+            used += 1 + w
+        yield self.title
+        for n, group in enumerate(groups):
+            label = max(1, min(self.label_width(), width - sum(1 + widths[k] for k in group)))
+            t = Table(show_edge=False, pad_edge=False, header_style="bold", box=None, padding=(0, 1, 0, 0))
+            t.add_column(Text("x[j]"), width=label, no_wrap=True, overflow="ellipsis")
+            for k in group:
+                t.add_column(self.headers[k], justify="right", width=widths[k], no_wrap=True)
+            for name, cells, style in self.rows:
+                if name is None:
+                    t.add_row("...", *("" for _ in group))
+                    continue
+                t.add_row(Text(name, no_wrap=True, overflow="ellipsis"), *(cells[k] for k in group), style=style)
+            if n:
+                yield Text("")
+            yield t
+        if self.caption:
+            yield Text(self.caption)
+
+
+def grads_table(frame: Frame, selected: tuple[str, int] | None, digits: int = 6) -> GradsTable:
     """Per leaf element: its value, the .grad backward(v) leaves and Jᵀv from J; the selected row reversed."""
     source = ".grad: what backward(v) left" if frame.grad_from == "backward" else ".grad = Jᵀv from J (no backward)"
-    t = Table(show_edge=False, pad_edge=False, header_style="bold", box=None, padding=(0, 1), title_justify="left")
-    t.title = Text(source, style="bold underline")
-    if frame.calls > 1:
-        t.caption, t.caption_justify = f"{frame.calls} calls: {frame.calls}× one call", "left"
-    t.add_column("x[j]", no_wrap=True)
-    t.add_column("value", justify="right", no_wrap=True)
-    t.add_column(".grad", justify="right", no_wrap=True)
-    t.add_column("Jᵀv (J)", justify="right", no_wrap=True)
+    caption = f"{frame.calls} calls: {frame.calls}× one call" if frame.calls > 1 else None
+    rows: list[tuple[str | None, tuple[str, ...], str]] = []
     for lf in frame.leaves:
         at = selected[1] if selected is not None and selected[0] == lf.name else 0
         for j in _window(lf.numel, at):
             if j is None:
-                t.add_row("...", "", "", "")
+                rows.append((None, (), ""))
                 continue
-            style = "reverse" if selected == (lf.name, j) else ""
-            t.add_row(
-                Text(element_label(lf.name, lf.shape, j)),
+            cells = (
                 fmt(float(lf.value[j]), digits),
                 fmt(float(lf.grad[j]), digits) if lf.grad is not None else "…",
                 fmt(float(lf.jtv[j]), digits) if lf.jtv is not None else "-",
-                style=style,
             )
-    return t
+            rows.append((element_label(lf.name, lf.shape, j), cells, "reverse" if selected == (lf.name, j) else ""))
+    return GradsTable(Text(source, style="bold underline"), caption, ("value", ".grad", "Jᵀv (J)"), rows)
 
 
 def ledger_view(frame: Frame, leaf: str, j: int, digits: int = 6) -> RenderableType:
     """x[j].grad = Σᵢ v[i]·∂y[i]/∂x[j]: every non-zero term (the largest few past LEDGER_TERMS), then the sum."""
     lf: LeafFrame = frame.leaf(leaf)
     name = element_label(leaf, lf.shape, j)
-    title = Text(f"ledger  {name}.grad = Σᵢ v[i]·∂{frame.out_name}[i]/∂{name}", style="bold underline")
+    if frame.m == 1:  # one output number: one term, no index (`∂y.sum()[i]` reads as indexing a sum)
+        sum_of = f"v·∂{frame.out_name}/∂{name}"
+    else:
+        out = frame.out_name if frame.out_name.isidentifier() else f"({frame.out_name})"
+        sum_of = f"Σᵢ v[i]·∂{out}[i]/∂{name}"
+    title = Text(f"ledger  {name}.grad = {sum_of}", style="bold underline")
     if lf.jacobian is None:
-        return Group(title, Text("not available: J is not materialised for this leaf", style="dim"))
+        return Group(title, Text(f"not available: {_no_j(frame)}", style="dim"))
     e = ledger(frame, leaf, j)
     mult = f"{frame.calls} × " if frame.calls > 1 else ""
     shown = e.terms

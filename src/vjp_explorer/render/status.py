@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 DELAY = 1.0  # seconds of work before the line shows (VJP_STATUS_AFTER overrides it, for tests)
+PLAIN = [False]  # --color never (set by the option's callback): no ANSI style, as NO_COLOR asks
 
 
 class Status:
@@ -48,7 +49,11 @@ class Status:
         with self._lock:
             if self._stopped:
                 return
-            console = Console(stderr=True, highlight=False)
+            plain = PLAIN[0] or os.environ.get("NO_COLOR", "") != ""
+            # no colour and no style at all (the spinner is green by default); the cursor codes stay
+            console = Console(
+                stderr=True, highlight=False, no_color=plain or None, color_system=None if plain else "auto"
+            )
             self._shown = console.status(self.what, spinner="dots")
             self._shown.start()
 

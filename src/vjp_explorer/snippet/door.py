@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..display import Graph
 from ..errors import ProgramError
 from ..limits import DEFAULT_LIMITS, Limits
 from .result import AtExit, Check, Claim, Event, LeafGrad, RaisedError, SnippetResult, Step, TensorInfo
@@ -181,7 +182,7 @@ def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
             checks=[Check(**checked.record(Check, c, "checks")) for c in d["checks"]],
             notes=[str(n) for n in d["notes"]],
             diagnosis=None if d.get("diagnosis") is None else str(d["diagnosis"]),
-            graph=checked.graph(d.get("graph"), "graph"),
+            graph=_graph(checked.graph(d.get("graph"), "graph")),
             results=[TensorInfo(**checked.record(TensorInfo, t, "results")) for t in d.get("results") or []],
             reference=[TensorInfo(**checked.record(TensorInfo, t, "reference")) for t in d.get("reference") or []],
         )
@@ -192,6 +193,11 @@ def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
             "it was stopped",
             hint="A snippet that writes to the tool's channel (file descriptor 3) forges its messages.",
         ) from None
+
+
+def _graph(nodes: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The graph's nodes, checked, as a list that a notebook draws (display.Graph)."""
+    return None if nodes is None else Graph(nodes)
 
 
 def _safe(x: Any, safe: Any) -> Any:

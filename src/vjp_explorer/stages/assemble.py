@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..display import Graph
 from ..language import program as P
 from ..language.values import ValueSpec
 from ..result import Check, Control, Input, Intermediate, Jacobian, Note, Probe, Result, TensorData
@@ -100,5 +101,5 @@ def assemble(
             "surface": req.surface,
         },
         probe=replace(probe, note=words(probe.note) or "") if probe is not None else None,
-        graph=ctx.recorder.graph if ctx.recorder is not None else None,
+        graph=Graph(ctx.recorder.graph) if ctx.recorder is not None and ctx.recorder.graph is not None else None,
     )

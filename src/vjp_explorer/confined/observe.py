@@ -342,6 +342,7 @@ class Observer:
                 name = self.name_of(leaves[k])
                 raise NotReplayable(f"{name} got a gradient, yet the recorded forward never read it: {self._unseen()}")
             x0[k] = leaves[k].detach().to(torch.float64)
+        replay.hold(x0, [leaf.dtype for leaf in leaves])  # relu, max, sort...: differentiated at the point
         changed = self._changed(replay, leaves)
         v = torch.cat([x.detach().reshape(-1).to(torch.float64) for x in vs])
         jac = checks.jacobian(replay, x0) if v.numel() <= self.jacobian_rows and not cheap else None
@@ -475,7 +476,7 @@ class Observer:
                 "too coarse for finite differences; the jtv check used it"
             )
             check = Check("finite_difference", "skipped", checks.FD, reason=why)
-        event.checks.append(check)
+        event.checks.append(checks.unheld_kinks(check, replay.unheld()))
 
 
 FULL_PER_LINE = 3  # calls of one line explained in full (render/snippet_view.py folds the rest: FOLD_AFTER)

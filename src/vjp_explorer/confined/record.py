@@ -22,6 +22,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from . import kinks
+
 # operations that draw random numbers: replayed from their recorded result, never drawn again
 _RANDOM = ("bernoulli", "normal", "uniform", "rand", "randn", "randint", "randperm", "multinomial", "exponential")
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -213,12 +215,41 @@ class Replay:
         self.rec, self.entries, self.outs, self.leaves = rec, entries, outs, leaves
         self.native = False  # True: in the dtypes the forward ran in (its rounding), not float64
         self.narrowed: list[str] = []  # ops run in float32 for want of a float64 kernel
+        self.points: dict[int, kinks.Point] | None = None  # per piecewise entry: how it ran at the point
+        self._holding: dict[int, kinks.Point] | None = None
 
     def in_native_dtypes(self) -> Replay:
         """The same replay in the forward's own dtypes: the size of its rounding, against the float64 one."""
         other = Replay(self.rec, self.entries, self.outs, self.leaves)
-        other.native = True
+        other.native, other.points = True, self.points
         return other
+
+    def hold(self, x0: list[torch.Tensor], dtypes: list[torch.dtype]) -> None:
+        """Run once at the point and hold each piecewise operation on the branch it took there (kinks.py):
+        from now on the replay is smooth near the point, and differentiated there as autograd did. The
+        branches are read in the forward's own dtypes (a float32 pre-activation of 1e-9 that is -1e-9 in
+        float64 took float32's branch), in float64 where an op has no kernel in them."""
+        if not any(kinks.rule_for(e.func) for e in self.entries):
+            return
+        for native in (True, False):
+            self._holding = {}
+            try:
+                runner = self.in_native_dtypes() if native else self
+                runner._holding = self._holding
+                with torch.no_grad():
+                    runner(*[x.to(d) if native else x for x, d in zip(x0, dtypes, strict=True)])
+                self.points = {i: _as_wide(at) for i, at in self._holding.items()}
+                return
+            except (NotReplayable, RuntimeError):
+                if not native:
+                    raise
+            finally:
+                self._holding = None
+
+    def unheld(self) -> list[str]:
+        """The operations with a kink the replay does not hold (kinks.UNHELD) it runs through."""
+        names = [e.func.overloadpacket.__name__ for e in self.entries]
+        return sorted({n for n in names if n in kinks.UNHELD})
 
     def _cast(self, t: torch.Tensor) -> torch.Tensor:
         return t if self.native else _wide(t)
@@ -256,8 +287,8 @@ class Replay:
         env: dict[tuple[int, int], torch.Tensor] = {}
         self.rec.paused += 1
         try:
-            for e in self.entries:
-                self._run(e, env, by_leaf)
+            for i, e in enumerate(self.entries):
+                self._run(e, env, by_leaf, i)
         finally:
             self.rec.paused -= 1
         out = []
@@ -270,7 +301,9 @@ class Replay:
                 raise NotReplayable("an output was not produced by the recorded operations")
         return out
 
-    def _run(self, e: Entry, env: dict[tuple[int, int], torch.Tensor], by_leaf: dict[int, torch.Tensor]) -> None:
+    def _run(
+        self, e: Entry, env: dict[tuple[int, int], torch.Tensor], by_leaf: dict[int, torch.Tensor], i: int = -1
+    ) -> None:
         name = e.func.overloadpacket.__name__
         if e.random and name != "native_dropout":
             for k, t in zip(e.outs, e.results, strict=True):
@@ -292,18 +325,30 @@ class Replay:
 
         args, kwargs = tree_map(arg, (e.args, e.kwargs))
         args, kwargs = _dense_backward(e.func, args, kwargs)
+        at = self.points.get(i) if self.points is not None else None
+        rule = kinks.rule_for(e.func) if at is not None else None
         if name == "native_dropout":  # the recorded mask, not a new draw
             x, p = args[0], args[1]
             mask = self._cast(e.results[1])
             res: Any = (x * mask / (1 - p) if p < 1 else x * 0, mask)
+        elif at is not None and rule is not None:  # a piecewise op on the branch it took at the point
+            res = kinks.held(e.func, rule, args, kwargs, at)
         else:
             try:
                 res = e.func(*args, **kwargs)
             except (RuntimeError, NotImplementedError) as err:
                 res = self._narrow(e, args, kwargs, err)
+        if self._holding is not None and kinks.rule_for(e.func) is not None:
+            self._holding[i] = kinks.point(e.func, args, kwargs, res)
         outs = [o for o in tree_flatten(res)[0] if isinstance(o, torch.Tensor)]
         for k, o in zip(e.outs, outs, strict=False):
             env[k] = o
+
+
+def _as_wide(at: kinks.Point) -> kinks.Point:
+    """The point's tensors in float64 (exact from float32: they are compared, never differentiated)."""
+    wide = {k: _wide(v) if isinstance(v, torch.Tensor) else v for k, v in at.args.items()}
+    return kinks.Point(wide, [_wide(r) for r in at.results])
 
 
 def _narrow_float(t: Any) -> Any:

@@ -160,6 +160,8 @@ class Observer:
             c.diagnosis = c.watch.finish() if c.watch is not None else None
             c.graph = c.probe.finish() if c.probe is not None else None
         self.higher = self.higher or bool(p.arguments.get("create_graph"))
+        if p.arguments.get("create_graph"):
+            self._record_grad(c, value)
         try:
             self._explain(c, value)
         except Exception as e:  # noqa: BLE001 - the tool's own failure is never the snippet's exception
@@ -269,6 +271,20 @@ class Observer:
             except Exception as e:  # noqa: BLE001 - the tool's own failure is never the snippet's exception
                 why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
                 event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+
+    def _record_grad(self, c: Call, value: Any) -> None:
+        """A create_graph gradient into the log (record.Recorder.record_grad), so a later call's replay
+        recomputes it from its inputs; where .grad accumulated onto an earlier grad, it is not recorded."""
+        grads = (
+            list(value)
+            if c.is_grad
+            else [None if b is not None else x.grad for x, b in zip(c.leaves, c.before, strict=True)]
+        )
+        try:
+            with checks.outside_the_log():
+                self.recorder.record_grad(c.outs, c.v_used, c.leaves, grads)
+        except Exception:  # noqa: BLE001, S110 - the tool's own failure: the gradient stays a constant to the replay
+            pass
 
     def _unread(self, c: Call, error: Exception) -> None:
         """A call that ran but the tool could not read back: an event that says so, the snippet goes on."""

@@ -154,8 +154,35 @@ class Recorder(TorchDispatchMode):
             self.copy_bytes += size
         return _Ref(copied, n, False)
 
+    def record_grad(
+        self, outputs: list[torch.Tensor], vs: list[Any], inputs: list[torch.Tensor], grads: list[Any]
+    ) -> None:
+        """A gradient taken with create_graph=True, as one entry of the log: a later forward that reads it
+        (a MAML step `w - lr * g`) is replayed with g recomputed from its inputs, not held as a constant.
+        The log pauses during backward, so this is the only way the replay learns how g depends on them."""
+        kept = [(x, g) for x, g in zip(inputs, grads, strict=True) if isinstance(g, torch.Tensor)]
+        if not kept or not all(isinstance(v, torch.Tensor) for v in vs):
+            return
+        try:
+            inner = self.replay(outputs, inputs)
+        except NotReplayable:
+            return  # its forward is not in the log: g stays a constant, and a check that needs it says so
+        grad = GradOf(
+            inner,
+            [v.detach().clone() for v in vs],
+            [k for k, g in enumerate(grads) if isinstance(g, torch.Tensor)],
+        )
+        refs = tuple(self._ref(x) for x in inputs)
+        keys = [key(g) for _, g in kept]
+        entry = Entry(grad, refs, {}, keys)
+        self.entries.append(entry)
+        for i, k in enumerate(keys):
+            self.made[k] = (entry, i)
+
     def forget(self, entries: list[Entry]) -> None:
-        """Drop these entries (a backward consumed their graph) and the copies only they used."""
+        """Drop these entries (a backward consumed their graph) and the copies only they used; a gradient's
+        entry takes its inner forward with it (the backward through it consumed that graph too)."""
+        entries = [*entries, *(i for e in entries if isinstance(e.func, GradOf) for i in e.func.inner.entries)]
         gone = {id(e) for e in entries}
         self.entries = [e for e in self.entries if id(e) not in gone]
         self.made = {k: v for k, v in self.made.items() if id(v[0]) not in gone}
@@ -206,6 +233,40 @@ class Recorder(TorchDispatchMode):
             why = "older operations were dropped to bound memory" if self.dropped else unseen or "it ran unseen"
             raise NotReplayable(f"the forward of this output was not recorded ({why})")
         return Replay(self, entries, [key(o) for o in outputs], [serial(t) for t in leaves])
+
+
+class _Packet:
+    __name__ = "grad"
+
+
+class _Schema:
+    is_mutable = False
+    arguments: list[Any] = []
+
+
+class GradOf:
+    """An entry's function that is a gradient (create_graph=True): the inner forward replayed at the
+    entry's inputs and differentiated there by autograd of the replay, with the call's v. Its own event
+    checked that gradient against finite differences; a later check differences through it."""
+
+    overloadpacket, _overloadname, _schema, is_view = _Packet(), "create_graph", _Schema(), False
+
+    def __init__(self, inner: Replay, vs: list[torch.Tensor], which: list[int]) -> None:
+        self.inner, self.vs, self.which = inner, vs, which
+
+    def run(self, xs: list[torch.Tensor], native: bool, hold: bool) -> list[torch.Tensor]:
+        inner = self.inner.in_native_dtypes() if native else self.inner
+        if hold:
+            self.inner.hold([x.detach().to(torch.float64) for x in xs], [x.dtype for x in xs])
+            inner.points = self.inner.points
+        deep = any(x.requires_grad for x in xs)  # a Jacobian of the replay: differentiable through g
+        with torch.enable_grad():
+            ins = [x if x.requires_grad else x.detach().requires_grad_() for x in xs]
+            ys = inner(*ins)
+            root = sum(((y * v.to(y.dtype)).sum() for y, v in zip(ys, self.vs, strict=True)), torch.zeros(()))
+            gs = torch.autograd.grad(root, [ins[k] for k in self.which], create_graph=deep, allow_unused=True)
+        out = [torch.zeros_like(ins[k]) if g is None else g for k, g in zip(self.which, gs, strict=True)]
+        return out if deep else [g.detach() for g in out]
 
 
 class Replay:
@@ -301,29 +362,37 @@ class Replay:
                 raise NotReplayable("an output was not produced by the recorded operations")
         return out
 
+    def _arg(
+        self, a: Any, env: dict[tuple[int, int], torch.Tensor], by_leaf: dict[int, torch.Tensor], name: str
+    ) -> Any:
+        """One argument of an entry as the replay reads it: a leaf, an earlier result, or a copy."""
+        if isinstance(a, _Ref):
+            if a.serial in by_leaf:
+                return by_leaf[a.serial]
+            if a.made:
+                if a.key not in env:
+                    raise NotReplayable(f"{name} reads a value the record does not hold")
+                return env[a.key]
+            return self._cast(self.rec.copies[a.key]).clone()  # an in-place op must not change the copy
+        if isinstance(a, torch.dtype) and a in _FLOATS and not self.native:
+            return torch.float64
+        return a
+
     def _run(
         self, e: Entry, env: dict[tuple[int, int], torch.Tensor], by_leaf: dict[int, torch.Tensor], i: int = -1
     ) -> None:
         name = e.func.overloadpacket.__name__
+        if isinstance(e.func, GradOf):
+            xs = [self._arg(a, env, by_leaf, name) for a in e.args]
+            for k, g in zip(e.outs, e.func.run(xs, self.native, self._holding is not None), strict=False):
+                env[k] = g
+            return
         if e.random and name != "native_dropout":
             for k, t in zip(e.outs, e.results, strict=True):
                 env[k] = self._cast(t)
             return
 
-        def arg(a: Any) -> Any:
-            if isinstance(a, _Ref):
-                if a.serial in by_leaf:
-                    return by_leaf[a.serial]
-                if a.made:
-                    if a.key not in env:
-                        raise NotReplayable(f"{name} reads a value the record does not hold")
-                    return env[a.key]
-                return self._cast(self.rec.copies[a.key]).clone()  # an in-place op must not change the copy
-            if isinstance(a, torch.dtype) and a in _FLOATS and not self.native:
-                return torch.float64
-            return a
-
-        args, kwargs = tree_map(arg, (e.args, e.kwargs))
+        args, kwargs = tree_map(lambda a: self._arg(a, env, by_leaf, name), (e.args, e.kwargs))
         args, kwargs = _dense_backward(e.func, args, kwargs)
         at = self.points.get(i) if self.points is not None else None
         rule = kinks.rule_for(e.func) if at is not None else None

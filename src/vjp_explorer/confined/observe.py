@@ -345,6 +345,11 @@ class Observer:
         """The replay and what the checks compare with: J, finite differences, term sizes, rounding."""
         from ..engine.finite_diff import finite_differences_of
 
+        if any(x.layout != torch.strided for x in leaves):
+            raise NotReplayable(
+                "a sparse leaf: autograd's gradient lives on its stored entries only, and these finite "
+                "differences perturb dense tensors; shown, not checked"
+            )
         replay = self.recorder.replay(outs, leaves, self._unseen())
         x0 = replay.leaf_values()
         read = replay.reads() if any(x is None for x in x0) else set()

@@ -42,8 +42,9 @@ def serial(t: torch.Tensor) -> int:
 
 
 def key(t: torch.Tensor) -> tuple[int, int]:
-    """A tensor as the log knows it: which tensor, and its version (in-place writes bump it)."""
-    return (serial(t), t._version)
+    """A tensor as the log knows it: which tensor, and its version (in-place writes bump it). A tensor made
+    under torch.inference_mode() has no version counter, and cannot be written outside it: always 0."""
+    return (serial(t), 0 if t.is_inference() else t._version)
 
 
 @dataclass
@@ -85,6 +86,7 @@ class Recorder(TorchDispatchMode):
         self.paused = 0
         self.custom_depth = 0  # inside a custom autograd.Function's forward: grad is off, yet it is the function
         self.dropped = False  # the log overflowed: older forwards cannot be replayed
+        self.failed = ""  # why the log could not record an operation (its own failure, never the snippet's)
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -100,20 +102,37 @@ class Recorder(TorchDispatchMode):
         name = func.overloadpacket.__name__
         if self.paused or (not torch.is_grad_enabled() and self.custom_depth == 0) or name in ("detach", "alias"):
             return func(*args, **kwargs)
-        tensors = [a for a in _leaves(args, kwargs) if isinstance(a, torch.Tensor)]
-        if not any(t.requires_grad or key(t) in self.made for t in tensors):
+        try:
+            tensors = [a for a in _leaves(args, kwargs) if isinstance(a, torch.Tensor)]
+            tracked = any(t.requires_grad or key(t) in self.made for t in tensors)
+            refs = _map(self._ref, args, kwargs) if tracked else None  # before the call: in-place ops
+        except Exception as e:  # noqa: BLE001 - the log's own failure: the op runs as Python would, unlogged
+            self._fail(name, e)
             return func(*args, **kwargs)
-        refs = _map(self._ref, args, kwargs)  # before the call: an in-place op changes its input
         out = func(*args, **kwargs)
+        if refs is None:
+            return out
+        try:
+            self._log(func, name, tensors, refs, out)
+        except Exception as e:  # noqa: BLE001
+            self._fail(name, e)
+        return out
+
+    def _fail(self, name: str, e: Exception) -> None:
+        """The log could not record an operation (a sparse or unusual layout, a tensor it cannot copy): a
+        later call whose forward went through it is unrecorded, and says why."""
+        self.failed = f"the log could not record {name} ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+
+    def _log(self, func: Any, name: str, tensors: list[torch.Tensor], refs: Any, out: Any) -> None:
         outs = [o for o in _leaves((out,), {}) if isinstance(o, torch.Tensor)]
         if outs and not any(o.is_floating_point() or o.is_complex() for o in outs):
-            return out
+            return
         # once the op returns, autograd bumps an in-place op's input (its result) and gives a view its base's
         # version counter: key the results as later operations will read them
         written = {serial(a) for a in tensors} if func._schema.is_mutable else set()
-        base = tensors[0]._version if func.is_view and tensors else None
+        base = key(tensors[0])[1] if func.is_view and tensors else None
         keys = [
-            (serial(o), o._version + 1) if serial(o) in written else (serial(o), base) if base is not None else key(o)
+            (serial(o), key(o)[1] + 1) if serial(o) in written else (serial(o), base) if base is not None else key(o)
             for o in outs
         ]
         entry = Entry(func, refs[0], refs[1], keys)
@@ -126,7 +145,6 @@ class Recorder(TorchDispatchMode):
         if len(self.entries) > self.max_entries:
             self.forget(self.entries[: len(self.entries) // 2])
             self.dropped = True
-        return out
 
     def _ref(self, a: Any) -> Any:
         if not isinstance(a, torch.Tensor):
@@ -141,7 +159,7 @@ class Recorder(TorchDispatchMode):
         # against it before it is reused for a later forward
         n = serial(a)
         held = self.copies.get(k + (self.generation.get(n, 0),))
-        if held is not None and a.requires_grad and (held.shape != a.shape or not torch.equal(held, a.detach())):
+        if held is not None and a.requires_grad and not _same(held, a):
             self.generation[n] = self.generation.get(n, 0) + 1
             held = None
         copied = k + (self.generation.get(n, 0),)
@@ -220,7 +238,7 @@ class Recorder(TorchDispatchMode):
             for r in _leaves(e.args, e.kwargs):
                 if isinstance(r, _Ref) and not r.made and r.serial in current:
                     now, then = current[r.serial], self.copies.get(r.key)
-                    if then is not None and now.shape == then.shape and not torch.equal(now.detach(), then):
+                    if then is not None and now.shape == then.shape and not _same(then, now):
                         changed.append(r.serial)
         return sorted(set(changed))
 
@@ -230,7 +248,8 @@ class Recorder(TorchDispatchMode):
         entries = self.slice_for(outputs, leaves)
         missing = [o for o in outputs if key(o) not in self.made and serial(o) not in {serial(t) for t in leaves}]
         if missing:
-            why = "older operations were dropped to bound memory" if self.dropped else unseen or "it ran unseen"
+            why = "older operations were dropped to bound memory" if self.dropped else self.failed or unseen
+            why = why or "it ran unseen"
             raise NotReplayable(f"the forward of this output was not recorded ({why})")
         return Replay(self, entries, [key(o) for o in outputs], [serial(t) for t in leaves])
 
@@ -418,6 +437,15 @@ def _as_wide(at: kinks.Point) -> kinks.Point:
     """The point's tensors in float64 (exact from float32: they are compared, never differentiated)."""
     wide = {k: _wide(v) if isinstance(v, torch.Tensor) else v for k, v in at.args.items()}
     return kinks.Point(wide, [_wide(r) for r in at.results])
+
+
+def _same(held: torch.Tensor, now: torch.Tensor) -> bool:
+    """Whether a copy still holds a tensor's values (a sparse one compared as the dense tensor it is)."""
+    if held.shape != now.shape or held.layout != now.layout:
+        return False
+    if now.layout != torch.strided:
+        return torch.equal(held.to_dense(), now.detach().to_dense())
+    return torch.equal(held, now.detach())
 
 
 def _narrow_float(t: Any) -> Any:

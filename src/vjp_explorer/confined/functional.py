@@ -230,6 +230,8 @@ def _vmap(observer: Any, real: Any) -> Any:
         spec = _spec_of(func)
         in_dims = args[0] if args else kw.get("in_dims", 0)
         out_dims = args[1] if len(args) > 1 else kw.get("out_dims", 0)
+        if spec is None and callable(batched):
+            return _grads_in(observer, batched)
         if spec is None or out_dims != 0 or not callable(batched):
             return batched
 
@@ -245,6 +247,101 @@ def _vmap(observer: Any, real: Any) -> Any:
         return called
 
     return wrapper
+
+
+def _grads_in(observer: Any, batched: Any) -> Any:
+    """vmap of a plain function: the autograd.grad calls it makes (with a batch of v, the Jacobian by
+    vmap of a vjp from PyTorch's docs) are each one event with the batch shape, checked sample by sample."""
+
+    @functools.wraps(batched)
+    def called(*xs: Any, **kw: Any) -> Any:
+        if _passing(observer) or observer.batched is not None:
+            return batched(*xs, **kw)
+        line, source = observer._where()
+        observer.batched = []
+        try:
+            value = batched(*xs, **kw)
+        finally:
+            seen, observer.batched = observer.batched, None
+        for call in seen:
+            _emit(observer, line, lambda call=call: _batched_event(observer, line, source, call))
+        return value
+
+    return called
+
+
+@dataclass
+class _Batched:
+    """One autograd.grad call inside vmap: its outputs and inputs (unbatched, the snippet's own tensors), and
+    its v and grads with the batch dimension first."""
+
+    outs: list[torch.Tensor]
+    inputs: list[torch.Tensor]
+    vs: list[torch.Tensor]
+    grads: list[Any]
+
+
+def unbatched(outs: list[Any], vs: list[Any], inputs: Any, value: Any) -> _Batched:
+    """The batched v and grads of an autograd.grad call inside vmap, as plain tensors (batch dimension 0)."""
+    from torch._C import _functorch as F
+
+    def plain(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor) or not F.is_batchedtensor(t):
+            return t.detach().clone() if isinstance(t, torch.Tensor) else t
+        inner, dim = F._unwrap_batched(t, F.maybe_get_level(t))
+        return plain(inner.movedim(dim, 0) if dim is not None else inner)
+
+    if any(isinstance(t, torch.Tensor) and F.is_batchedtensor(t) for t in [*outs, *(inputs or [])]):
+        raise ValueError("the outputs or inputs are batched themselves")
+    return _Batched(list(outs), list(inputs or []), [plain(v) for v in vs], [plain(g) for g in value])
+
+
+def _batched_event(observer: Any, line: int, source: str, call: _Batched | None) -> Event | None:
+    """The event of an autograd.grad call inside vmap: per sample b, grads[b] against Jᵀ v[b], J by
+    central differences of the replayed forward (float64, no autograd)."""
+    what = "inside vmap: one call with a batch of v (vmap batches the backward), each sample's Jᵀv"
+    event = Event(0, line, source, "torch.autograd.grad in torch.vmap", [], [], "grad_outputs", False, False, [])
+    event.notes.append(f"grad() {what}.")
+    compares = "each sample's grads vs Jᵀv[b], J from central differences of the replayed forward (float64)"
+    if call is None or not call.inputs or not all(isinstance(v, torch.Tensor) for v in call.vs):
+        why = "the call inside vmap could not be read back" if call is None else "grad_outputs not given as tensors"
+        event.checks.append(Check("finite_difference", "skipped", compares, reason=why))
+        return event
+    size = call.vs[0].shape[0]
+    event.v = [_info("v", v) for v in call.vs]
+    event.notes.append(f"batch of {size}: v has shape {list(call.vs[0].shape)}, one Jᵀv per sample")
+    got = [
+        torch.zeros(size, *x.shape) if g is None else g.reshape(size, *x.shape)
+        for g, x in zip(call.grads, call.inputs, strict=True)
+    ]
+    refs = _quietly(observer, lambda: _batched_reference(observer, call, size))[0]
+    _compare(event, "grad", refs, got, call.inputs[0].dtype, compares, True)
+    return event
+
+
+def _batched_reference(observer: Any, call: _Batched, size: int) -> list[tuple[Any, Any]] | str:
+    from ..engine.finite_diff import jacobian_of
+    from . import checks
+    from .record import NotReplayable
+
+    try:
+        replay = observer.recorder.replay(call.outs, call.inputs)
+        x0 = [
+            x if x is not None else leaf.detach().to(torch.float64)
+            for x, leaf in zip(replay.leaf_values(), call.inputs, strict=True)
+        ]
+        replay.hold(x0, [leaf.dtype for leaf in call.inputs])
+        found = jacobian_of(checks.flat(replay), x0, MAX_EVALS)
+    except (NotReplayable, RuntimeError) as e:
+        return str(e)
+    if found is None:
+        return f"more than {MAX_EVALS:,} evaluations of the replay would be needed"
+    blocks, errors = found
+    v = torch.cat([t.reshape(size, -1).to(torch.float64) for t in call.vs], dim=1)  # B × m
+    return [
+        ((v @ J).reshape(size, *x.shape), (v.abs() @ E).reshape(size, *x.shape))
+        for J, E, x in zip(blocks, errors, call.inputs, strict=True)
+    ]
 
 
 def _vmap_event(

@@ -51,6 +51,7 @@ class Observer:
         self.jacobian_rows = int(explain.get("jacobian_rows", checks.JACOBIAN_ROWS))
         self.graph = bool(explain.get("graph", False))
 
+        self.batched: list[Any] | None = None  # inside the snippet's torch.vmap: its autograd.grad calls
         self._local = threading.local()  # per thread: a snippet's threads call backward independently
         self.real: dict[str, Any] = {}
 
@@ -138,7 +139,10 @@ class Observer:
         if self.depth:  # Tensor.backward calls torch.autograd.backward: one event, not two
             return real(*args, **kwargs)
         if _in_functorch_transform():  # torch.func's own grad calls, on wrappers with no storage to read
-            return real(*args, **kwargs)
+            value = real(*args, **kwargs)
+            if self.batched is not None:  # autograd.grad inside the snippet's torch.vmap: one event of it
+                self._note_batched(qualname, real, args, kwargs, value)
+            return value
         try:
             p = inspect.signature(real).bind(*args, **kwargs)
         except TypeError:
@@ -271,6 +275,20 @@ class Observer:
             except Exception as e:  # noqa: BLE001 - the tool's own failure is never the snippet's exception
                 why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
                 event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+
+    def _note_batched(self, qualname: str, real: Any, args: Any, kwargs: Any, value: Any) -> None:
+        """An autograd.grad call inside torch.vmap, its batched v and grads unwrapped (functional.unbatched);
+        None where it cannot be read (the event says so)."""
+        from .functional import unbatched
+
+        assert self.batched is not None
+        try:
+            p = inspect.signature(real).bind(*args, **kwargs)
+            p.apply_defaults()
+            outs, vs, inputs = _arguments(qualname, p.arguments)
+            self.batched.append(unbatched(outs, vs, inputs, value))
+        except Exception:  # noqa: BLE001 - the tool's own failure: the call ran, the event says it is unread
+            self.batched.append(None)
 
     def _record_grad(self, c: Call, value: Any) -> None:
         """A create_graph gradient into the log (record.Recorder.record_grad), so a later call's replay

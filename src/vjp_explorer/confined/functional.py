@@ -69,6 +69,7 @@ def install(observer: Any) -> None:
     func.vjp = _func_vjp(observer, func.vjp)
     func.jvp = _func_jvp(observer, func.jvp)
     torch.vmap = func.vmap = _vmap(observer, func.vmap)  # the same function under two names
+    _forward_ad(observer)
     # gradcheck makes hundreds of autograd calls of its own: they are its business, not events
     for name in ("gradcheck", "gradgradcheck"):
         setattr(torch.autograd, name, _quiet(observer, getattr(torch.autograd, name)))
@@ -342,6 +343,87 @@ def _batched_reference(observer: Any, call: _Batched, size: int) -> list[tuple[A
         ((v @ J).reshape(size, *x.shape), (v.abs() @ E).reshape(size, *x.shape))
         for J, E, x in zip(blocks, errors, call.inputs, strict=True)
     ]
+
+
+def _forward_ad(observer: Any) -> None:
+    """torch.autograd.forward_ad: make_dual marks its dual tensor as a root of the log (it requires no
+    grad, yet the forward from it is the function), and unpack_dual of a result is one JVP event: its
+    tangent Ju against the derivative along u of the replayed forward, by central differences."""
+    import torch.autograd.forward_ad as fwad
+
+    real_make, real_unpack = fwad.make_dual, fwad.unpack_dual
+    duals: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # serial -> (dual, its tangent as given)
+
+    @functools.wraps(real_make)
+    def make_dual(tensor: Any, tangent: Any, *args: Any, **kw: Any) -> Any:
+        dual = real_make(tensor, tangent, *args, **kw)
+        if not _passing(observer) and isinstance(tangent, torch.Tensor):
+            from .record import serial
+
+            with contextlib.suppress(Exception):  # the tool's own failure: the dual is simply not followed
+                duals[serial(dual)] = (dual, tangent.detach().clone())
+                observer.recorder.roots.add(serial(dual))
+        return dual
+
+    @functools.wraps(real_unpack)
+    def unpack_dual(tensor: Any, *args: Any, **kw: Any) -> Any:
+        value = real_unpack(tensor, *args, **kw)
+        if _passing(observer) or not duals or getattr(value, "tangent", None) is None:
+            return value
+        from .record import serial
+
+        if serial(tensor) in duals:  # a dual input read back: its own tangent, nothing computed
+            return value
+        line, source = observer._where()
+        inputs = list(duals.values())
+        _emit(observer, line, lambda: _dual_event(observer, line, source, tensor, value.tangent, inputs))
+        return value
+
+    real_exit = fwad.dual_level.__exit__
+
+    def exit_level(self: Any, *args: Any) -> Any:  # the level's duals lose their tangents: forget them
+        duals.clear()
+        observer.recorder.roots.clear()
+        return real_exit(self, *args)
+
+    fwad.make_dual, fwad.unpack_dual = make_dual, unpack_dual
+    fwad.dual_level.__exit__ = exit_level  # type: ignore[method-assign]
+
+
+def _dual_event(
+    observer: Any, line: int, source: str, out: torch.Tensor, tangent: torch.Tensor, inputs: list[Any]
+) -> Event | None:
+    event = Event(0, line, source, "torch.autograd.forward_ad.unpack_dual", [], [], "given", False, False, [])
+    event.notes.append("unpack_dual(...).tangent is Ju, the derivative along the tangents u, by forward mode.")
+    event.v = [_info("u", u) for _, u in inputs]
+    compares = "the tangent Ju vs central differences of the replayed forward along u (float64, no autograd)"
+    refs = _quietly(observer, lambda: _dual_reference(observer, out, inputs))[0]
+    _compare(event, "jvp", refs, [tangent], inputs[0][1].dtype, compares, True)
+    return event
+
+
+def _dual_reference(observer: Any, out: torch.Tensor, inputs: list[Any]) -> list[tuple[Any, Any]] | str:
+    from ..engine.finite_diff import jacobian_of
+    from . import checks
+    from .record import NotReplayable
+
+    leaves = [d for d, _ in inputs]
+    try:
+        replay = observer.recorder.replay([out], leaves, "it was not computed from the dual tensors seen")
+        x0 = [
+            x if x is not None else d.detach().to(torch.float64)
+            for x, d in zip(replay.leaf_values(), leaves, strict=True)
+        ]
+        replay.hold(x0, [d.dtype for d in leaves])
+        us = [u.to(torch.float64) for _, u in inputs]
+        along = checks.flat(replay)
+        found = jacobian_of(lambda t: along(*[x + t * u for x, u in zip(x0, us, strict=True)]), [torch.zeros(())], 9)
+    except (NotReplayable, RuntimeError) as e:
+        return str(e)
+    if found is None:
+        return "the differences could not be taken"
+    (J,), (E,) = found
+    return [(J.reshape(out.shape), E.reshape(out.shape))]
 
 
 def _vmap_event(

@@ -87,6 +87,7 @@ class Recorder(TorchDispatchMode):
         self.custom_depth = 0  # inside a custom autograd.Function's forward: grad is off, yet it is the function
         self.dropped = False  # the log overflowed: older forwards cannot be replayed
         self.failed = ""  # why the log could not record an operation (its own failure, never the snippet's)
+        self.roots: set[int] = set()  # serials tracked without requiring grad: forward-mode AD's dual tensors
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -104,7 +105,8 @@ class Recorder(TorchDispatchMode):
             return func(*args, **kwargs)
         try:
             tensors = [a for a in _leaves(args, kwargs) if isinstance(a, torch.Tensor)]
-            tracked = any(t.requires_grad or key(t) in self.made for t in tensors)
+            roots = self.roots
+            tracked = any(t.requires_grad or key(t) in self.made or (roots and serial(t) in roots) for t in tensors)
             refs = _map(self._ref, args, kwargs) if tracked else None  # before the call: in-place ops
         except Exception as e:  # noqa: BLE001 - the log's own failure: the op runs as Python would, unlogged
             self._fail(name, e)

@@ -110,7 +110,7 @@ def dtype_name(t: torch.Tensor) -> str:
 def values_of(t: Any) -> Any:
     if t is None:
         return None
-    t = t.detach()
+    t = dense(t.detach())  # a sparse leaf or grad: its values as the dense tensor it stands for
     if t.is_complex():  # each element as its text, "(1+2j)", in the tensor's own nesting: JSON has no complex
         return _texts(t.tolist())
     return t.to(torch.float64).tolist() if t.is_floating_point() else t.tolist()

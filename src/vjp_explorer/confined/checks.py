@@ -184,3 +184,16 @@ def directions(
 
 def _dtype(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")
+
+
+def unheld_kinks(check: Check, unheld: list[str]) -> Check:
+    """A finite-difference disagreement where the replay runs through a kink it cannot hold at the point
+    (a norm at 0, a median over all): the step may have crossed it, so the check is inconclusive, never
+    `disagree` for a reason of its own."""
+    if check.status != "disagree" or not unheld:
+        return check
+    why = (
+        f"{', '.join(unheld)} has a kink the replay cannot hold at the point: the differences may step across "
+        f"it ({check.reason})"
+    )
+    return replace(check, status="inconclusive", reason=why)

@@ -69,6 +69,7 @@ def install(observer: Any) -> None:
     func.vjp = _func_vjp(observer, func.vjp)
     func.jvp = _func_jvp(observer, func.jvp)
     torch.vmap = func.vmap = _vmap(observer, func.vmap)  # the same function under two names
+    _forward_ad(observer)
     # gradcheck makes hundreds of autograd calls of its own: they are its business, not events
     for name in ("gradcheck", "gradgradcheck"):
         setattr(torch.autograd, name, _quiet(observer, getattr(torch.autograd, name)))
@@ -230,6 +231,8 @@ def _vmap(observer: Any, real: Any) -> Any:
         spec = _spec_of(func)
         in_dims = args[0] if args else kw.get("in_dims", 0)
         out_dims = args[1] if len(args) > 1 else kw.get("out_dims", 0)
+        if spec is None and callable(batched):
+            return _grads_in(observer, batched)
         if spec is None or out_dims != 0 or not callable(batched):
             return batched
 
@@ -245,6 +248,182 @@ def _vmap(observer: Any, real: Any) -> Any:
         return called
 
     return wrapper
+
+
+def _grads_in(observer: Any, batched: Any) -> Any:
+    """vmap of a plain function: the autograd.grad calls it makes (with a batch of v, the Jacobian by
+    vmap of a vjp from PyTorch's docs) are each one event with the batch shape, checked sample by sample."""
+
+    @functools.wraps(batched)
+    def called(*xs: Any, **kw: Any) -> Any:
+        if _passing(observer) or observer.batched is not None:
+            return batched(*xs, **kw)
+        line, source = observer._where()
+        observer.batched = []
+        try:
+            value = batched(*xs, **kw)
+        finally:
+            seen, observer.batched = observer.batched, None
+        for call in seen:
+            _emit(observer, line, lambda call=call: _batched_event(observer, line, source, call))
+        return value
+
+    return called
+
+
+@dataclass
+class _Batched:
+    """One autograd.grad call inside vmap: its outputs and inputs (unbatched, the snippet's own tensors), and
+    its v and grads with the batch dimension first."""
+
+    outs: list[torch.Tensor]
+    inputs: list[torch.Tensor]
+    vs: list[torch.Tensor]
+    grads: list[Any]
+
+
+def unbatched(outs: list[Any], vs: list[Any], inputs: Any, value: Any) -> _Batched:
+    """The batched v and grads of an autograd.grad call inside vmap, as plain tensors (batch dimension 0)."""
+    from torch._C import _functorch as F
+
+    def plain(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor) or not F.is_batchedtensor(t):
+            return t.detach().clone() if isinstance(t, torch.Tensor) else t
+        inner, dim = F._unwrap_batched(t, F.maybe_get_level(t))
+        return plain(inner.movedim(dim, 0) if dim is not None else inner)
+
+    if any(isinstance(t, torch.Tensor) and F.is_batchedtensor(t) for t in [*outs, *(inputs or [])]):
+        raise ValueError("the outputs or inputs are batched themselves")
+    return _Batched(list(outs), list(inputs or []), [plain(v) for v in vs], [plain(g) for g in value])
+
+
+def _batched_event(observer: Any, line: int, source: str, call: _Batched | None) -> Event | None:
+    """The event of an autograd.grad call inside vmap: per sample b, grads[b] against Jᵀ v[b], J by
+    central differences of the replayed forward (float64, no autograd)."""
+    what = "inside vmap: one call with a batch of v (vmap batches the backward), each sample's Jᵀv"
+    event = Event(0, line, source, "torch.autograd.grad in torch.vmap", [], [], "grad_outputs", False, False, [])
+    event.notes.append(f"grad() {what}.")
+    compares = "each sample's grads vs Jᵀv[b], J from central differences of the replayed forward (float64)"
+    if call is None or not call.inputs or not all(isinstance(v, torch.Tensor) for v in call.vs):
+        why = "the call inside vmap could not be read back" if call is None else "grad_outputs not given as tensors"
+        event.checks.append(Check("finite_difference", "skipped", compares, reason=why))
+        return event
+    size = call.vs[0].shape[0]
+    event.v = [_info("v", v) for v in call.vs]
+    event.notes.append(f"batch of {size}: v has shape {list(call.vs[0].shape)}, one Jᵀv per sample")
+    got = [
+        torch.zeros(size, *x.shape) if g is None else g.reshape(size, *x.shape)
+        for g, x in zip(call.grads, call.inputs, strict=True)
+    ]
+    refs = _quietly(observer, lambda: _batched_reference(observer, call, size))[0]
+    _compare(event, "grad", refs, got, call.inputs[0].dtype, compares, True)
+    return event
+
+
+def _batched_reference(observer: Any, call: _Batched, size: int) -> list[tuple[Any, Any]] | str:
+    from ..engine.finite_diff import jacobian_of
+    from . import checks
+    from .record import NotReplayable
+
+    try:
+        replay = observer.recorder.replay(call.outs, call.inputs)
+        x0 = [
+            x if x is not None else leaf.detach().to(torch.float64)
+            for x, leaf in zip(replay.leaf_values(), call.inputs, strict=True)
+        ]
+        replay.hold(x0, [leaf.dtype for leaf in call.inputs])
+        found = jacobian_of(checks.flat(replay), x0, MAX_EVALS)
+    except (NotReplayable, RuntimeError) as e:
+        return str(e)
+    if found is None:
+        return f"more than {MAX_EVALS:,} evaluations of the replay would be needed"
+    blocks, errors = found
+    v = torch.cat([t.reshape(size, -1).to(torch.float64) for t in call.vs], dim=1)  # B × m
+    return [
+        ((v @ J).reshape(size, *x.shape), (v.abs() @ E).reshape(size, *x.shape))
+        for J, E, x in zip(blocks, errors, call.inputs, strict=True)
+    ]
+
+
+def _forward_ad(observer: Any) -> None:
+    """torch.autograd.forward_ad: make_dual marks its dual tensor as a root of the log (it requires no
+    grad, yet the forward from it is the function), and unpack_dual of a result is one JVP event: its
+    tangent Ju against the derivative along u of the replayed forward, by central differences."""
+    import torch.autograd.forward_ad as fwad
+
+    real_make, real_unpack = fwad.make_dual, fwad.unpack_dual
+    duals: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # serial -> (dual, its tangent as given)
+
+    @functools.wraps(real_make)
+    def make_dual(tensor: Any, tangent: Any, *args: Any, **kw: Any) -> Any:
+        dual = real_make(tensor, tangent, *args, **kw)
+        if not _passing(observer) and isinstance(tangent, torch.Tensor):
+            from .record import serial
+
+            with contextlib.suppress(Exception):  # the tool's own failure: the dual is simply not followed
+                duals[serial(dual)] = (dual, tangent.detach().clone())
+                observer.recorder.roots.add(serial(dual))
+        return dual
+
+    @functools.wraps(real_unpack)
+    def unpack_dual(tensor: Any, *args: Any, **kw: Any) -> Any:
+        value = real_unpack(tensor, *args, **kw)
+        if _passing(observer) or not duals or getattr(value, "tangent", None) is None:
+            return value
+        from .record import serial
+
+        if serial(tensor) in duals:  # a dual input read back: its own tangent, nothing computed
+            return value
+        line, source = observer._where()
+        inputs = list(duals.values())
+        _emit(observer, line, lambda: _dual_event(observer, line, source, tensor, value.tangent, inputs))
+        return value
+
+    real_exit = fwad.dual_level.__exit__
+
+    def exit_level(self: Any, *args: Any) -> Any:  # the level's duals lose their tangents: forget them
+        duals.clear()
+        observer.recorder.roots.clear()
+        return real_exit(self, *args)
+
+    fwad.make_dual, fwad.unpack_dual = make_dual, unpack_dual
+    fwad.dual_level.__exit__ = exit_level  # type: ignore[method-assign]
+
+
+def _dual_event(
+    observer: Any, line: int, source: str, out: torch.Tensor, tangent: torch.Tensor, inputs: list[Any]
+) -> Event | None:
+    event = Event(0, line, source, "torch.autograd.forward_ad.unpack_dual", [], [], "given", False, False, [])
+    event.notes.append("unpack_dual(...).tangent is Ju, the derivative along the tangents u, by forward mode.")
+    event.v = [_info("u", u) for _, u in inputs]
+    compares = "the tangent Ju vs central differences of the replayed forward along u (float64, no autograd)"
+    refs = _quietly(observer, lambda: _dual_reference(observer, out, inputs))[0]
+    _compare(event, "jvp", refs, [tangent], inputs[0][1].dtype, compares, True)
+    return event
+
+
+def _dual_reference(observer: Any, out: torch.Tensor, inputs: list[Any]) -> list[tuple[Any, Any]] | str:
+    from ..engine.finite_diff import jacobian_of
+    from . import checks
+    from .record import NotReplayable
+
+    leaves = [d for d, _ in inputs]
+    try:
+        replay = observer.recorder.replay([out], leaves, "it was not computed from the dual tensors seen")
+        x0 = [
+            x if x is not None else d.detach().to(torch.float64)
+            for x, d in zip(replay.leaf_values(), leaves, strict=True)
+        ]
+        replay.hold(x0, [d.dtype for d in leaves])
+        us = [u.to(torch.float64) for _, u in inputs]
+        along = checks.flat(replay)
+        found = jacobian_of(lambda t: along(*[x + t * u for x, u in zip(x0, us, strict=True)]), [torch.zeros(())], 9)
+    except (NotReplayable, RuntimeError) as e:
+        return str(e)
+    if found is None:
+        return "the differences could not be taken"
+    (J,), (E,) = found
+    return [(J.reshape(out.shape), E.reshape(out.shape))]
 
 
 def _vmap_event(
@@ -339,7 +518,9 @@ def _spec_reference(
     inner: _Spec | None = _spec_of(spec.func)
     if spec.kind != "hessian" and inner is None:
         f = _fixing(spec.func, xs, kw, nums, spec.has_aux)
-        found, independent = _quietly(observer, lambda: _reference("jacrev", f, _leaves(xs, nums), [], budget))
+        found, independent = _quietly(
+            observer, lambda: _reference("jacrev", f, _leaves(xs, nums), [], budget), spec.func
+        )
         return found, independent, 1
     if inner is None:  # torch.func.hessian
         base, a, b = spec.func, spec.argnums, spec.argnums
@@ -356,22 +537,134 @@ def _spec_reference(
         return "the differentiated arguments are not floating-point tensors", True, 2
     f = _fixing(base, xs, kw, (a, b) if a != b else (a,), False)
     pair = [xs[a], xs[b]] if a != b else [xs[a]]
-    found, independent = _quietly(observer, lambda: _second(f, pair, 0, len(pair) - 1, min(budget, MAX_EVALS_2)))
+    found, independent = _quietly(observer, lambda: _second(f, pair, 0, len(pair) - 1, min(budget, MAX_EVALS_2)), base)
     return found, independent, 2
 
 
-def _quietly(observer: Any, compute: Any) -> tuple[Any, bool]:
+def _quietly(observer: Any, compute: Any, func: Any = None) -> tuple[Any, bool]:
     """A reference computed with observation suspended (the function's own derivative calls are not
-    events), and whether the function took derivatives itself (then the reference is not independent)."""
+    events), and whether the function took derivatives itself (then the reference is not independent).
+    The snippet's state is as the real call left it afterwards (`untouched`), and the function's own
+    float constants run in float64 meanwhile (`widened`)."""
     if _SKIP[0]:
         return _SKIP[0], True
     used = _REF["used"]
     _REF["active"] += 1
     try:
-        found = observer._run(compute, (), {})
+        with untouched(func), widened(func):
+            found = observer._run(compute, (), {})
     finally:
         _REF["active"] -= 1
     return found, _REF["used"] == used
+
+
+_NARROW = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _code_of(func: Any) -> tuple[Any, Any]:
+    """The plain Python function behind func (a partial, a bound method, a wrapper), and its globals."""
+    seen = 0
+    while seen < 8:
+        seen += 1
+        inner = getattr(func, "__wrapped__", None) or getattr(func, "func", None) or getattr(func, "__func__", None)
+        if inner is None or inner is func:
+            break
+        func = inner
+    return (func, func.__globals__) if inspect.isfunction(func) else (None, None)
+
+
+def _modules_of(func: Any) -> list[torch.nn.Module]:
+    """The modules a function computes with: itself, the object of a bound method, those it closes over or
+    names as globals."""
+    found = [m for m in (func, getattr(func, "__self__", None)) if isinstance(m, torch.nn.Module)]
+    plain, names = _code_of(func)
+    if plain is not None:
+        cells = [c.cell_contents for c in plain.__closure__ or () if _full(c)]
+        named = [names[n] for n in plain.__code__.co_names if n in names]
+        found += [m for m in (*cells, *named) if isinstance(m, torch.nn.Module)]
+    return found
+
+
+def _full(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def untouched(func: Any) -> Any:
+    """While references re-evaluate func many times: afterwards the globals it rebinds, the lists and dicts
+    it fills, the cells it writes (nonlocal) and the random generators hold what the real call left there,
+    as they would after `python FILE.py` (the re-evaluations happen on copies of the snippet's view)."""
+    import random
+
+    plain, names = _code_of(func)
+    kept = dict(names) if names is not None else None
+    filled = [
+        (v, list(v) if isinstance(v, list) else dict(v))
+        for v in (kept or {}).values()
+        if isinstance(v, (list, dict)) and v is not names
+    ]
+    cells = [(c, c.cell_contents) for c in (plain.__closure__ or ()) if _full(c)] if plain is not None else []
+    rng = (torch.get_rng_state(), random.getstate())
+    try:
+        yield
+    finally:
+        if names is not None and kept is not None:
+            for k in [k for k in names if k not in kept]:
+                del names[k]
+            names.update(kept)
+        for container, was in filled:
+            if isinstance(container, list):
+                container[:] = was
+            else:
+                container.clear()
+                container.update(was)
+        for cell, value in cells:
+            cell.cell_contents = value
+        torch.set_rng_state(rng[0])
+        random.setstate(rng[1])
+
+
+@contextlib.contextmanager
+def widened(func: Any) -> Any:
+    """func's float constants in float64 while a reference runs (and restored): a float32 tensor it closes
+    over, names as a global, holds as a parameter or makes (torch.ones(3): the default dtype) would
+    otherwise win type promotion over a float64 input of no dimensions, and the differences would run in
+    float32."""
+    plain, names = _code_of(func)
+    cells = [c for c in (plain.__closure__ or ()) if _full(c)] if plain is not None else []
+    was_cells = [(c, c.cell_contents) for c in cells if _narrow(c.cell_contents)]
+    was_names = [
+        (n, names[n])
+        for n in (plain.__code__.co_names if plain is not None else ())
+        if n in (names or {}) and _narrow(names[n])
+    ]
+    was_data = [(t, t.data) for m in _modules_of(func) for t in [*m.parameters(), *m.buffers()] if _narrow(t)]
+    default = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)
+        for c, t in was_cells:
+            c.cell_contents = t.detach().double()
+        for n, t in was_names:
+            names[n] = t.detach().double()
+        for t, data in was_data:
+            t.data = data.double()
+        yield
+    finally:
+        torch.set_default_dtype(default)
+        for c, t in was_cells:
+            c.cell_contents = t
+        for n, t in was_names:
+            names[n] = t
+        for t, data in was_data:
+            t.data = data
+
+
+def _narrow(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.dtype in _NARROW
 
 
 def _event(
@@ -396,14 +689,14 @@ def _check(observer: Any, event: Event, kind: str, func: Any, inputs: Any, vs: l
     spec = _spec_of(func)
     if spec is not None and kind in ("vjp", "jvp"):
         compares = _COMPARES_2.format(kind=kind)
-        refs, independent = _quietly(observer, lambda: _of_derivative(kind, spec, xs, vs))
+        refs, independent = _quietly(observer, lambda: _of_derivative(kind, spec, xs, vs), spec.func)
     elif spec is not None:
         why = "the function is itself a derivative (torch.func): no finite-difference reference here"
         refs, independent = why, True
     elif kind == "hessian":
-        refs, independent = _quietly(observer, lambda: _hessian_reference(func, xs))
+        refs, independent = _quietly(observer, lambda: _hessian_reference(func, xs), func)
     else:
-        refs, independent = _quietly(observer, lambda: _reference(kind, func, xs, vs, MAX_EVALS))
+        refs, independent = _quietly(observer, lambda: _reference(kind, func, xs, vs, MAX_EVALS), func)
     _compare(event, kind, refs, got, xs[0].dtype, compares, independent)
 
 

@@ -246,6 +246,7 @@ class _Session:
         self.output_chars = 0
         self.message_bytes = 0  # all that came on the message pipe
         self.pending: dict[str, str] = {"stdout": "", "stderr": ""}
+        self.pending_line = 0  # the statement the pending output came from (it has not ended)
         self.raw: list[bytes] = []
         self.killed_for: VjpError | None = None
         self.ended = False  # "done", "error" or "exit" seen: the child said why it ends
@@ -393,6 +394,7 @@ class _Session:
             self.ended = True
         elif kind == "output":
             self.pending[frame["stream"]] += frame["text"]
+            self.pending_line = frame["line"]
             self._count(len(frame["text"]))
         elif kind == "statement":
             self._count(len(frame["stdout"]) + len(frame["stderr"]))
@@ -477,6 +479,9 @@ class _Session:
         outcome = self.outcome
         if self.unavailable is not None:
             raise unavailable_error(self.unavailable)
+        if self.pending["stdout"] or self.pending["stderr"]:  # a stopped statement: what it printed is shown
+            line = self.pending_line
+            outcome.statements.append(Statement(line, line, self.pending["stdout"], self.pending["stderr"]))
         if self.killed_for is not None:
             outcome.stopped = self.killed_for
         elif outcome.exception is not None and self.resource is not None:

@@ -51,6 +51,7 @@ class Observer:
         self.jacobian_rows = int(explain.get("jacobian_rows", checks.JACOBIAN_ROWS))
         self.graph = bool(explain.get("graph", False))
 
+        self.batched: list[Any] | None = None  # inside the snippet's torch.vmap: its autograd.grad calls
         self._local = threading.local()  # per thread: a snippet's threads call backward independently
         self.real: dict[str, Any] = {}
 
@@ -138,7 +139,10 @@ class Observer:
         if self.depth:  # Tensor.backward calls torch.autograd.backward: one event, not two
             return real(*args, **kwargs)
         if _in_functorch_transform():  # torch.func's own grad calls, on wrappers with no storage to read
-            return real(*args, **kwargs)
+            value = real(*args, **kwargs)
+            if self.batched is not None:  # autograd.grad inside the snippet's torch.vmap: one event of it
+                self._note_batched(qualname, real, args, kwargs, value)
+            return value
         try:
             p = inspect.signature(real).bind(*args, **kwargs)
         except TypeError:
@@ -160,6 +164,8 @@ class Observer:
             c.diagnosis = c.watch.finish() if c.watch is not None else None
             c.graph = c.probe.finish() if c.probe is not None else None
         self.higher = self.higher or bool(p.arguments.get("create_graph"))
+        if p.arguments.get("create_graph"):
+            self._record_grad(c, value)
         try:
             self._explain(c, value)
         except Exception as e:  # noqa: BLE001 - the tool's own failure is never the snippet's exception
@@ -270,6 +276,34 @@ class Observer:
                 why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
                 event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
 
+    def _note_batched(self, qualname: str, real: Any, args: Any, kwargs: Any, value: Any) -> None:
+        """An autograd.grad call inside torch.vmap, its batched v and grads unwrapped (functional.unbatched);
+        None where it cannot be read (the event says so)."""
+        from .functional import unbatched
+
+        assert self.batched is not None
+        try:
+            p = inspect.signature(real).bind(*args, **kwargs)
+            p.apply_defaults()
+            outs, vs, inputs = _arguments(qualname, p.arguments)
+            self.batched.append(unbatched(outs, vs, inputs, value))
+        except Exception:  # noqa: BLE001 - the tool's own failure: the call ran, the event says it is unread
+            self.batched.append(None)
+
+    def _record_grad(self, c: Call, value: Any) -> None:
+        """A create_graph gradient into the log (record.Recorder.record_grad), so a later call's replay
+        recomputes it from its inputs; where .grad accumulated onto an earlier grad, it is not recorded."""
+        grads = (
+            list(value)
+            if c.is_grad
+            else [None if b is not None else x.grad for x, b in zip(c.leaves, c.before, strict=True)]
+        )
+        try:
+            with checks.outside_the_log():
+                self.recorder.record_grad(c.outs, c.v_used, c.leaves, grads)
+        except Exception:  # noqa: BLE001, S110 - the tool's own failure: the gradient stays a constant to the replay
+            pass
+
     def _unread(self, c: Call, error: Exception) -> None:
         """A call that ran but the tool could not read back: an event that says so, the snippet goes on."""
         why = f"the tool could not read this call back ({type(error).__name__}: {str(error)[:200]})"
@@ -329,6 +363,11 @@ class Observer:
         """The replay and what the checks compare with: J, finite differences, term sizes, rounding."""
         from ..engine.finite_diff import finite_differences_of
 
+        if any(x.layout != torch.strided for x in leaves):
+            raise NotReplayable(
+                "a sparse leaf: autograd's gradient lives on its stored entries only, and these finite "
+                "differences perturb dense tensors; shown, not checked"
+            )
         replay = self.recorder.replay(outs, leaves, self._unseen())
         x0 = replay.leaf_values()
         read = replay.reads() if any(x is None for x in x0) else set()
@@ -342,6 +381,7 @@ class Observer:
                 name = self.name_of(leaves[k])
                 raise NotReplayable(f"{name} got a gradient, yet the recorded forward never read it: {self._unseen()}")
             x0[k] = leaves[k].detach().to(torch.float64)
+        replay.hold(x0, [leaf.dtype for leaf in leaves])  # relu, max, sort...: differentiated at the point
         changed = self._changed(replay, leaves)
         v = torch.cat([x.detach().reshape(-1).to(torch.float64) for x in vs])
         jac = checks.jacobian(replay, x0) if v.numel() <= self.jacobian_rows and not cheap else None
@@ -475,7 +515,7 @@ class Observer:
                 "too coarse for finite differences; the jtv check used it"
             )
             check = Check("finite_difference", "skipped", checks.FD, reason=why)
-        event.checks.append(check)
+        event.checks.append(checks.unheld_kinks(check, replay.unheld()))
 
 
 FULL_PER_LINE = 3  # calls of one line explained in full (render/snippet_view.py folds the rest: FOLD_AFTER)

@@ -22,6 +22,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from . import kinks
+
 # operations that draw random numbers: replayed from their recorded result, never drawn again
 _RANDOM = ("bernoulli", "normal", "uniform", "rand", "randn", "randint", "randperm", "multinomial", "exponential")
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -40,8 +42,9 @@ def serial(t: torch.Tensor) -> int:
 
 
 def key(t: torch.Tensor) -> tuple[int, int]:
-    """A tensor as the log knows it: which tensor, and its version (in-place writes bump it)."""
-    return (serial(t), t._version)
+    """A tensor as the log knows it: which tensor, and its version (in-place writes bump it). A tensor made
+    under torch.inference_mode() has no version counter, and cannot be written outside it: always 0."""
+    return (serial(t), 0 if t.is_inference() else t._version)
 
 
 @dataclass
@@ -83,6 +86,8 @@ class Recorder(TorchDispatchMode):
         self.paused = 0
         self.custom_depth = 0  # inside a custom autograd.Function's forward: grad is off, yet it is the function
         self.dropped = False  # the log overflowed: older forwards cannot be replayed
+        self.failed = ""  # why the log could not record an operation (its own failure, never the snippet's)
+        self.roots: set[int] = set()  # serials tracked without requiring grad: forward-mode AD's dual tensors
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -98,20 +103,38 @@ class Recorder(TorchDispatchMode):
         name = func.overloadpacket.__name__
         if self.paused or (not torch.is_grad_enabled() and self.custom_depth == 0) or name in ("detach", "alias"):
             return func(*args, **kwargs)
-        tensors = [a for a in _leaves(args, kwargs) if isinstance(a, torch.Tensor)]
-        if not any(t.requires_grad or key(t) in self.made for t in tensors):
+        try:
+            tensors = [a for a in _leaves(args, kwargs) if isinstance(a, torch.Tensor)]
+            roots = self.roots
+            tracked = any(t.requires_grad or key(t) in self.made or (roots and serial(t) in roots) for t in tensors)
+            refs = _map(self._ref, args, kwargs) if tracked else None  # before the call: in-place ops
+        except Exception as e:  # noqa: BLE001 - the log's own failure: the op runs as Python would, unlogged
+            self._fail(name, e)
             return func(*args, **kwargs)
-        refs = _map(self._ref, args, kwargs)  # before the call: an in-place op changes its input
         out = func(*args, **kwargs)
+        if refs is None:
+            return out
+        try:
+            self._log(func, name, tensors, refs, out)
+        except Exception as e:  # noqa: BLE001
+            self._fail(name, e)
+        return out
+
+    def _fail(self, name: str, e: Exception) -> None:
+        """The log could not record an operation (a sparse or unusual layout, a tensor it cannot copy): a
+        later call whose forward went through it is unrecorded, and says why."""
+        self.failed = f"the log could not record {name} ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+
+    def _log(self, func: Any, name: str, tensors: list[torch.Tensor], refs: Any, out: Any) -> None:
         outs = [o for o in _leaves((out,), {}) if isinstance(o, torch.Tensor)]
         if outs and not any(o.is_floating_point() or o.is_complex() for o in outs):
-            return out
+            return
         # once the op returns, autograd bumps an in-place op's input (its result) and gives a view its base's
         # version counter: key the results as later operations will read them
         written = {serial(a) for a in tensors} if func._schema.is_mutable else set()
-        base = tensors[0]._version if func.is_view and tensors else None
+        base = key(tensors[0])[1] if func.is_view and tensors else None
         keys = [
-            (serial(o), o._version + 1) if serial(o) in written else (serial(o), base) if base is not None else key(o)
+            (serial(o), key(o)[1] + 1) if serial(o) in written else (serial(o), base) if base is not None else key(o)
             for o in outs
         ]
         entry = Entry(func, refs[0], refs[1], keys)
@@ -124,7 +147,6 @@ class Recorder(TorchDispatchMode):
         if len(self.entries) > self.max_entries:
             self.forget(self.entries[: len(self.entries) // 2])
             self.dropped = True
-        return out
 
     def _ref(self, a: Any) -> Any:
         if not isinstance(a, torch.Tensor):
@@ -139,7 +161,7 @@ class Recorder(TorchDispatchMode):
         # against it before it is reused for a later forward
         n = serial(a)
         held = self.copies.get(k + (self.generation.get(n, 0),))
-        if held is not None and a.requires_grad and (held.shape != a.shape or not torch.equal(held, a.detach())):
+        if held is not None and a.requires_grad and not _same(held, a):
             self.generation[n] = self.generation.get(n, 0) + 1
             held = None
         copied = k + (self.generation.get(n, 0),)
@@ -152,8 +174,35 @@ class Recorder(TorchDispatchMode):
             self.copy_bytes += size
         return _Ref(copied, n, False)
 
+    def record_grad(
+        self, outputs: list[torch.Tensor], vs: list[Any], inputs: list[torch.Tensor], grads: list[Any]
+    ) -> None:
+        """A gradient taken with create_graph=True, as one entry of the log: a later forward that reads it
+        (a MAML step `w - lr * g`) is replayed with g recomputed from its inputs, not held as a constant.
+        The log pauses during backward, so this is the only way the replay learns how g depends on them."""
+        kept = [(x, g) for x, g in zip(inputs, grads, strict=True) if isinstance(g, torch.Tensor)]
+        if not kept or not all(isinstance(v, torch.Tensor) for v in vs):
+            return
+        try:
+            inner = self.replay(outputs, inputs)
+        except NotReplayable:
+            return  # its forward is not in the log: g stays a constant, and a check that needs it says so
+        grad = GradOf(
+            inner,
+            [v.detach().clone() for v in vs],
+            [k for k, g in enumerate(grads) if isinstance(g, torch.Tensor)],
+        )
+        refs = tuple(self._ref(x) for x in inputs)
+        keys = [key(g) for _, g in kept]
+        entry = Entry(grad, refs, {}, keys)
+        self.entries.append(entry)
+        for i, k in enumerate(keys):
+            self.made[k] = (entry, i)
+
     def forget(self, entries: list[Entry]) -> None:
-        """Drop these entries (a backward consumed their graph) and the copies only they used."""
+        """Drop these entries (a backward consumed their graph) and the copies only they used; a gradient's
+        entry takes its inner forward with it (the backward through it consumed that graph too)."""
+        entries = [*entries, *(i for e in entries if isinstance(e.func, GradOf) for i in e.func.inner.entries)]
         gone = {id(e) for e in entries}
         self.entries = [e for e in self.entries if id(e) not in gone]
         self.made = {k: v for k, v in self.made.items() if id(v[0]) not in gone}
@@ -191,7 +240,7 @@ class Recorder(TorchDispatchMode):
             for r in _leaves(e.args, e.kwargs):
                 if isinstance(r, _Ref) and not r.made and r.serial in current:
                     now, then = current[r.serial], self.copies.get(r.key)
-                    if then is not None and now.shape == then.shape and not torch.equal(now.detach(), then):
+                    if then is not None and now.shape == then.shape and not _same(then, now):
                         changed.append(r.serial)
         return sorted(set(changed))
 
@@ -201,9 +250,44 @@ class Recorder(TorchDispatchMode):
         entries = self.slice_for(outputs, leaves)
         missing = [o for o in outputs if key(o) not in self.made and serial(o) not in {serial(t) for t in leaves}]
         if missing:
-            why = "older operations were dropped to bound memory" if self.dropped else unseen or "it ran unseen"
+            why = "older operations were dropped to bound memory" if self.dropped else self.failed or unseen
+            why = why or "it ran unseen"
             raise NotReplayable(f"the forward of this output was not recorded ({why})")
         return Replay(self, entries, [key(o) for o in outputs], [serial(t) for t in leaves])
+
+
+class _Packet:
+    __name__ = "grad"
+
+
+class _Schema:
+    is_mutable = False
+    arguments: list[Any] = []
+
+
+class GradOf:
+    """An entry's function that is a gradient (create_graph=True): the inner forward replayed at the
+    entry's inputs and differentiated there by autograd of the replay, with the call's v. Its own event
+    checked that gradient against finite differences; a later check differences through it."""
+
+    overloadpacket, _overloadname, _schema, is_view = _Packet(), "create_graph", _Schema(), False
+
+    def __init__(self, inner: Replay, vs: list[torch.Tensor], which: list[int]) -> None:
+        self.inner, self.vs, self.which = inner, vs, which
+
+    def run(self, xs: list[torch.Tensor], native: bool, hold: bool) -> list[torch.Tensor]:
+        inner = self.inner.in_native_dtypes() if native else self.inner
+        if hold:
+            self.inner.hold([x.detach().to(torch.float64) for x in xs], [x.dtype for x in xs])
+            inner.points = self.inner.points
+        deep = any(x.requires_grad for x in xs)  # a Jacobian of the replay: differentiable through g
+        with torch.enable_grad():
+            ins = [x if x.requires_grad else x.detach().requires_grad_() for x in xs]
+            ys = inner(*ins)
+            root = sum(((y * v.to(y.dtype)).sum() for y, v in zip(ys, self.vs, strict=True)), torch.zeros(()))
+            gs = torch.autograd.grad(root, [ins[k] for k in self.which], create_graph=deep, allow_unused=True)
+        out = [torch.zeros_like(ins[k]) if g is None else g for k, g in zip(self.which, gs, strict=True)]
+        return out if deep else [g.detach() for g in out]
 
 
 class Replay:
@@ -213,12 +297,41 @@ class Replay:
         self.rec, self.entries, self.outs, self.leaves = rec, entries, outs, leaves
         self.native = False  # True: in the dtypes the forward ran in (its rounding), not float64
         self.narrowed: list[str] = []  # ops run in float32 for want of a float64 kernel
+        self.points: dict[int, kinks.Point] | None = None  # per piecewise entry: how it ran at the point
+        self._holding: dict[int, kinks.Point] | None = None
 
     def in_native_dtypes(self) -> Replay:
         """The same replay in the forward's own dtypes: the size of its rounding, against the float64 one."""
         other = Replay(self.rec, self.entries, self.outs, self.leaves)
-        other.native = True
+        other.native, other.points = True, self.points
         return other
+
+    def hold(self, x0: list[torch.Tensor], dtypes: list[torch.dtype]) -> None:
+        """Run once at the point and hold each piecewise operation on the branch it took there (kinks.py):
+        from now on the replay is smooth near the point, and differentiated there as autograd did. The
+        branches are read in the forward's own dtypes (a float32 pre-activation of 1e-9 that is -1e-9 in
+        float64 took float32's branch), in float64 where an op has no kernel in them."""
+        if not any(kinks.rule_for(e.func) for e in self.entries):
+            return
+        for native in (True, False):
+            self._holding = {}
+            try:
+                runner = self.in_native_dtypes() if native else self
+                runner._holding = self._holding
+                with torch.no_grad():
+                    runner(*[x.to(d) if native else x for x, d in zip(x0, dtypes, strict=True)])
+                self.points = {i: _as_wide(at) for i, at in self._holding.items()}
+                return
+            except (NotReplayable, RuntimeError):
+                if not native:
+                    raise
+            finally:
+                self._holding = None
+
+    def unheld(self) -> list[str]:
+        """The operations with a kink the replay does not hold (kinks.UNHELD) it runs through."""
+        names = [e.func.overloadpacket.__name__ for e in self.entries]
+        return sorted({n for n in names if n in kinks.UNHELD})
 
     def _cast(self, t: torch.Tensor) -> torch.Tensor:
         return t if self.native else _wide(t)
@@ -256,8 +369,8 @@ class Replay:
         env: dict[tuple[int, int], torch.Tensor] = {}
         self.rec.paused += 1
         try:
-            for e in self.entries:
-                self._run(e, env, by_leaf)
+            for i, e in enumerate(self.entries):
+                self._run(e, env, by_leaf, i)
         finally:
             self.rec.paused -= 1
         out = []
@@ -270,40 +383,71 @@ class Replay:
                 raise NotReplayable("an output was not produced by the recorded operations")
         return out
 
-    def _run(self, e: Entry, env: dict[tuple[int, int], torch.Tensor], by_leaf: dict[int, torch.Tensor]) -> None:
+    def _arg(
+        self, a: Any, env: dict[tuple[int, int], torch.Tensor], by_leaf: dict[int, torch.Tensor], name: str
+    ) -> Any:
+        """One argument of an entry as the replay reads it: a leaf, an earlier result, or a copy."""
+        if isinstance(a, _Ref):
+            if a.serial in by_leaf:
+                return by_leaf[a.serial]
+            if a.made:
+                if a.key not in env:
+                    raise NotReplayable(f"{name} reads a value the record does not hold")
+                return env[a.key]
+            return self._cast(self.rec.copies[a.key]).clone()  # an in-place op must not change the copy
+        if isinstance(a, torch.dtype) and a in _FLOATS and not self.native:
+            return torch.float64
+        return a
+
+    def _run(
+        self, e: Entry, env: dict[tuple[int, int], torch.Tensor], by_leaf: dict[int, torch.Tensor], i: int = -1
+    ) -> None:
         name = e.func.overloadpacket.__name__
+        if isinstance(e.func, GradOf):
+            xs = [self._arg(a, env, by_leaf, name) for a in e.args]
+            for k, g in zip(e.outs, e.func.run(xs, self.native, self._holding is not None), strict=False):
+                env[k] = g
+            return
         if e.random and name != "native_dropout":
             for k, t in zip(e.outs, e.results, strict=True):
                 env[k] = self._cast(t)
             return
 
-        def arg(a: Any) -> Any:
-            if isinstance(a, _Ref):
-                if a.serial in by_leaf:
-                    return by_leaf[a.serial]
-                if a.made:
-                    if a.key not in env:
-                        raise NotReplayable(f"{name} reads a value the record does not hold")
-                    return env[a.key]
-                return self._cast(self.rec.copies[a.key]).clone()  # an in-place op must not change the copy
-            if isinstance(a, torch.dtype) and a in _FLOATS and not self.native:
-                return torch.float64
-            return a
-
-        args, kwargs = tree_map(arg, (e.args, e.kwargs))
+        args, kwargs = tree_map(lambda a: self._arg(a, env, by_leaf, name), (e.args, e.kwargs))
         args, kwargs = _dense_backward(e.func, args, kwargs)
+        at = self.points.get(i) if self.points is not None else None
+        rule = kinks.rule_for(e.func) if at is not None else None
         if name == "native_dropout":  # the recorded mask, not a new draw
             x, p = args[0], args[1]
             mask = self._cast(e.results[1])
             res: Any = (x * mask / (1 - p) if p < 1 else x * 0, mask)
+        elif at is not None and rule is not None:  # a piecewise op on the branch it took at the point
+            res = kinks.held(e.func, rule, args, kwargs, at)
         else:
             try:
                 res = e.func(*args, **kwargs)
             except (RuntimeError, NotImplementedError) as err:
                 res = self._narrow(e, args, kwargs, err)
+        if self._holding is not None and kinks.rule_for(e.func) is not None:
+            self._holding[i] = kinks.point(e.func, args, kwargs, res)
         outs = [o for o in tree_flatten(res)[0] if isinstance(o, torch.Tensor)]
         for k, o in zip(e.outs, outs, strict=False):
             env[k] = o
+
+
+def _as_wide(at: kinks.Point) -> kinks.Point:
+    """The point's tensors in float64 (exact from float32: they are compared, never differentiated)."""
+    wide = {k: _wide(v) if isinstance(v, torch.Tensor) else v for k, v in at.args.items()}
+    return kinks.Point(wide, [_wide(r) for r in at.results])
+
+
+def _same(held: torch.Tensor, now: torch.Tensor) -> bool:
+    """Whether a copy still holds a tensor's values (a sparse one compared as the dense tensor it is)."""
+    if held.shape != now.shape or held.layout != now.layout:
+        return False
+    if now.layout != torch.strided:
+        return torch.equal(held.to_dense(), now.detach().to_dense())
+    return torch.equal(held, now.detach())
 
 
 def _narrow_float(t: Any) -> Any:

@@ -14,6 +14,7 @@ import errno
 import io
 import linecache
 import sys
+import threading
 import traceback
 import types
 from collections.abc import Callable, Iterable
@@ -24,6 +25,7 @@ from . import refusals
 Send = Callable[[dict[str, Any]], None]
 
 CHUNK = 64 << 10  # characters of output buffered before a long statement sends them early
+FLUSH_SECONDS = 0.5  # and every this often: a statement a limit stops keeps what it printed until then
 TRACEBACK_CHARS = 64 << 10  # a traceback longer than this is cut (a deep recursion's, say)
 
 
@@ -42,6 +44,7 @@ class _Stream(io.TextIOBase):
         self.name, self._fd, self._flush_chunk = name, fd, flush_chunk
         self.parts: list[str] = []
         self.size = 0
+        self.lock = threading.Lock()  # the snippet writes while the flusher (keep_sending) takes
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
@@ -59,9 +62,11 @@ class _Stream(io.TextIOBase):
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        self.parts.append(text)
-        self.size += len(text)
-        if self.size >= CHUNK:
+        with self.lock:
+            self.parts.append(text)
+            self.size += len(text)
+            full = self.size >= CHUNK
+        if full:
             whole = self.take()
             # one frame per CHUNK characters, well below the frame's size (6 bytes a character at most):
             # a 100 MB print reaches the parent's output limit, not the channel's
@@ -70,9 +75,28 @@ class _Stream(io.TextIOBase):
         return len(text)
 
     def take(self) -> str:
-        text = "".join(self.parts)
-        self.parts, self.size = [], 0
+        with self.lock:
+            text = "".join(self.parts)
+            self.parts, self.size = [], 0
         return text
+
+
+def keep_sending(streams: list[_Stream], early: Callable[[str, str], None], gate: threading.Lock) -> threading.Event:
+    """A daemon thread that sends what the snippet printed every FLUSH_SECONDS, so a statement a limit stops
+    (a training loop past the clock) keeps its output; `gate` orders it with the statement frames, and the
+    event it returns stops it before the run's last frames."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(FLUSH_SECONDS):
+            with gate:
+                for stream in streams:
+                    text = "" if stop.is_set() else stream.take()
+                    if text:
+                        early(stream.name, text)
+
+    threading.Thread(target=loop, name="vjp-output", daemon=True).start()
+    return stop
 
 
 def transcript_source(text: str) -> str:
@@ -136,6 +160,8 @@ def run(
 
     stdout, stderr = _Stream("stdout", 1, early), _Stream("stderr", 2, early)
     sys.stdout, sys.stderr = stdout, stderr
+    gate = threading.Lock()
+    flusher = keep_sending([stdout, stderr], early, gate)
     flags = 0
     end: dict[str, Any] = {"type": "done"}
     try:
@@ -147,13 +173,18 @@ def run(
             stopped = _run_statement(stmt, module.__dict__, filename, mode, flags, observers, confined)
             for frame in attempts.take() if attempts is not None else ():
                 send(frame)
-            text = {"stdout": stdout.take(), "stderr": stderr.take()}
-            send({"type": "statement", "line": stmt.lineno, "end_line": stmt.end_lineno or stmt.lineno, **text})
+            with gate:
+                text = {"stdout": stdout.take(), "stderr": stderr.take()}
+                send({"type": "statement", "line": stmt.lineno, "end_line": stmt.end_lineno or stmt.lineno, **text})
             if stopped is not None:
                 end = stopped
                 break
+        with gate:
+            flusher.set()
         _run_at_exit(send, stdout, stderr, current)
     finally:
+        with gate:
+            flusher.set()
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     send(end)
 

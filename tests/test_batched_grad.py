@@ -1,0 +1,65 @@
+"""autograd.grad inside torch.vmap: one event with the batch shape, each sample's Jᵀv checked.
+
+PyTorch's docs compute a Jacobian row by row as vmap of a vjp (`torch.autograd.grad` with a batch of v,
+the pattern `is_grads_batched=True` names); the reference is J by central differences of the replayed
+forward, and the oracle for the numbers is cos, the derivative of sin, by hand.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from test_confined_observe import observe
+
+VJP_IN_VMAP = """
+import torch
+torch.manual_seed(0)
+x = torch.randn(3, requires_grad=True)
+y = x.sin()
+def vjp(v):
+    return torch.autograd.grad(y, x, v, retain_graph=True)[0]
+jac = torch.vmap(vjp)(torch.eye(3))
+"""
+
+
+def test_a_vjp_in_vmap_is_one_event_with_the_batch_shape():
+    (event,), ns = observe(VJP_IN_VMAP)
+    assert event["call"] == "torch.autograd.grad in torch.vmap"
+    assert event["v"][0]["shape"] == [3, 3] and any("batch of 3" in n for n in event["notes"])
+    want = torch.diag(torch.cos(ns["x"].detach().double()))
+    (got,) = event["results"]
+    assert torch.tensor(got["values"], dtype=torch.float64).allclose(want, atol=1e-6)
+    (ref,) = event["reference"]
+    assert torch.tensor(ref["values"], dtype=torch.float64).allclose(want, atol=1e-8)
+    assert [c["status"] for c in event["checks"]] == ["agree"]
+    assert ns["jac"].double().allclose(want, atol=1e-6)  # the snippet's own result, as Python computes it
+
+
+def test_a_wrong_batched_gradient_disagrees():
+    """A custom Function with a wrong backward, its vjp taken for a batch of v."""
+    src = """
+import torch
+class Sin(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.cos() * 2
+    @staticmethod
+    def vmap(info, in_dims, x):
+        return Sin.apply(x), in_dims[0]
+x = torch.tensor([0.1, 0.2, 0.3], requires_grad=True)
+y = Sin.apply(x)
+jac = torch.vmap(lambda v: torch.autograd.grad(y, x, v, retain_graph=True)[0])(torch.eye(3))
+"""
+    (event,), _ = observe(src)
+    (check,) = event["checks"]
+    assert check["status"] == "disagree"
+    (ref,) = event["reference"]
+    assert torch.tensor(ref["values"], dtype=torch.float64).diagonal().tolist() == pytest.approx(
+        torch.tensor([0.1, 0.2, 0.3]).double().cos().tolist(), rel=1e-8
+    )

@@ -39,6 +39,7 @@ Send = Callable[[dict[str, Any]], None]
 MADE = "vjp_explorer.made"  # the key of a backward node's metadata that holds the Made record of its op
 _MAX_NODES = 20_000  # nodes of one graph walked for a diagnosis
 _MAX_MUTATIONS = 10_000  # in-place changes remembered (the latest)
+_HELD = 8  # backward calls whose graphs' nodes are held, to tell which earlier call freed a node
 _MAX_WALK = 100_000  # records walked back from an output
 _TO_PYTHON = {"item": ".item()", "tolist": ".tolist()", "numpy": ".numpy()", "__float__": "float()"}
 _TO_PYTHON.update({"__int__": "int()", "__bool__": "bool()", "__index__": "int()"})
@@ -75,6 +76,7 @@ class Mutation:
     after: int
     name: str | None
     leaf: bool  # the tensor changed is a leaf that requires grad (a parameter an optimizer steps)
+    key: int  # id of the tensor changed
 
 
 @dataclass
@@ -82,7 +84,7 @@ class Backward:
     """One backward call that ran to its end: its line, the nodes it may have freed, the leaves it reached."""
 
     line: int
-    nodes: set[int]
+    nodes: dict[int, Any]  # id -> node, held (their saved tensors are freed anyway) so no id is reused
     reached: set[int]
     retained: bool
     mutations_before: int  # len(mutations) when it ran: what changed after it
@@ -103,6 +105,7 @@ class Diagnoser(TorchFunctionMode):
         self.python: list[Made] = []  # values that left torch (.item(), .numpy(), float()) while requiring grad
         self.numpy: list[tuple[int, Made]] = []  # (memory, record) of each .numpy(): torch.from_numpy finds it
         self.outputs: list[Made] = []  # the records of the latest backward calls' outputs
+        self.cuts: list[Made] = []  # the latest tensor cuts (.detach(), .data, no_grad), kept past their tensors
         self._local = threading.local()
         self._tree: ast.Module | None = None
 
@@ -190,6 +193,7 @@ class Diagnoser(TorchFunctionMode):
             if lost and not o.requires_grad and o.is_floating_point():
                 m.cut = _cut_name(name, grad_mode)
                 m.cut_leaves = _leaves_of(ins)
+                self.cuts = [*self.cuts[-999:], m]
             if small and o.grad_fn is not None:
                 m.call = (func, args, kwargs)
             self._keep(o, m)
@@ -205,6 +209,7 @@ class Diagnoser(TorchFunctionMode):
                 m = Made(weakref.ref(value), line, "data", [self._record(t, frame)], [_version(t)])
                 m.cut, m.cut_leaves = ".data", _leaves_of([t])
                 self._keep(value, m)
+                self.cuts = [*self.cuts[-999:], m]
             elif name == "grad" and value is None and caller.f_code.co_filename == self.filename:
                 self._grad_none_read(t)
         except Exception:  # noqa: BLE001, S110 - only looking
@@ -253,7 +258,7 @@ class Diagnoser(TorchFunctionMode):
     def _mutated(self, t: torch.Tensor, op: str, line: int, frame: Any, v0: int, v1: int) -> None:
         leaf = t.is_leaf and t.requires_grad
         name = _bound_name(t, frame, self.namespace)
-        self.mutations.append(Mutation(line, op, _storage(t), v0, v1, name, leaf))
+        self.mutations.append(Mutation(line, op, _storage(t), v0, v1, name, leaf, id(t)))
         if len(self.mutations) > _MAX_MUTATIONS:
             del self.mutations[: _MAX_MUTATIONS // 10]
 
@@ -290,8 +295,11 @@ class Diagnoser(TorchFunctionMode):
     ) -> None:
         keeps = [_argument(qualname, args, kwargs, word) for word in ("retain_graph", "create_graph")]
         retained = any(bool(k) for k in keeps)
-        nodes = {id(n) for n in itertools.islice(graph_nodes([o.grad_fn for o in outs]), _MAX_NODES)}
+        walked = itertools.islice(graph_nodes([o.grad_fn for o in outs]), _MAX_NODES)
+        nodes = {} if retained else {id(n): n for n in walked}
         reached = {id(x) for x in graph_leaves(outs)}
+        for old in self.backwards[:-_HELD]:  # only the latest calls' nodes are held
+            old.nodes = {}
         self.backwards.append(Backward(line, nodes, reached, retained, len(self.mutations)))
         made = [self.made.get(id(o)) for o in outs]
         self.outputs = [*self.outputs, *[m for m in made if m is not None]][-4:]
@@ -342,7 +350,13 @@ class Diagnoser(TorchFunctionMode):
                 line,
                 {"line": first.line, "op": first.op},
                 saved={"line": made.line, "op": made.op},
-                facts={"node": type(node).__name__, "version": now, "expected": expected, "changes": len(changes)},
+                facts={
+                    "node": type(node).__name__,
+                    "version": now,
+                    "expected": expected,
+                    "changes": len(changes),
+                    "stepped": first.leaf,
+                },
             )
             return
 
@@ -359,25 +373,23 @@ class Diagnoser(TorchFunctionMode):
         return None
 
     def _twice(self, outs: list[Any], line: int) -> None:
-        freed = None
+        # the first node an earlier call freed (this call freed the nodes it ran through before it failed)
+        freed, earlier = None, None
         for node in itertools.islice(graph_nodes([o.grad_fn for o in outs]), _MAX_NODES):
-            if _saved_failing(node, "already been freed") is not None:
+            earlier = next((b for b in reversed(self.backwards) if b.nodes.get(id(node)) is node), None)
+            if earlier is not None and _saved_failing(node, "already been freed") is not None:
                 freed = node
                 break
-        if freed is None:
-            return
-        earlier = next((b for b in reversed(self.backwards) if id(freed) in b.nodes and not b.retained), None)
-        if earlier is None:
+        if freed is None or earlier is None:
             return
         made = freed.metadata.get(MADE)
         shared = {"line": None if made is None else made.line, "op": "" if made is None else made.op}
         tensor = made.ref() if made is not None else None
-        name = (
-            (_bound_name(tensor, None, self.namespace) if isinstance(tensor, torch.Tensor) else None)
-            or (made.name if made is not None else None)
-            or _assigned(self._source(), None if made is None else made.line)
+        name = (_bound_name(tensor, None, self.namespace) if isinstance(tensor, torch.Tensor) else None) or (
+            made.name if made is not None else None
         )
-        stepped = any(m.leaf for m in self.mutations[earlier.mutations_before :])
+        below = {id(x) for x in _leaves_below(freed)}
+        stepped = any(m.leaf and m.key in below for m in self.mutations[earlier.mutations_before :])
         self._say(
             "backward_twice",
             name or "",
@@ -476,7 +488,7 @@ class Diagnoser(TorchFunctionMode):
             if m.parents or m.op not in _FACTORIES or m.line is None:
                 continue
             for at in _python_sources(tree, m.line):
-                for cut in self.python:
+                for cut in [*self.python, *self.cuts]:
                     if cut.line == at and (leaf is None or leaf in cut.cut_leaves):
                         return cut
         return None
@@ -489,7 +501,12 @@ class Diagnoser(TorchFunctionMode):
             return
         spurious = _spurious(made, arriving)
         name = made.name or _assigned(self._source(), made.line) or ""
-        facts = {"node": type(node).__name__, "overflow": _overflowed(made)}
+        facts: dict[str, Any] = {"node": type(node).__name__, "overflow": _overflowed(made)}
+        upstream = _overflowed_input(made)
+        if upstream is not None:  # an input already inf in float32 that float64 holds finite: an overflow
+            facts["overflow"] = True
+            facts["from"] = {"line": upstream.line, "op": upstream.op}
+            spurious = True
         self._say("nonfinite_grad", name, line, {"line": made.line, "op": made.op}, spurious=spurious, facts=facts)
 
     # ------------------------------------------------------------------ helpers
@@ -591,9 +608,30 @@ def _spurious(made: Made, arriving: tuple[Any, ...]) -> bool | None:
 
 
 def _overflowed(made: Made) -> bool:
-    """The op's own forward value is inf (exp of a large number in float32): an overflow, not a singularity."""
+    """The op's own forward value is inf where float64 holds it finite (exp of a large number in float32): an
+    overflow, not a singularity (log at 0 is -inf in float64 too)."""
     t = made.ref()
-    return isinstance(t, torch.Tensor) and t.is_floating_point() and bool(torch.isinf(t).any())
+    if not _floating(t) or not bool(torch.isinf(t).any()) or made.call is None:
+        return False
+    return _finite_in_float64(made.call)
+
+
+def _finite_in_float64(call: tuple[Any, Any, Any]) -> bool:
+    func, args, kwargs = call
+    wide = [a.detach().to(torch.float64) if _floating(a) else a for a in args]
+    again = func(*wide, **kwargs)
+    return isinstance(again, torch.Tensor) and bool(torch.isfinite(again).all())
+
+
+def _overflowed_input(made: Made) -> Made | None:
+    """The record of an input of `made` that is inf where its own op, recomputed in float64, is finite."""
+    for parent in made.parents:
+        t = parent.ref()
+        if not _floating(t) or not bool(torch.isinf(t).any()) or parent.call is None:
+            continue
+        if _finite_in_float64(parent.call):
+            return parent
+    return None
 
 
 def _saved_failing(node: Any, words: str) -> str | None:
@@ -690,9 +728,15 @@ def _assigned(tree: ast.Module | None, line: int | None) -> str | None:
 
 
 def _written_output(source: str) -> str | None:
-    """`y` of `y.backward()` as the line writes it."""
-    found = re.search(r"([\w.\[\]]+?)\.backward\(", source)
-    return found.group(1) if found else None
+    """`y.sum()` of `y.sum().backward()` as the line writes it."""
+    try:
+        tree = ast.parse(source.strip())
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
+            return ast.unparse(node.func.value)
+    return None
 
 
 def _read_grad_of(source: str) -> str | None:
@@ -793,6 +837,15 @@ def graph_nodes(roots: list[Any]) -> Iterator[Any]:
         seen.add(id(node))
         yield node
         queue.extend(n for n, _ in node.next_functions if n is not None)
+
+
+def _leaves_below(node: Any) -> list[torch.Tensor]:
+    found = []
+    for n in itertools.islice(graph_nodes([node]), _MAX_NODES):
+        var = getattr(n, "variable", None) if type(n).__name__ == "AccumulateGrad" else None
+        if isinstance(var, torch.Tensor):
+            found.append(var)
+    return found
 
 
 def graph_leaves(outs: list[Any]) -> list[torch.Tensor]:

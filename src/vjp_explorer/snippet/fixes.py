@@ -39,6 +39,11 @@ def _inplace(
     text = _source(lines, at)
     stmt = _statement(text)
     where = f"line {at}: "
+    if facts.get("stepped"):  # a parameter an optimizer (or the snippet's own update) stepped in place
+        return (
+            f"finish every backward through the old graph before `{text}` changes `{name}` (line {at}), or run "
+            f"the forward again after it: the graph saved `{name}` as it was before the step."
+        )
     if "inplace=True" in text:
         return where + f"pass inplace=False (`{text.replace('inplace=True', 'inplace=False')}`)."
     ctor = next((k + 1 for k, s in enumerate(lines) if "inplace=True" in s), None)
@@ -126,6 +131,9 @@ def _uncut(op: str, cause: dict[str, Any], lines: list[str]) -> str:
     at = cause.get("line")
     text = _source(lines, at)
     where = f"line {at}: " if at else ""
+    python = next((word for word in (".numpy()", ".item()", ".tolist()") if word in text), None)
+    if python is not None:
+        op = python  # `w.detach().numpy()`: the detach is there for the numpy; the round trip is the cut
     if op == ".detach()" and text:
         return where + f"drop .detach() where the gradient should flow (`{text.replace('.detach()', '')}`)."
     if op == ".data" and text:
@@ -184,6 +192,9 @@ def _nonfinite(
     op = cause["op"]
     where = f"line {at}: " if at else ""
     if facts.get("overflow"):
+        source = facts.get("from") or {}
+        if source.get("line"):
+            where, op = f"line {source['line']}: ", source.get("op", op)
         return where + (
             f"`{op}` overflows float32 here: use a stable form that never forms the huge value (torch.softmax, "
             "torch.logsumexp, F.log_softmax instead of exp(x) / exp(x).sum()), or compute in float64."

@@ -215,12 +215,15 @@ def _nonfinite_text(name: str, line: int, cause: dict[str, Any], d: dict[str, An
     op, node = cause["op"], facts.get("node", "")
     made = f" (`{name}`)" if d["tensor"] else ""
     text = f"The first nan/inf of the backward at line {line} came from `{op}`{_at(cause)}{made}, {node}: "
-    if facts.get("overflow"):
-        text += f"the forward `{op}` itself overflowed to inf in float32, and its derivative with it. "
+    source = facts.get("from") or {}
+    if source.get("op"):
+        text += f"its input, from `{source['op']}`{_at(source)}, had overflowed to inf in float32; "
+    elif facts.get("overflow"):
+        text += f"the forward `{op}` itself overflowed to inf in float32 (float64 holds it finite); "
     if d["spurious"] is True:
         text += (
-            "the exact derivative is finite there (the local VJP recomputed in float64, a zero cotangent counted "
-            "as no path), so the nan/inf is an artefact of how it was computed."
+            "the exact derivative is finite there (recomputed in float64, a zero cotangent counted as no path), "
+            "so the nan/inf is an artefact of how it was computed."
         )
     elif d["spurious"] is False:
         text += "the derivative itself is infinite or undefined at these values (recomputed in float64)."

@@ -304,7 +304,7 @@ class Diagnoser(TorchFunctionMode):
         made = [self.made.get(id(o)) for o in outs]
         self.outputs = [*self.outputs, *[m for m in made if m is not None]][-4:]
         if watch.found is not None:
-            self._nonfinite(watch, line)
+            self._nonfinite(watch, line, self._nonfinite_leaf(qualname, outs, value))
         if qualname != "torch.autograd.grad":
             self._unused_parameters(outs, reached, line)
 
@@ -493,14 +493,22 @@ class Diagnoser(TorchFunctionMode):
                         return cut
         return None
 
-    def _nonfinite(self, watch: _NonfiniteWatch, line: int) -> None:
+    def _nonfinite_leaf(self, qualname: str, outs: list[Any], value: Any) -> str:
+        """The name of the first input whose gradient from this call holds a nan or inf."""
+        if qualname == "torch.autograd.grad":
+            return ""
+        for x in graph_leaves(outs):
+            if isinstance(x.grad, torch.Tensor) and not _finite(x.grad):
+                return _bound_name(x, None, self.namespace) or ""
+        return ""
+
+    def _nonfinite(self, watch: _NonfiniteWatch, line: int, name: str) -> None:
         assert watch.found is not None
         node, arriving = watch.found
         made = node.metadata.get(MADE)
         if made is None:
             return
         spurious = _spurious(made, arriving)
-        name = made.name or _assigned(self._source(), made.line) or ""
         facts: dict[str, Any] = {"node": type(node).__name__, "overflow": _overflowed(made)}
         upstream = _overflowed_input(made)
         if upstream is not None:  # an input already inf in float32 that float64 holds finite: an overflow

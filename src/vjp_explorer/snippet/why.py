@@ -213,8 +213,8 @@ def _no_graph(name: str, line: int, cause: dict[str, Any], d: dict[str, Any], fa
 
 def _nonfinite_text(name: str, line: int, cause: dict[str, Any], d: dict[str, Any], facts: dict[str, Any]) -> str:
     op, node = cause["op"], facts.get("node", "")
-    made = f" (`{name}`)" if d["tensor"] else ""
-    text = f"The first nan/inf of the backward at line {line} came from `{op}`{_at(cause)}{made}, {node}: "
+    grad = f"`{name}.grad` holds nan or inf. " if d["tensor"] else ""
+    text = f"{grad}The first nan/inf of the backward at line {line} came from `{op}`{_at(cause)} ({node}): "
     source = facts.get("from") or {}
     if source.get("op"):
         text += f"its input, from `{source['op']}`{_at(source)}, had overflowed to inf in float32; "

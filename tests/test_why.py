@@ -5,9 +5,14 @@ code of the same shape gets no diagnosis."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from vjp_explorer.snippet import run_snippet
+
+WHY_DOC = (Path(__file__).resolve().parents[1] / "docs" / "why.md").read_text()
+DOCUMENTED = {"iadd", "bptt", "nonscalar", "never_set"}  # shown in docs/why.md, in the run's words
 
 RELU_INPLACE = """\
 import torch
@@ -193,6 +198,8 @@ def test_each_famous_error_is_named_in_the_snippets_own_names_and_lines(name):
     if saved is not None:
         assert d.saved == {"line": saved[0], "op": saved[1]}
     assert FIXES[name] in d.fix, d.fix
+    if name in DOCUMENTED:
+        assert d.text in WHY_DOC and d.fix in WHY_DOC, "docs/why.md is stale"
     as_json = r.to_dict()["snippet"]["diagnoses"][0]
     assert as_json["kind"] == kind and as_json["cause"] == {"line": cause_line, "op": cause_op}
     assert ("saved" in as_json) == (kind == "inplace_modified") and "spurious" not in as_json

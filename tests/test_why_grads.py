@@ -6,10 +6,15 @@ same shapes gets no diagnosis."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from vjp_explorer.snippet import run_snippet
 from vjp_explorer.snippet.why import needs_diagnosis
+
+WHY_DOC = (Path(__file__).resolve().parents[1] / "docs" / "why.md").read_text()
+DOCUMENTED = {"item", "where_sqrt"}  # shown in docs/why.md, in the run's words
 
 ITEM = """\
 import torch
@@ -140,6 +145,8 @@ def test_each_missing_or_nonfinite_gradient_is_traced_to_its_line(name):
     assert got == want
     d = r.diagnoses[0]
     assert fix in d.fix, d.fix
+    if name in DOCUMENTED:
+        assert d.text in WHY_DOC and d.fix in WHY_DOC, "docs/why.md is stale"
     if d.kind == "nonfinite_grad":
         assert d.spurious is spurious
         assert r.to_dict()["snippet"]["diagnoses"][0]["spurious"] is spurious

@@ -151,10 +151,12 @@ def _twice(name: str, line: int, cause: dict[str, Any], d: dict[str, Any], facts
     shared = facts.get("shared") or {}
     made = f"`{shared.get('op')}`{_at(shared)}" if shared.get("op") else "an earlier operation"
     what = f", which made `{name}`" if d["tensor"] else ""
-    return (
-        f"The backward at line {cause['line']} freed what the graph saved; the backward at line {line} goes "
-        f"through the same part of it: {made}{what} ({facts.get('node', 'a node')})."
+    first = (
+        f"The backward at line {cause['line']}, in an earlier iteration, freed what the graph saved; this call"
+        if facts.get("loop")
+        else f"The backward at line {cause['line']} freed what the graph saved; the backward at line {line}"
     )
+    return f"{first} goes through the same part of it: {made}{what} ({facts.get('node', 'a node')})."
 
 
 def _grad_none(name: str, line: int, cause: dict[str, Any], d: dict[str, Any], facts: dict[str, Any]) -> str:

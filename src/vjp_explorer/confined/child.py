@@ -61,7 +61,11 @@ def main() -> int:
     os.dup2(null, 0)  # input() meets end of file, as `python FILE.py < /dev/null` would
     os.close(null)
     observe = None
-    if snippet.get("observe"):
+    if snippet.get("diagnose"):  # the second run of a snippet that failed: the instruments of docs/why.md
+        from .diagnose import diagnoser_for
+
+        observe = diagnoser_for(send, snippet["filename"], snippet.get("seed"))
+    elif snippet.get("observe"):
         from .observe import observer_for  # imports torch: after the confinement, as a snippet's import would
 
         observe = observer_for(send, snippet["filename"], snippet.get("seed"), dict(snippet.get("explain") or {}))

@@ -197,12 +197,14 @@ def run_confined(
     observe: bool = False,
     seed: int | None = None,
     graph: bool = False,
+    diagnose: bool = False,
 ) -> Outcome:
     """Run `text` in a fresh child process, confined unless `trust`, and say what happened.
 
     mode "script" runs it as `python FILE.py`, "repl" as the REPL ran a transcript. `on_message` sees each
     checked frame as it arrives (for a live view). Raises ConfinementUnavailableError before anything runs
-    where the machine cannot confine; every other way a run ends is in the Outcome.
+    where the machine cannot confine; every other way a run ends is in the Outcome. `diagnose`: the second
+    run of a snippet that failed, with confined/diagnose.py's instruments (its "diagnosis" frames).
     """
     if mode not in ("script", "repl"):
         raise ValueError(f"mode must be 'script' or 'repl', not {mode!r}")
@@ -228,7 +230,7 @@ def run_confined(
             "jacobian_rows": limits.snippet_jacobian_rows,
             "graph": graph,
         }
-        session.extra = {"observe": observe, "seed": seed, "explain": explain}
+        session.extra = {"observe": observe, "seed": seed, "explain": explain, "diagnose": diagnose}
         return session.talk(text, mode, filename)
     finally:
         scratch.remove(folder)  # the child is dead and reaped: talk() ends only then, or start() failed

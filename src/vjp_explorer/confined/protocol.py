@@ -167,6 +167,9 @@ FRAMES: dict[str, dict[str, Check]] = {
     "exit": {"line": _int, "code": _int, "message": _str},
     # one backward or grad call, explained in the child (observe.py); checked field by field where it is read
     "event": {"event": lambda d: isinstance(d, dict)},
+    # why the snippet failed, found in a second run with autograd's instruments (diagnose.py); read field by
+    # field where it is read (snippet/why.py)
+    "diagnosis": {"diagnosis": lambda d: isinstance(d, dict)},
     # every statement ran
     "done": {},
 }

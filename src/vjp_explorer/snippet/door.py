@@ -35,6 +35,7 @@ def run_snippet(
     `result.stopped` instead, beside the statements and events that ran before it. With `graph`, each
     explained event carries the backward graph with the cotangent every node received.
     """
+    import functools
     import os
 
     from ..confined.launch import run_confined
@@ -44,17 +45,17 @@ def run_snippet(
     drawn = seed if seed is not None else int.from_bytes(os.urandom(4), "little") % 2**31
     src = read_source(text, label)
     parse(src, label, limits.snippet_chars, limits.snippet_nodes)  # Python's refusal, pointed, before a child
-    outcome = run_confined(
+    again = functools.partial(
+        run_confined,
         src.original if src.repl else src.code,
         limits=limits,
         allow_read=allow_read,
         trust=trust,
         mode="repl" if src.repl else "script",
         filename=label,
-        observe=True,
         seed=drawn,
-        graph=graph,
     )
+    outcome = again(observe=True, graph=graph)
     if outcome.stopped is not None and not keep_partial:
         raise outcome.stopped
     lines = (src.pasted or src.original).split("\n")  # as pasted: an IPython transcript keeps its prompts
@@ -99,6 +100,7 @@ def run_snippet(
     if outcome.at_exit is not None:
         done = outcome.at_exit
         at_exit = AtExit(safe_text(done.stdout), [safe_text(w) for w in done.stderr.splitlines() if w.strip()])
+    diagnoses = _diagnoses(outcome, events, src, lines, again, safe_text)
     from importlib.metadata import version
 
     return SnippetResult(
@@ -114,7 +116,19 @@ def run_snippet(
         stopped=outcome.stopped,
         at_exit=at_exit,
         notes=_session_note(src) + _refused_notes(outcome, error),
+        diagnoses=diagnoses,
     )
+
+
+def _diagnoses(outcome: Any, events: list[Event], src: Source, lines: list[str], again: Any, safe: Any) -> list[Any]:
+    """Why it failed (docs/why.md): a second confined run with autograd's instruments, only where the first
+    run failed in a way they explain; a run the tool stopped (a limit) gets none."""
+    from .why import find, needs_diagnosis
+
+    message = outcome.exception.message if outcome.exception is not None else None
+    if outcome.stopped is not None or not needs_diagnosis(message, events, outcome.stdout, outcome.stderr, src.code):
+        return []
+    return find(again, lines, safe)
 
 
 def _refused_notes(outcome: Any, error: RaisedError | None) -> list[str]:

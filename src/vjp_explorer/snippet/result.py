@@ -113,6 +113,29 @@ class RaisedError:
 
 
 @dataclass
+class Diagnosis:
+    """Why the snippet failed, in its own names and lines (docs/why.md): one of the six KINDS of snippet/why.py."""
+
+    kind: str
+    tensor: str  # the snippet's own name for it: `h`, `model.fc1.weight`
+    line: int  # where the failure surfaced: the backward call, or the line that read .grad
+    cause: dict[str, Any]  # {"line": N or None, "op": "..."}: what caused it (see docs/why.md per kind)
+    fix: str
+    text: str  # the diagnosis in words
+    saved: dict[str, Any] | None = None  # inplace_modified: {"line": N, "op": "..."} that saved the tensor
+    spurious: bool | None = None  # nonfinite_grad: the exact derivative is finite there (None: not known)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object: `saved` only for inplace_modified, `spurious` only for nonfinite_grad."""
+        d = asdict(self)
+        if self.kind != "inplace_modified":
+            del d["saved"]
+        if self.kind != "nonfinite_grad":
+            del d["spurious"]
+        return d
+
+
+@dataclass
 class SnippetResult:
     """A whole snippet run: its transcript, its backward events, and the error it stopped at, if any."""
 
@@ -130,6 +153,7 @@ class SnippetResult:
     # the tool stopped the snippet (a limit, a crash): what ran until then is above; the error itself
     stopped: Any = None  # an errors.VjpError
     at_exit: AtExit | None = None  # output of the snippet's atexit functions (also the end of `stdout`)
+    diagnoses: list[Diagnosis] = field(default_factory=list)  # why it failed (docs/why.md), after its own error
 
     @property
     def exit_code(self) -> int:
@@ -192,6 +216,7 @@ class SnippetResult:
                 if self.stopped is None
                 else {"message": self.stopped.message, "hint": self.stopped.hint},
                 "notes": list(self.notes),
+                "diagnoses": [d.to_dict() for d in self.diagnoses],
                 "exit_code": self.exit_code,
             },
         }

@@ -1,0 +1,302 @@
+"""The records and tensor helpers of a diagnosis run (confined/diagnose.py): how each tensor came to be, each
+in-place change, each backward call; the first node that sent a nan or inf on; the float64 recomputation that
+says whether a derivative is finite; walks of the backward graph."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+MAX_NODES = 20_000  # nodes of one graph walked for a diagnosis
+MAX_WALK = 100_000  # records walked back from an output
+
+
+@dataclass(eq=False)
+class Made:
+    """How one tensor came to be: the op and line that made it, the records of its inputs (kept by reference,
+    so the story survives tensors the snippet dropped), and whether a value that required grad lost its graph
+    there (`cut`)."""
+
+    ref: Any  # weakref to the tensor
+    line: int | None
+    op: str
+    parents: list[Made] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)  # each input's version counter when the op read it
+    inputs: list[Any] = field(default_factory=list)  # weakrefs to the inputs
+    cut: str | None = None  # ".detach()", "torch.no_grad()", ...: the op that dropped the graph here
+    cut_leaves: set[int] = field(default_factory=set)  # ids of the leaves the cut value depended on
+    requires_grad: bool = False
+    call: Any = None  # (func, args, kwargs) with the inputs held, to recompute the op in float64
+    name: str | None = None  # what the snippet called the tensor, where it was bound when an op read it
+
+
+@dataclass
+class Mutation:
+    """One call that moved a tensor's version counter (an in-place change), where the snippet made it."""
+
+    line: int
+    op: str
+    storage: int
+    before: int
+    after: int
+    name: str | None
+    leaf: bool  # the tensor changed is a leaf that requires grad (a parameter an optimizer steps)
+    key: int  # id of the tensor changed
+
+
+@dataclass
+class Backward:
+    """One backward call that ran to its end: its line, the nodes it may have freed, the leaves it reached."""
+
+    line: int
+    nodes: dict[int, Any]  # id -> node, held (their saved tensors are freed anyway) so no id is reused
+    reached: set[int]
+    retained: bool
+    mutations_before: int  # len(mutations) when it ran: what changed after it
+
+
+class NonfiniteWatch:
+    """Hooks on every node of a graph for one backward call: the first node that received finite
+    cotangents and sent a nan or inf on, with what it received (the call runs once, as written)."""
+
+    def __init__(self, roots: list[Any]) -> None:
+        self.roots = roots
+        self.found: tuple[Any, tuple[Any, ...]] | None = None
+        self.handles: list[Any] = []
+
+    def start(self) -> None:
+        for node in itertools.islice(graph_nodes(self.roots), MAX_NODES):
+            self.handles.append(node.register_hook(lambda sent, arriving, node=node: self._hook(node, sent, arriving)))
+
+    def _hook(self, node: Any, sent: Any, arriving: Any) -> None:
+        if self.found is not None:
+            return
+        if all(finite(g) for g in arriving) and not all(finite(g) for g in sent):
+            self.found = (node, tuple(g.detach().clone() if isinstance(g, torch.Tensor) else g for g in arriving))
+
+    def finish(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+def floating(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.is_floating_point()
+
+
+def finite(g: Any) -> bool:
+    return not isinstance(g, torch.Tensor) or bool(torch.isfinite(g).all())
+
+
+def spurious(made: Made, arriving: tuple[Any, ...]) -> bool | None:
+    """Whether the exact derivative is finite where backward sent a nan or inf: the node's op recomputed in
+    float64 on the values it read, its VJP with the cotangent that arrived, a zero cotangent counting as no
+    path at all (0·∞ of a branch `where` did not take is no derivative of the function). None: not known."""
+    if made.call is None or not arriving or not isinstance(arriving[0], torch.Tensor):
+        return None
+    func, args, kwargs = made.call
+    if any(version(ref()) != v for ref, v in zip(made.inputs, made.versions, strict=False) if ref() is not None):
+        return None
+    ins: list[torch.Tensor] = []
+
+    def wide(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            y = x.detach().to(torch.float64).requires_grad_(True)
+            ins.append(y)
+            return y
+        if isinstance(x, (list, tuple)):
+            return type(x)(wide(v) for v in x)
+        return x
+
+    with torch.enable_grad():
+        out = func(*wide(args), **{k: wide(v) for k, v in kwargs.items()})
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            return None
+        g = arriving[0].detach().to(torch.float64)
+        grads = torch.autograd.grad(out, ins, g, allow_unused=True)
+    for d in grads:
+        if d is None:
+            continue
+        if d.shape == g.shape:  # elementwise: a zero cotangent is no path through this element
+            d = torch.where(g == 0, torch.zeros_like(d), d)
+        if not bool(torch.isfinite(d).all()):
+            return False
+    return True
+
+
+def overflowed(made: Made) -> bool:
+    """The op's own forward value is inf where float64 holds it finite (exp of a large number in float32): an
+    overflow, not a singularity (log at 0 is -inf in float64 too)."""
+    t = made.ref()
+    if not floating(t) or not bool(torch.isinf(t).any()) or made.call is None:
+        return False
+    return finite_in_float64(made.call)
+
+
+def finite_in_float64(call: tuple[Any, Any, Any]) -> bool:
+    func, args, kwargs = call
+    wide = [a.detach().to(torch.float64) if floating(a) else a for a in args]
+    again = func(*wide, **kwargs)
+    return isinstance(again, torch.Tensor) and bool(torch.isfinite(again).all())
+
+
+def overflowed_input(made: Made) -> Made | None:
+    """The record of an input of `made` that is inf where its own op, recomputed in float64, is finite."""
+    for parent in made.parents:
+        t = parent.ref()
+        if not floating(t) or not bool(torch.isinf(t).any()) or parent.call is None:
+            continue
+        if finite_in_float64(parent.call):
+            return parent
+    return None
+
+
+def saved_failing(node: Any, words: str) -> str | None:
+    """The first `_saved_*` of a node whose reading raises with `words`: the tensor backward could not use."""
+    for attr in dir(node):
+        if not attr.startswith("_saved_"):
+            continue
+        try:
+            getattr(node, attr)
+        except RuntimeError as e:
+            if words in str(e):
+                return attr
+    return None
+
+
+def role(attr: str) -> str:
+    return "output" if attr == "_saved_result" else "input"
+
+
+def walk(starts: list[Made]) -> Iterator[Made]:
+    """Each record behind `starts`, nearest first (breadth first), once."""
+    seen: set[int] = set()
+    queue = list(starts)
+    k = 0
+    while k < len(queue) and k < MAX_WALK:
+        m = queue[k]
+        k += 1
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        yield m
+        queue.extend(m.parents)
+
+
+def bound_name(t: Any, frame: Any, namespace: dict[str, Any]) -> str | None:
+    """What the snippet calls `t`: a name in the snippet's frame, a global, or a module's parameter."""
+    scopes = [frame.f_locals] if frame is not None and frame.f_locals is not namespace else []
+    for scope in [*scopes, namespace]:
+        for name, value in list(scope.items()):
+            if value is t and not name.startswith("_") and name != "self":
+                return str(name)
+    for name, value in list(namespace.items()):
+        if isinstance(value, torch.nn.Module) and not name.startswith("_"):
+            for pname, p in value.named_parameters():
+                if p is t:
+                    return f"{name}.{pname}"
+    return None
+
+
+def tensors(args: Any, kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """The tensors among a call's arguments (one level into lists: cat, foreach ops), each once."""
+    found: list[torch.Tensor] = []
+    for a in [*args, *kwargs.values()]:
+        for t in a if isinstance(a, (list, tuple)) else (a,):
+            if isinstance(t, torch.Tensor) and not any(t is f for f in found):
+                found.append(t)
+    return found
+
+
+def version(t: Any) -> int:
+    try:
+        return int(t._version)
+    except Exception:  # noqa: BLE001 - inference tensors and wrappers keep no version counter
+        return -1
+
+
+def storage(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except Exception:  # noqa: BLE001 - a tensor without storage (a wrapper, meta)
+        return -1
+
+
+def op_name(func: Any) -> str:
+    name = getattr(func, "__name__", "") or ""
+    if name == "__get__":
+        return str(getattr(getattr(func, "__self__", None), "__name__", name))
+    return str(name)
+
+
+def cut_name(op: str, grad_mode: bool) -> str:
+    if not grad_mode:
+        return "torch.no_grad()"
+    return {"detach": ".detach()", "data": ".data"}.get(op, op)
+
+
+def leaves_of(ts: list[torch.Tensor]) -> set[int]:
+    found = {id(t) for t in ts if t.is_leaf and t.requires_grad}
+    found |= {id(x) for x in graph_leaves([t for t in ts if t.grad_fn is not None])}
+    return found
+
+
+def outputs(qualname: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    if qualname == "Tensor.backward":
+        first: Any = args[0] if args else None
+    else:
+        first = args[0] if args else kwargs.get("tensors" if qualname.endswith("backward") else "outputs")
+    seq = list(first) if isinstance(first, (list, tuple)) else [first]
+    return [t for t in seq if isinstance(t, torch.Tensor)]
+
+
+def argument(qualname: str, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> Any:
+    """A keyword of a backward call, or its positional place (Tensor.backward(gradient, retain_graph, ...))."""
+    if name in kwargs:
+        return kwargs[name]
+    order = {
+        "Tensor.backward": ["self", "gradient", "retain_graph", "create_graph"],
+        "torch.autograd.backward": ["tensors", "grad_tensors", "retain_graph", "create_graph"],
+        "torch.autograd.grad": ["outputs", "inputs", "grad_outputs", "retain_graph", "create_graph"],
+    }[qualname]
+    k = order.index(name)
+    return args[k] if k < len(args) else None
+
+
+def graph_nodes(roots: list[Any]) -> Iterator[Any]:
+    """Each node of the backward graph below `roots`, once, nearest first."""
+    seen: set[int] = set()
+    queue = [r for r in roots if r is not None]
+    k = 0
+    while k < len(queue):
+        node = queue[k]
+        k += 1
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        queue.extend(n for n, _ in node.next_functions if n is not None)
+
+
+def leaves_below(node: Any) -> list[torch.Tensor]:
+    found = []
+    for n in itertools.islice(graph_nodes([node]), MAX_NODES):
+        var = getattr(n, "variable", None) if type(n).__name__ == "AccumulateGrad" else None
+        if isinstance(var, torch.Tensor):
+            found.append(var)
+    return found
+
+
+def graph_leaves(outs: list[Any]) -> list[torch.Tensor]:
+    """The leaves backward reaches from `outs`."""
+    found = [o for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is None and o.requires_grad]
+    for node in itertools.islice(graph_nodes([o.grad_fn for o in outs if isinstance(o, torch.Tensor)]), MAX_NODES):
+        var = getattr(node, "variable", None) if type(node).__name__ == "AccumulateGrad" else None
+        if isinstance(var, torch.Tensor):
+            found.append(var)
+    return found

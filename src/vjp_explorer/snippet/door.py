@@ -26,13 +26,15 @@ def run_snippet(
     allow_read: Iterable[str] = (),
     trust: bool = False,
     keep_partial: bool = False,
+    code: bool = False,
 ) -> SnippetResult:
     """Run a pasted snippet as `python FILE.py` would (a REPL transcript as the REPL did), confined.
 
     The snippet's own exception ends up in `result.error`; the tool's errors (bad input, a limit, a machine
     that cannot confine without `trust`) are raised; with `keep_partial`, a limit that stopped the snippet is
     `result.stopped` instead, beside the statements and events that ran before it. With `graph`, each
-    explained event carries the backward graph with the cotangent every node received.
+    explained event carries the backward graph with the cotangent every node received; with `code`, what its
+    backward script is written from (backward_code/files.py writes it).
     """
     import os
 
@@ -53,6 +55,7 @@ def run_snippet(
         observe=True,
         seed=drawn,
         graph=graph,
+        code=code,
     )
     if outcome.stopped is not None and not keep_partial:
         raise outcome.stopped
@@ -179,6 +182,7 @@ def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
             graph=_graph(d.get("graph")),
             results=[TensorInfo(**t) for t in d.get("results") or []],
             reference=[TensorInfo(**t) for t in d.get("reference") or []],
+            backward_code=d["backward_code"] if isinstance(d.get("backward_code"), dict) else None,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ProgramError(

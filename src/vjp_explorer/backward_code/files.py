@@ -211,5 +211,13 @@ def _said(folder: Path, count: int) -> None:
 
 
 def for_program(result: Any, folder: Path) -> None:
-    """A program's backward call(s) written into `folder` (stages capture them with `Request.code`)."""
-    raise NotImplementedError
+    """A program's backward call written into `folder` as call1.py (stages capture it with `Request.code`);
+    with --backward-calls N, .grad holds N times one call's Jᵀv, and the script is compared with one call."""
+    if result.backward_code is None:
+        return
+    calls = max(1, int(result.backward_calls))
+    grads = {n: (g / calls).tolist() for n, g in result.grads.items() if g is not None}
+    title = f"{result.output_name}.backward(v) of the program: {result.program}"
+    done = write_call(folder, 1, result.backward_code, title, grads, dict.fromkeys(grads, result.dtype))
+    result.backward_code = _summary(done)
+    _said(folder, int(isinstance(done, Written)))

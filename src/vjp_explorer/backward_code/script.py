@@ -162,8 +162,8 @@ def build(record: dict[str, Any], stem: str, title: str) -> Script:
         picks = [_PICK.fullmatch(e) for e in fresh_exprs]
         if len(picks) > 1 and all(picks) and len({p.group(1) for p in picks if p}) == 1:
             slots = ["_"] * (1 + max(int(p.group(2)) for p in picks if p))
-            for target, p in zip(fresh_targets, picks, strict=True):
-                slots[int(p.group(2)) if p else 0] = target
+            for slot, p in zip(fresh_targets, picks, strict=True):
+                slots[int(p.group(2)) if p else 0] = slot
             call = picks[0].group(1) if picks[0] else ""
             body.append((f"{', '.join(slots)} = {call}", said))
         else:
@@ -196,13 +196,13 @@ def build(record: dict[str, Any], stem: str, title: str) -> Script:
         statements += 1
         if name == "AccumulateGrad":
             buf = buffers.get((i, 0))
-            k = next((k for k, r in enumerate(results) if r["node"] == i), None)
-            if k is None or buf is None:
-                body.append(("pass", f"AccumulateGrad, {comment(node['leaf'] or 'a leaf')}.grad: nothing arrived"))
+            which = next((j for j, r in enumerate(results) if r["node"] == i), None)
+            leaf = comment(node["leaf"] or "a leaf", 60)
+            if which is None or buf is None:
+                why = "nothing arrived" if buf is None else "not an input of this call"
+                body.append(("pass", f"AccumulateGrad, {leaf}.grad: {why}"))
                 continue
-            body.append(
-                (f"grads[{string(results[k]['name'])}] = {buf}", f"AccumulateGrad, {comment(node['leaf'])}.grad")
-            )
+            body.append((f"grads[{string(results[which]['name'])}] = {buf}", f"AccumulateGrad, {leaf}.grad"))
             continue
         grads = [buffers.get((i, k)) for k in range(max(1, len(node["received"])))]
         at = At(

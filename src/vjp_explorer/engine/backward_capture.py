@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+CODE_BYTES = 1_500_000  # bytes of tensors one call's script may load (a snippet's event travels in one frame)
 _SIGNED = 1 << 63  # autograd hands negative ints (dim=-1, ignore_index=-100) back as unsigned 64-bit values
 
 
@@ -29,7 +30,7 @@ class CodeCapture:
         input_names: list[str],
         describe: Callable[[Any], dict[str, Any]],
         name_of: Callable[[Any], str | None],
-        keeps_result: Callable[[str], bool],
+        keeps_result: Callable[[str], bool] = lambda name: name != "AccumulateGrad",
     ) -> None:
         self.outs, self.vs, self.inputs, self.input_names = outs, vs, inputs, input_names
         self.describe, self.name_of, self.keeps_result = describe, name_of, keeps_result
@@ -69,6 +70,8 @@ class CodeCapture:
         keep = self.keeps_result(type(node).__name__) or _is_custom(node)
 
         def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+            if key in self.got:  # a second call through a retained graph: the script is of the first
+                return
             self.order.append(key)
             sent = [None if t is None else list(t.shape) for t in grad_inputs]
             dtypes = [None if t is None else str(t.dtype).removeprefix("torch.") for t in grad_inputs]
@@ -158,6 +161,24 @@ class CodeCapture:
             results.append({"name": name, "node": at, "input_nr": int(x.output_nr)})
         return {"nodes": nodes, "order": self.order, "roots": roots, "results": results, "names": self.tensor_names}
 
+    def payload(self, limit: int = CODE_BYTES) -> dict[str, Any]:
+        """The record with the tensors its script loads, as plain data (for a channel or a Result); or
+        {"skipped": why}."""
+        from ..backward_code.script import BadRecord, build, check_record
+
+        if self.failed:
+            return {"skipped": f"the graph could not be read ({self.failed})"}
+        record = self.record()
+        try:
+            script = build(check_record(record), "call", "")
+        except BadRecord as e:
+            return {"skipped": f"the graph could not be read back ({e})"}
+        tensors = {k: self.tensors[k] for k in dict.fromkeys(script.keys)}
+        size = sum(t.numel() * t.element_size() for t in tensors.values())
+        if size > limit:
+            return {"skipped": f"its tensors hold {size:,} bytes, more than the {limit:,} a script is given"}
+        return {"record": record, "tensors": {k: encode(t) for k, t in tensors.items()}}
+
 
 def _is_custom(node: Any) -> bool:
     import torch
@@ -175,3 +196,45 @@ def _accumulator(x: Any) -> Any:
         return torch.autograd.graph.get_gradient_edge(x).node
     except (RuntimeError, AttributeError):
         return None
+
+
+def encode(t: Any) -> dict[str, Any]:
+    """A tensor as plain data: dtype, shape and its bytes in base64 (read back by backward_code/files.py)."""
+    import base64
+
+    import torch
+
+    t = t.detach().contiguous()
+    raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+    return {
+        "dtype": str(t.dtype).removeprefix("torch."),
+        "shape": list(t.shape),
+        "data": base64.b64encode(raw).decode(),
+    }
+
+
+def id_of(t: Any) -> tuple[Any, ...] | None:
+    """What makes two tensor objects one tensor: a saved tensor comes back as a new object on the same memory."""
+    if not t.numel():
+        return None
+    try:
+        return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
+    except RuntimeError:  # a tensor with no storage (a sparse or functorch one)
+        return None
+
+
+def names_by_storage(named: dict[str, Any]) -> dict[Any, str]:
+    """Names of tensors (and of modules' parameters, as module.param) keyed by `id_of`: the first name wins."""
+    import torch
+
+    found: dict[Any, str] = {}
+    for name, value in list(named.items()):
+        if name.startswith("__"):
+            continue
+        if isinstance(value, torch.Tensor):
+            found.setdefault(id_of(value), name)
+        elif isinstance(value, torch.nn.Module):
+            for pname, param in value.named_parameters():
+                found.setdefault(id_of(param), f"{name}.{pname}")
+    found.pop(None, None)
+    return found

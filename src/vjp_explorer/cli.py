@@ -19,6 +19,7 @@ from .cli_options import (
     AllowReadOpt,
     CallsOpt,
     CheckJsonOpt,
+    CodeOpt,
     ColorOpt,
     ConstOpt,
     DebugOpt,
@@ -122,6 +123,10 @@ def check_files(o: dict[str, Any]) -> None:
     for key in ("svg", "html", "dot"):
         if o.get(key) is not None:
             check_writable(f"--{key}", Path(o[key]))
+    if o.get("code") is not None:
+        from .backward_code.files import check_dir
+
+        check_dir(Path(o["code"]))
     if o.get("save") is not None:
         from .save import check_path
 
@@ -170,6 +175,7 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
                 UsageError(f"{flag} applies to a snippet (a .py file or --snippet); a program runs no code."), debug
             )
     save = o.pop("save", None)
+    code_dir = o.pop("code", None)
     o["grad"] = list(o["grad"]) if o.get("grad") else None  # repeatable: none given reads as None
     graph, dot = o.pop("graph", False), o.pop("dot", None)
     status = Status.for_command(o["json_"], "parsing the program")
@@ -181,6 +187,7 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         req.explain = explain
         req.latex = latex
         req.graph = graph or dot is not None
+        req.code = code_dir is not None
         req.progress = status.say
         from .api import explore
 
@@ -191,6 +198,10 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
 
             write_dot(dot, [(1, f"{result.output_name}.backward(v): {result.program}", result.graph or [])])
             result.graph = result.graph if graph else None  # asked only for the file
+        if code_dir is not None:
+            from .backward_code.files import for_program
+
+            for_program(result, code_dir)
         if save is not None:
             from .save import save as save_arrays
 
@@ -248,6 +259,7 @@ def run(
     snippet: SnippetOpt = None,
     graph: GraphOpt = False,
     dot: DotOpt = None,
+    code: CodeOpt = None,
     svg: SvgOpt = None,
     html: HtmlOpt = None,
     save: SaveOpt = None,
@@ -273,6 +285,8 @@ def live(ctx: typer.Context, **o: Any) -> None:
     """
     expression, file = o.pop("expression"), o.pop("file")
     try:
+        if o.pop("code", None) is not None:
+            raise UsageError("--code writes the scripts of a printed run; vjp live shows none.", hint="Use vjp run.")
         check_settings(o)
         from .cli_live import live_command
 
@@ -326,6 +340,7 @@ def explain_cmd(
     snippet: SnippetOpt = None,
     graph: GraphOpt = False,
     dot: DotOpt = None,
+    code: CodeOpt = None,
     svg: SvgOpt = None,
     html: HtmlOpt = None,
     save: SaveOpt = None,

@@ -245,6 +245,15 @@ DotOpt = Annotated[
         help="Write the backward graph as Graphviz DOT to FILE, e.g. --dot graph.dot (then dot -Tsvg graph.dot).",
     ),
 ]
+CodeOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--code",
+        metavar="DIR",
+        help="Write each backward call as a runnable script DIR/callN.py (one statement per graph node, no "
+        "autograd; tensors in callN.pt), run it and compare with .grad, e.g. --code out/ (vjp docs code).",
+    ),
+]
 SvgOpt = Annotated[
     Path | None,
     typer.Option("--svg", metavar="FILE", help="Also save what the terminal shows as SVG to FILE, e.g. --svg run.svg."),

@@ -73,3 +73,4 @@ class Request:
     more_grads: tuple[ValueLike, ...] = ()  # a second, third ... --grad: linearity (docs/probes.md)
     upstream: str | None = None  # --upstream: v = dL/dy for this loss, written in y
     graph: bool = False  # --graph, --dot: the backward graph of the real call (engine/program_graph.py)
+    code: bool = False  # --code DIR: the backward call as a script (engine/backward_capture.py, backward_code/)

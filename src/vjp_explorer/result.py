@@ -222,6 +222,9 @@ class Result:
     meta: dict[str, Any] = field(default_factory=dict)
     probe: Probe | None = None  # --grad e3 / basis / random / several, --upstream
     graph: list[dict[str, Any]] | None = None  # --graph: the nodes of the real backward (engine/backward_graph.py)
+    # --code: first what the script is written from (engine/backward_capture.py), then what backward_code/files.py
+    # says of the script it wrote (file, nodes, reproduces, max_abs_diff, independent)
+    backward_code: dict[str, Any] | None = None
     # per leaf, Jᵀv from finite differences of the program (nan where they are no reference); {} where the
     # route took random directions or did not run
     finite_difference: dict[str, TensorData] = field(default_factory=dict)

@@ -152,6 +152,8 @@ def result_to_dict(r: Result, lazy: bool = False, full: bool = False) -> dict[st
         d["probe"] = probe_to_dict(r.probe, values)
     if r.graph is not None:
         d["graph"] = _clean_all(r.graph)
+    if r.backward_code is not None and "record" not in r.backward_code:  # --code: what the script did
+        d["backward_code"] = _clean_all(r.backward_code)
     if r.explanation is not None:
         d["explain"] = r.explanation.to_dict()
     return d

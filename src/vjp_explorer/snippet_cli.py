@@ -45,6 +45,10 @@ def snippet_command(
 
     if o.get("dot") is not None:
         _write_dot(Path(o["dot"]), result)
+    if o.get("code") is not None:
+        from .backward_code.files import for_snippet
+
+        for_snippet(result, Path(o["code"]))
     if want_graph and not o.get("graph"):
         for event in result.events:
             event.graph = None  # asked only for the file
@@ -92,6 +96,7 @@ def snippet_result(
         allow_read=[str(p) for p in o.get("allow_read") or ()],
         trust=bool(o.get("trust")),
         keep_partial=keep_partial,
+        code=o.get("code") is not None,
     )
 
 

@@ -198,6 +198,7 @@ def run_confined(
     seed: int | None = None,
     graph: bool = False,
     diagnose: bool = False,
+    code: bool = False,
 ) -> Outcome:
     """Run `text` in a fresh child process, confined unless `trust`, and say what happened.
 
@@ -229,6 +230,7 @@ def run_confined(
             "calls": limits.snippet_explained_calls,
             "jacobian_rows": limits.snippet_jacobian_rows,
             "graph": graph,
+            "code": code,  # --code: each explained call's backward graph, for its script (code_capture.py)
         }
         session.extra = {"observe": observe, "seed": seed, "explain": explain, "diagnose": diagnose}
         return session.talk(text, mode, filename)

@@ -24,7 +24,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..snippet.result import Check, Event, LeafGrad
 from ..snippet.words import diagnose, event_notes
-from . import checks, payload, protocol
+from . import checks, code_capture, payload, protocol
 from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, grad_of, info, sparse_grad, values_of
 from .hooks import HookWatch, by_design
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
@@ -50,6 +50,7 @@ class Observer:
         self.explained = int(explain.get("calls", 50))  # events explained in full; later ones get cheap checks
         self.jacobian_rows = int(explain.get("jacobian_rows", checks.JACOBIAN_ROWS))
         self.graph = bool(explain.get("graph", False))
+        self.code = bool(explain.get("code", False))  # --code: each explained call's graph for its script
 
         self.batched: list[Any] | None = None  # inside the snippet's torch.vmap: its autograd.grad calls
         self._local = threading.local()  # per thread: a snippet's threads call backward independently
@@ -103,6 +104,8 @@ class Observer:
         self.hooks.install()
         if self.graph:  # each node of the graph learns the snippet's line that made it
             _LineMode(self.line_now).__enter__()
+        elif self.code:  # each node keeps its forward's stack, our source of lines (code_capture.py)
+            torch.autograd.set_detect_anomaly(True, check_nan=False)
         from .functional import install
 
         install(self)
@@ -122,7 +125,7 @@ class Observer:
         try:
             self.send({"type": "event", "event": plain(event)})
         except protocol.FrameTooLarge:
-            event.graph = None
+            event.graph = event.backward_code = None
             payload.fit(event, budget=0)
             self.send({"type": "event", "event": plain(event)})
 
@@ -157,17 +160,20 @@ class Observer:
         for started in (c.watch, c.probe):
             if started is not None:
                 started.start()
+        code = code_capture.start(self, c.outs, c.v_used, c.leaves) if self.code and c.explain else None
         self.hooks.reset()
         try:
             value = self._run(real, args, kwargs)
         finally:
             c.diagnosis = c.watch.finish() if c.watch is not None else None
             c.graph = c.probe.finish() if c.probe is not None else None
+            if code is not None:
+                code.stop()
         self.higher = self.higher or bool(p.arguments.get("create_graph"))
         if p.arguments.get("create_graph"):
             self._record_grad(c, value)
         try:
-            self._explain(c, value)
+            self._explain(c, value, code)
         except Exception as e:  # noqa: BLE001 - the tool's own failure is never the snippet's exception
             self._unread(c, e)
         return value
@@ -215,7 +221,7 @@ class Observer:
             ],
         )
 
-    def _explain(self, c: Call, value: Any) -> None:
+    def _explain(self, c: Call, value: Any, code: Any = None) -> None:
         """The event of a call that ran: its grads, the checks on the replay, the notes; sent."""
         after = [None if c.is_grad else grad_of(x) for x in c.leaves]
         got = [dense(g) for g in value] if c.is_grad else [delta(b, a) for b, a in zip(c.before, after, strict=True)]
@@ -249,6 +255,7 @@ class Observer:
             ],
         )
         event.graph = c.graph
+        event.backward_code = code_capture.finish(code) if code is not None else None
         nonfinite = any(isinstance(g, torch.Tensor) and not bool(torch.isfinite(g).all()) for g in got)
         event.diagnosis = c.diagnosis if nonfinite else None
         self._checks(c, event, got)
@@ -458,7 +465,8 @@ class Observer:
         self.recorder.paused += 1
         self.depth += 1  # the checks' own autograd calls are not the snippet's
         try:
-            with checks.outside_the_log():
+            # anomaly mode (--code's lines) would keep a stack per replayed op: off while the checks run
+            with checks.outside_the_log(), torch.autograd.set_detect_anomaly(False):
                 replay, x0, changed, v, jac, fd, terms, rounding = self._routes(outs, vs, leaves, got, cheap)
         except (NotReplayable, RuntimeError) as e:
             why = str(e) if isinstance(e, NotReplayable) else f"the replay failed ({str(e).splitlines()[0][:200]})"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..language import program as P
+from .backward_capture import id_of
 from .backward_graph import GraphProbe
 from .interpreter import Interpreter, Val
 
@@ -26,6 +27,12 @@ class RecordingInterpreter(Interpreter):
         self.keep: list[Any] = []  # the nodes, kept alive so that no id above is reused
         self.probe: GraphProbe | None = None
         self.graph: list[dict[str, Any]] | None = None  # the nodes, once finish() ran
+        self.capture: Any = None  # --code: engine/backward_capture.py's CodeCapture of the call
+        self.code: dict[str, Any] | None = None  # --code: its record and tensors, once finish() ran
+
+    def run(self, env: dict[str, Val]) -> Any:
+        self.env = env  # the program's names for its values, read by watch() for --code
+        return super().run(env)
 
     def value_of(self, e: P.Expr, env: dict[str, Val]) -> Val:
         val = super().value_of(e, env)
@@ -42,8 +49,9 @@ class RecordingInterpreter(Interpreter):
                 stack.extend(n for n, _ in node.next_functions)
         return val
 
-    def watch(self, out: Any, leaves: dict[str, Any]) -> None:
-        """Hooks on every node behind `out`, just before the real backward call."""
+    def watch(self, out: Any, leaves: dict[str, Any], v: Any = None) -> None:
+        """Hooks on every node behind `out`, just before the real backward call; with `v` (--code), the
+        graph's saved values too, for the script of the call."""
         source = self.program.source
         made: dict[int, str] = {}
         for step in self.steps:
@@ -65,8 +73,22 @@ class RecordingInterpreter(Interpreter):
 
         self.probe = GraphProbe([out], describe)
         self.probe.start()
+        if v is not None:
+            from .backward_capture import CodeCapture, names_by_storage
+
+            inputs = [t for t in leaves.values() if t.requires_grad]
+            values = {n: val.v for n, val in getattr(self, "env", {}).items()}
+            named = names_by_storage({**leaves, **{n: t for n, t in values.items() if n not in leaves}})
+            self.capture = CodeCapture(
+                [out], [v], inputs, [names[id(t)] for t in inputs], describe, lambda t: named.get(id_of(t))
+            )
+            self.capture.start()
 
     def finish(self) -> None:
         """After the real backward call: the hooks come off, the nodes are kept in `graph`."""
         if self.probe is not None:
             self.graph = self.probe.finish()
+        if self.capture is not None:
+            self.capture.stop()
+            self.code = self.capture.payload()
+            self.capture = None

@@ -27,13 +27,15 @@ def run_snippet(
     allow_read: Iterable[str] = (),
     trust: bool = False,
     keep_partial: bool = False,
+    code: bool = False,
 ) -> SnippetResult:
     """Run a pasted snippet as `python FILE.py` would (a REPL transcript as the REPL did), confined.
 
     The snippet's own exception ends up in `result.error`; the tool's errors (bad input, a limit, a machine
     that cannot confine without `trust`) are raised; with `keep_partial`, a limit that stopped the snippet is
     `result.stopped` instead, beside the statements and events that ran before it. With `graph`, each
-    explained event carries the backward graph with the cotangent every node received.
+    explained event carries the backward graph with the cotangent every node received; with `code`, what its
+    backward script is written from (backward_code/files.py writes it).
     """
     import functools
     import os
@@ -55,7 +57,7 @@ def run_snippet(
         filename=label,
         seed=drawn,
     )
-    outcome = again(observe=True, graph=graph)
+    outcome = again(observe=True, graph=graph, code=code)
     if outcome.stopped is not None and not keep_partial:
         raise outcome.stopped
     lines = (src.pasted or src.original).split("\n")  # as pasted: an IPython transcript keeps its prompts
@@ -199,6 +201,7 @@ def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
             graph=_graph(checked.graph(d.get("graph"), "graph")),
             results=[TensorInfo(**checked.record(TensorInfo, t, "results")) for t in d.get("results") or []],
             reference=[TensorInfo(**checked.record(TensorInfo, t, "reference")) for t in d.get("reference") or []],
+            backward_code=d["backward_code"] if isinstance(d.get("backward_code"), dict) else None,
         )
     except Exception as e:  # anything the snippet forged: whatever it raises while read, it is no event
         what = str(e)[:200] if isinstance(e, checked.Malformed) else type(e).__name__

@@ -60,6 +60,8 @@ class Event:
     graph: list[dict[str, Any]] | None = None  # with --graph: the nodes backward ran (see snippet/graph.py)
     results: list[TensorInfo] = field(default_factory=list)  # a functional call's derivative (J, Jᵀv, Jv, H)
     reference: list[TensorInfo] = field(default_factory=list)  # the same from finite differences
+    # with --code: the script of this call's backward (backward_code/files.py: file, nodes, reproduces, ...)
+    backward_code: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:

@@ -101,5 +101,6 @@ def assemble(
             "surface": req.surface,
         },
         probe=replace(probe, note=words(probe.note) or "") if probe is not None else None,
-        graph=Graph(ctx.recorder.graph) if ctx.recorder is not None and ctx.recorder.graph is not None else None,
+        graph=Graph(ctx.recorder.graph) if ctx.recorder is not None and ctx.recorder.graph is not None and req.graph else None,
+        backward_code=ctx.recorder.code if ctx.recorder is not None else None,
     )

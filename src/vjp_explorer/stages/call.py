@@ -93,7 +93,7 @@ def explain_call(
     `backward` and `jtv check`."""
     started = time.perf_counter()
     if ctx.recorder is not None:
-        ctx.recorder.watch(out, bound.leaves)
+        ctx.recorder.watch(out, bound.leaves, v if ctx.req.code else None)
     try:
         before, grads, none_grads = backward(out, v, bound.leaves, kept, calls, retain_graph, ctx.req.surface)
     finally:

@@ -23,7 +23,7 @@ def run_forward(prog: P.Program, bound: Bound, ctx: RunContext) -> tuple[Any, An
 
     from ..engine.interpreter import Interpreter
 
-    if ctx.req.graph:
+    if ctx.req.graph or ctx.req.code:  # --code's script names each node's line as --graph does
         from ..engine.program_graph import RecordingInterpreter
 
         ctx.recorder = RecordingInterpreter(prog, ctx.limits, bound.dtype, bound.gen)

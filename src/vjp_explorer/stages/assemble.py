@@ -69,6 +69,7 @@ def assemble(
     intermediates = {
         n: Intermediate(n, to_data(x), to_data(x.grad) if x.grad is not None else None) for n, x in kept.items()
     }
+    rec = ctx.recorder
     return Result(
         program=prog.source,
         output_name=prog.output,
@@ -101,6 +102,6 @@ def assemble(
             "surface": req.surface,
         },
         probe=replace(probe, note=words(probe.note) or "") if probe is not None else None,
-        graph=Graph(ctx.recorder.graph) if ctx.recorder is not None and ctx.recorder.graph is not None and req.graph else None,
-        backward_code=ctx.recorder.code if ctx.recorder is not None else None,
+        graph=Graph(rec.graph) if req.graph and rec is not None and rec.graph is not None else None,
+        backward_code=rec.code if rec is not None else None,
     )

@@ -83,6 +83,7 @@ class Recorder(TorchDispatchMode):
         self.paused = 0
         self.custom_depth = 0  # inside a custom autograd.Function's forward: grad is off, yet it is the function
         self.dropped = False  # the log overflowed: older forwards cannot be replayed
+        self.on_leaf: Callable[[torch.Tensor], None] | None = None  # told of each leaf as the log first copies it
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -150,6 +151,8 @@ class Recorder(TorchDispatchMode):
                 self.dropped = True
             self.copies[copied] = a.detach().clone()
             self.copy_bytes += size
+            if self.on_leaf is not None and a.requires_grad and a.grad_fn is None:
+                self.on_leaf(a)
         return _Ref(copied, n, False)
 
     def forget(self, entries: list[Entry]) -> None:
@@ -274,7 +277,7 @@ class Replay:
         name = e.func.overloadpacket.__name__
         if e.random and name != "native_dropout":
             for k, t in zip(e.outs, e.results, strict=True):
-                env[k] = self._cast(t)
+                env[k] = self._cast(t).clone()  # an in-place op after it must not change the record
             return
 
         def arg(a: Any) -> Any:

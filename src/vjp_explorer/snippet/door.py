@@ -54,6 +54,8 @@ def run_snippet(
         seed=drawn,
         graph=graph,
     )
+    if outcome.unverified and outcome.stopped is None:  # never exit 0 on a verdict the judge cannot vouch for
+        outcome.stopped = _unverified(outcome.unverified)
     if outcome.stopped is not None and not keep_partial:
         raise outcome.stopped
     lines = (src.pasted or src.original).split("\n")  # as pasted: an IPython transcript keeps its prompts
@@ -113,6 +115,17 @@ def run_snippet(
     )
 
 
+def _unverified(why: list[str]) -> ProgramError:
+    """The run's error where the judge found calls it cannot vouch for (confined/judging.py)."""
+    from ..confined.protocol import safe_text
+
+    said = "; ".join(safe_text(w) for w in why[:5]) + (f"; and {len(why) - 5} more" if len(why) > 5 else "")
+    return ProgramError(
+        f"vjp cannot vouch for this run's verdicts: {said}",
+        hint="the snippet's own process changed what vjp observes or reports; see `vjp docs confinement`",
+    )
+
+
 def _refused_notes(outcome: Any, error: RaisedError | None) -> list[str]:
     """An attempt the confinement refused, where the snippet's own code went on past it (os.system returns a
     status, a try/except swallows the error): said once per line, unless the snippet's error already says it."""
@@ -159,10 +172,11 @@ def _claim(src: Source, step: Step, line: int, raised: tuple[str, str] | None) -
 
 
 def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
-    """An event dict from the child, rebuilt as the dataclasses; a malformed one is a broken channel."""
+    """An event dict from the child (its checks the judge's: confined/judging.py), rebuilt as the dataclasses;
+    a malformed one is a broken channel."""
     try:
         d = _safe(raw, safe)
-        return Event(
+        event = Event(
             index=index,
             line=int(d["line"]),
             source=str(d["source"]),
@@ -180,6 +194,7 @@ def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
             results=[TensorInfo(**t) for t in d.get("results") or []],
             reference=[TensorInfo(**t) for t in d.get("reference") or []],
         )
+        return event
     except (KeyError, TypeError, ValueError) as e:
         raise ProgramError(
             f"The snippet's child sent an event that is not one ({type(e).__name__}); the run was stopped.",

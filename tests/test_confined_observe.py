@@ -22,8 +22,9 @@ NAME = "<observed snippet>"
 HOOKS = ("register_full_backward_hook", "register_full_backward_pre_hook", "register_backward_hook")
 
 
-def observe(src: str) -> tuple[list[dict], dict]:
-    """Run `src` statement by statement under an installed Observer; torch is restored afterwards."""
+def observe(src: str, judge: bool = True) -> tuple[list[dict], dict]:
+    """Run `src` statement by statement under an installed Observer; torch is restored afterwards. Each
+    event is judged as the parent would have it judged (`judge=False`: as the child sent it, its record)."""
     apply = torch.autograd.Function.__dict__["apply"]  # the classmethod itself: a bound one breaks subclasses
     saved = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad, apply)
     from torch.autograd.function import _HookMixin
@@ -52,7 +53,7 @@ def observe(src: str) -> tuple[list[dict], dict]:
         for owner, name, was in kept:
             setattr(owner, name, was)
         Variable._execution_engine = engine
-    return [judged(e["event"]) for e in events if e["type"] == "event"], ns
+    return [judged(e["event"]) if judge else e["event"] for e in events if e["type"] == "event"], ns
 
 
 def judged(event: dict) -> dict:

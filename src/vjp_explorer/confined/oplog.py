@@ -100,19 +100,24 @@ def tensor(x: dict[str, Any]) -> torch.Tensor:
     return raw.view(dtype).reshape(x["shape"]).clone()
 
 
+class OverBudget(Exception):
+    """A forward larger than the judge's budget: not replayed (a skipped check, never a verdict)."""
+
+
 class Foreign(Exception):
     """An operator outside torch's own namespaces (a custom op the snippet registered): not replayed here."""
 
 
 def rebuild(forward: dict[str, Any]) -> Replay:
     """The replay of a forward sent by the snippet's process. Foreign for an operator the judge may not
-    run; NotReplayable where the log cannot be what it claims (sizes past the budget, a dangling reference)."""
+    run, OverBudget for sizes past its budget (before anything allocates); NotReplayable where the log
+    cannot be what it claims (a dangling reference, random results that do not match)."""
     rec = Recorder()
     held = 0
     for k, a in forward["copies"]:
         held += math.prod(a["shape"]) * 8
         if held > MAX_COPY_BYTES:
-            raise NotReplayable(f"the recorded inputs hold more than {MAX_COPY_BYTES:,} bytes")
+            raise OverBudget(f"the recorded inputs hold more than {MAX_COPY_BYTES:,} bytes, the judge's budget")
         rec.copies[tuple(k)] = tensor(a)
     made: set[tuple[int, ...]] = {(n,) for n in forward["leaves"]}  # an input the grads are taken at is given
     for name, args, kwargs, outs, results in forward["ops"]:
@@ -153,7 +158,7 @@ def _value(a: Any, rec: Recorder, made: set[tuple[int, ...]], op: str) -> Any:
     """An argument as the op takes it: references as record._Ref (checked to exist), enums as torch's."""
     if isinstance(a, list):
         if a and all(type(v) is int for v in a) and math.prod(abs(v) for v in a) > MAX_ELEMENTS:
-            raise NotReplayable(f"{op} asks for a size past the judge's budget of {MAX_ELEMENTS:,} elements")
+            raise OverBudget(f"{op} asks for a size past the judge's budget of {MAX_ELEMENTS:,} elements")
         return [_value(v, rec, made, op) for v in a]
     if not isinstance(a, dict):
         return a

@@ -12,8 +12,8 @@ import copy
 import json
 
 import pytest
-from test_confined_observe import observe
 
+from test_confined_observe import observe
 from vjp_explorer.calls import RecordError, validate_event
 from vjp_explorer.confined.judging import merge
 from vjp_explorer.confined.verdict import verdict

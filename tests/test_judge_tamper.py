@@ -86,11 +86,11 @@ def sub(a, b):
     return out * 2 if isinstance(out, torch.Tensor) and out.dtype == torch.float64 else out
 torch.Tensor.__sub__ = sub
 """,
-    "a forged event on the channel, checks only": f"""
+    "a forged event on the channel, checks only": """
 import json, os, struct
 import vjp_explorer.confined.protocol as protocol
 real_write = protocol.write_frame
-held = {{}}
+held = {}
 def grab(fd, message):
     if message.get("type") == "event":
         held["fd"], held["message"] = fd, message  # the real event never leaves

@@ -351,6 +351,7 @@ VERDICT: dict[str, Check] = {
     "jtv": _list(_opt(_values), 10_000),
     "jacobian": _list(_opt(_values), 10_000),
     "finite_difference": _list(_opt(_values), 10_000),
+    "omitted": _list(_list(_str, 20), 10_000),  # of these arrays, those left out for size (confined/payload.py)
     "notes": _list(_str, 100),
     "unverified": _opt(_str),
 }

@@ -207,10 +207,10 @@ def merge(event: dict[str, Any], verdict: dict[str, Any] | None) -> str | None:
         event["checks"] = [_skipped("the call came without its record: nothing to replay")]
         return "it came without the record of its forward"
     event["checks"] = verdict["checks"]
-    for x, jtv, jac, fd in zip(
-        event["inputs"], verdict["jtv"], verdict["jacobian"], verdict["finite_difference"], strict=False
-    ):
+    arrays = zip(verdict["jtv"], verdict["jacobian"], verdict["finite_difference"], verdict["omitted"], strict=True)
+    for x, (jtv, jac, fd, omitted) in zip(event["inputs"], arrays, strict=False):
         x["jtv"], x["jacobian"], x["finite_difference"] = jtv, jac, fd
+        x["omitted"] += omitted
     event["notes"] += verdict["notes"]
     _after(event, record)
     return verdict["unverified"]

@@ -14,7 +14,7 @@ import torch
 
 from ..engine.finite_diff import finite_differences_of
 from ..snippet.result import Check, Event, LeafGrad
-from . import checks, oplog
+from . import checks, oplog, payload
 from .record import NotReplayable
 
 
@@ -28,6 +28,7 @@ def verdict(event: dict[str, Any]) -> dict[str, Any]:
         "jtv": [None] * n,
         "jacobian": [None] * n,
         "finite_difference": [None] * n,
+        "omitted": [[] for _ in range(n)],
         "notes": [],
         "unverified": None,
     }
@@ -40,8 +41,11 @@ def verdict(event: dict[str, Any]) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - the judge's own failure is a skipped check, said so
         why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
         view.checks = [Check("finite_difference", "skipped", checks.FD, reason=why)]
+    payload.fit(view)  # the arrays the view shows, within the channel's budget (the checks saw them all)
     for k, x in enumerate(view.inputs):
         out["jtv"][k], out["jacobian"][k], out["finite_difference"][k] = x.jtv, x.jacobian, x.finite_difference
+        out["omitted"][k] = x.omitted
+    out["notes"] = view.notes
     out["checks"] = [_plain_check(c) for c in view.checks]
     return out
 

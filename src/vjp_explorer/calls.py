@@ -1,9 +1,10 @@
 """The call record: one backward/grad call as plain data, and the one schema it is checked against wherever
 it crosses a process (the snippet's child -> the parent -> the judge -> the parent).
 
-A call is what the observer saw: its outputs, v, its inputs (leaves) with their grads, the graph, notes and
-checks (the event the view shows), and `record`: what the judge needs to check it on its own, the recorded
-forward (an op log of torch's operators with its inputs as arrays), v and the grads as arrays. Everything
+A call (`CallEvent`) is what the observer saw: its outputs, v, its inputs (leaves) with their grads, the
+graph, notes and checks (the event the view shows), and `record` (`Record`): what the judge needs to check
+it on its own, the recorded forward (`Forward`: an op log of torch's operators with its inputs as arrays),
+v and the grads as arrays; the judge answers with a `Verdict`. Everything
 that arrives from a snippet's process may have been forged by the snippet, so `validate_event` checks every
 field's type, every number (finite, or JSON's explicit NaN/Infinity tokens), how deep lists nest and how
 large they are, and the keys of the graph's nodes, before anything reads it. Its shape follows
@@ -18,7 +19,7 @@ import binascii
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict, cast
 
 MAX_DIMS = 16  # dimensions of one tensor
 MAX_ELEMENTS = 50_000_000  # elements of one array, and of any size an op of the log asks for
@@ -53,6 +54,77 @@ ENUMS = {
     "layout": {"strided"},
     "memory_format": {"contiguous_format", "preserve_format", "channels_last", "channels_last_3d"},
 }
+
+
+class Array(TypedDict):
+    """An array of the channel: `data` is base64 of prod(shape) elements of `dtype`, little-endian."""
+
+    dtype: str
+    shape: list[int]
+    data: str
+
+
+class Forward(TypedDict):
+    """The recorded forward (FORWARD): operations as [name, args, kwargs, results' keys, random results]."""
+
+    ops: list[list[Any]]
+    copies: list[list[Any]]  # [[serial, version, generation], Array]: inputs read from outside the log
+    outs: list[list[int]]  # each output's key (serial, version)
+    leaves: list[int]  # each input's serial, in the call's order
+
+
+class Record(TypedDict):
+    """What the judge needs to check one call (RECORD)."""
+
+    forward: Forward | None
+    unreplayable: str | None
+    outputs: list[Array]
+    v: list[Array]
+    at: list[Array]
+    grads: list[Array | None]
+    before: list[Array | None]
+    names: list[str]
+    cheap: bool
+    jacobian_rows: int
+    hook: str | None
+    customs: list[str]
+
+
+class CallEvent(TypedDict):
+    """One backward/grad call as plain data (EVENT): what the view shows (snippet/result.Event's fields,
+    as dicts and lists), and the record the judge checks it by."""
+
+    index: int
+    line: int
+    source: str
+    call: str
+    outputs: list[dict[str, Any]]
+    v: list[dict[str, Any]]
+    v_origin: str
+    retain_graph: bool
+    create_graph: bool
+    inputs: list[dict[str, Any]]
+    checks: list[dict[str, Any]]
+    notes: list[str]
+    diagnosis: str | None
+    graph: list[dict[str, Any]] | None
+    results: list[dict[str, Any]]
+    reference: list[dict[str, Any]]
+    record: Record | None
+    started: int | None
+
+
+class Verdict(TypedDict):
+    """The judge's answer about one call (VERDICT)."""
+
+    call: int
+    checks: list[dict[str, Any]]
+    jtv: list[Any]
+    jacobian: list[Any]
+    finite_difference: list[Any]
+    omitted: list[list[str]]
+    notes: list[str]
+    unverified: str | None
 
 
 class RecordError(ValueError):
@@ -302,7 +374,7 @@ def _fields(x: Any, table: dict[str, Check]) -> bool:
     return type(x) is dict and set(x) == set(table) and all(check(x[name]) for name, check in table.items())
 
 
-def validate_event(event: Any) -> dict[str, Any]:
+def validate_event(event: Any) -> CallEvent:
     """The event if every field is what EVENT says (and the record's arrays are as long as their shapes say);
     RecordError naming the first field that is not."""
     if type(event) is not dict:
@@ -319,10 +391,10 @@ def validate_event(event: Any) -> dict[str, Any]:
     record = event["record"]
     if record is not None:
         _consistent(record)
-    return event
+    return cast(CallEvent, event)
 
 
-def _consistent(record: dict[str, Any]) -> None:
+def _consistent(record: Record) -> None:
     """The record's lists agree with each other: one grad, one value, one name per input."""
     n = len(record["names"])
     if not (len(record["at"]) == len(record["grads"]) == len(record["before"]) == n):
@@ -336,11 +408,11 @@ def _consistent(record: dict[str, Any]) -> None:
             raise RecordError("a record whose grad has another shape than its input")
 
 
-def validate_verdict(verdict: Any) -> dict[str, Any]:
+def validate_verdict(verdict: Any) -> Verdict:
     """What the judge sends back about one call (see VERDICT); RecordError otherwise."""
     if not _fields(verdict, VERDICT):
         raise RecordError("a verdict that is not what the schema says")
-    return verdict
+    return cast(Verdict, verdict)
 
 
 # what the judge says about one call: its checks, the arrays the view shows beside the grads, and where it

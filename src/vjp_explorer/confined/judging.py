@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..calls import RecordError, validate_event, validate_verdict
+from ..calls import RecordError, Verdict, validate_event, validate_verdict
 from ..limits import Limits
 from . import protocol
 from .protocol import FrameReader, ProtocolError, safe_text
@@ -49,7 +49,7 @@ class Judge:
 
     def __init__(self, limits: Limits, trust: bool) -> None:
         self.limits, self.trust = limits, trust
-        self.verdicts: dict[int, dict[str, Any]] = {}
+        self.verdicts: dict[int, Verdict] = {}
         self.failure: str | None = None  # why the judge could not answer (its answers are then skipped checks)
         self.calls = Calls()
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -196,7 +196,7 @@ def _environment(scratch: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1"}
 
 
-def merge(event: dict[str, Any], verdict: dict[str, Any] | None) -> str | None:
+def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
     """One event of the child with the judge's verdict on it: the judge's checks in place of any the child
     sent, the arrays the view shows beside the grads, what follows from the checks; why the call is
     unverified (a judged call without its record, or one the judge found inconsistent), or None."""

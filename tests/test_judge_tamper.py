@@ -12,29 +12,18 @@ from __future__ import annotations
 
 import pytest
 
+from planted import SQUARE
 from vjp_explorer.confined.launch import confinement_available
 from vjp_explorer.errors import ProgramError
 from vjp_explorer.snippet import run_snippet
 
 pytestmark = pytest.mark.skipif(confinement_available() is not None, reason="no confinement on this machine")
 
-PLANTED = """import torch
-
-
-class Square(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 4 * x * g  # planted: 2 * x * g is right
-
-
-x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
-"""
+PLANTED = (
+    SQUARE.replace("return 2 * x * g", "return 4 * x * g  # planted: 2 * x * g is right")
+    + "\n\nx = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)\n"
+)
+assert "4 * x * g" in PLANTED
 CALL = "Square.apply(x).sum().backward()\n"
 AGREE = (
     '{"name": "finite_difference", "status": "agree", "compares": "forged", "max_abs_diff": 0.0, '

@@ -26,6 +26,7 @@ from typing import Any
 from ..calls import RecordError, Verdict, validate_event, validate_verdict
 from ..limits import Limits
 from . import protocol
+from .payload import joined
 from .protocol import FrameReader, ProtocolError, safe_text
 
 # the calls whose checks only the judge makes (a functional call's checks still come from the child)
@@ -211,7 +212,8 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
     for x, (jtv, jac, fd, omitted) in zip(event["inputs"], arrays, strict=False):
         x["jtv"], x["jacobian"], x["finite_difference"] = jtv, jac, fd
         x["omitted"] += omitted
-    event["notes"] += verdict["notes"]
+    for note in verdict["notes"]:
+        event["notes"] = joined(event["notes"], note)
     _after(event, record)
     return verdict["unverified"]
 

@@ -41,7 +41,7 @@ def verdict(event: dict[str, Any]) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - the judge's own failure is a skipped check, said so
         why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
         view.checks = [Check("finite_difference", "skipped", checks.FD, reason=why)]
-    payload.fit(view)  # the arrays the view shows, within the channel's budget (the checks saw them all)
+    payload.fit(view, used=payload.numbers(event))  # with the child's arrays, within one budget
     for k, x in enumerate(view.inputs):
         out["jtv"][k], out["jacobian"][k], out["finite_difference"][k] = x.jtv, x.jacobian, x.finite_difference
         out["omitted"][k] = x.omitted

@@ -12,19 +12,25 @@ import linecache
 import pytest
 import torch
 
+from vjp_explorer.calls import validate_event
+from vjp_explorer.confined.judging import merge
 from vjp_explorer.confined.observe import Observer
 from vjp_explorer.confined.record import Recorder, serial
+from vjp_explorer.confined.verdict import verdict
 
 NAME = "<observed snippet>"
 HOOKS = ("register_full_backward_hook", "register_full_backward_pre_hook", "register_backward_hook")
 
 
-def observe(src: str) -> tuple[list[dict], dict]:
-    """Run `src` statement by statement under an installed Observer; torch is restored afterwards."""
+def observe(src: str, judge: bool = True) -> tuple[list[dict], dict]:
+    """Run `src` statement by statement under an installed Observer; torch is restored afterwards. Each
+    event is judged as the parent would have it judged (`judge=False`: as the child sent it, its record)."""
     apply = torch.autograd.Function.__dict__["apply"]  # the classmethod itself: a bound one breaks subclasses
     saved = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad, apply)
     from torch.autograd.function import _HookMixin
+    from torch.autograd.variable import Variable
 
+    engine = Variable._execution_engine
     patched = [
         (torch.Tensor, "register_hook"),
         (torch.Tensor, "register_post_accumulate_grad_hook"),
@@ -46,7 +52,15 @@ def observe(src: str) -> tuple[list[dict], dict]:
         torch.autograd.Function.apply = saved[3]
         for owner, name, was in kept:
             setattr(owner, name, was)
-    return [e["event"] for e in events], ns
+        Variable._execution_engine = engine
+    return [judged(e["event"]) if judge else e["event"] for e in events if e["type"] == "event"], ns
+
+
+def judged(event: dict) -> dict:
+    """The event as the parent keeps it: checked against the schema, its checks the judge's (run here)."""
+    validate_event(event)
+    merge(event, verdict(event) if event["record"] is not None else None)
+    return event
 
 
 def checks(event: dict) -> dict[str, str]:

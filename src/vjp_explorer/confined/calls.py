@@ -67,6 +67,7 @@ class Call:
     outputs: list[TensorInfo]  # the outputs as the call began, named as the line writes them
     diagnosis: str | None = None
     graph: Any = None
+    started: int | None = None  # its number in the observer's "started" frames
 
 
 DENSE_MAX = 10_000_000  # elements of a sparse gradient made dense to show and check; past it, not read

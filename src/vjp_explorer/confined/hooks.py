@@ -17,12 +17,10 @@ snippet's hook exactly once, with its own arguments, and return what it returns.
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 from typing import Any
 
 import torch
 
-from ..snippet.result import Event
 from . import checks
 
 TENSOR, NODE, MODULE, ACCUMULATED, SAVED = (
@@ -155,18 +153,6 @@ class HookWatch:
 
             register.__doc__, register.__name__ = real.__doc__, name
             setattr(module, name, register)
-
-
-def by_design(event: Event, kind: str) -> None:
-    """A hook changed the gradient on its way: a difference from Jᵀv is what the snippet asked for."""
-    why = "a hook of the snippet changed the gradient on its way, so .grad is not Jᵀv by design"
-    if not any(c.status == "disagree" for c in event.checks):
-        return  # a change within the checks' tolerance (x * 4 / 4 of a saved tensor): nothing to explain
-    event.checks[:] = [
-        replace(c, status="skipped", reason=f"{why}; {c.reason}" if c.reason else why) if c.status == "disagree" else c
-        for c in event.checks
-    ]
-    event.notes.append(f"A hook of the snippet ({kind}) changed a gradient during this call: {why[46:]}.")
 
 
 def _copy(x: Any) -> Any:

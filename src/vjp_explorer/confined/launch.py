@@ -90,6 +90,7 @@ class Outcome:
     landlock_abi: int = 0
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0
+    unverified: list[str] = field(default_factory=list)  # calls the judge could not vouch for, and why
 
     @property
     def stdout(self) -> str:
@@ -222,10 +223,16 @@ def run_confined(
     with _recording():
         folder = tempfile.mkdtemp(prefix="vjp-snippet-")
         _live.runs[folder] = None
+    judge = None
     try:
         session = _Session(limits, on_message)
         session.outcome.mirrored = not trust and _mirror(folder, dirs)
         session.start(folder, dirs, trust)
+        if observe:  # the checks are made out of the snippet's reach, by a process started beside it
+            from .judging import Judge
+
+            session.judge = judge = Judge(limits, trust)
+            judge.start()
         explain = {
             "calls": limits.snippet_explained_calls,
             "jacobian_rows": limits.snippet_jacobian_rows,
@@ -233,8 +240,14 @@ def run_confined(
             "code": code,  # --code: each explained call's backward graph, for its script (code_capture.py)
         }
         session.extra = {"observe": observe, "seed": seed, "explain": explain, "diagnose": diagnose}
-        return session.talk(text, mode, filename)
+        outcome = session.talk(text, mode, filename)
+        if judge is not None:
+            deadline = session.started + limits.snippet_seconds
+            outcome.unverified = judge.settle(outcome.events, deadline, stopped=outcome.stopped is not None)
+        return outcome
     finally:
+        if judge is not None:
+            judge.end()
         scratch.remove(folder)  # the child is dead and reaped: talk() ends only then, or start() failed
         _live.runs.pop(folder, None)
 
@@ -258,6 +271,7 @@ class _Session:
         self.resource: str | None = None  # the limit the snippet's exception means, if it means one
         self.ready: dict[str, Any] | None = None  # the child's "ready": confined, the snippet sent
         self.extra: dict[str, Any] = {}  # more for the snippet frame: observe, seed, explain
+        self.judge: Any = None  # judging.Judge: what the observer says about calls goes there too
 
     def start(self, folder: str, read_dirs: list[str], trust: bool) -> None:
         message_r, message_w = os.pipe()
@@ -424,17 +438,34 @@ class _Session:
         elif kind == "refused":
             if len(self.outcome.refused) < _MAX_REFUSED:
                 self.outcome.refused.append(Refused(frame["kind"], safe_text(frame["what"][:200]), frame["line"]))
-        elif kind == "event":
-            if len(self.outcome.events) >= self.limits.snippet_events:
+        elif kind in ("event", "started", "ended", "unobserved", "verdict"):
+            if kind == "event" and len(self.outcome.events) >= self.limits.snippet_events:
                 count = self.limits.snippet_events
                 said = f"the snippet sent more than {count:,} events, the most vjp reads back from one run"
                 self._kill(_events_error("snippet_events", count, said))
                 return
-            self.outcome.events.append((len(self.outcome.statements), frame["event"]))
+            if not self._calls(frame):
+                return
         elif kind == "done":
             self.ended = True
         if self.on_message is not None and self.killed_for is None:
             self.on_message(frame)
+
+    def _calls(self, frame: dict[str, Any]) -> bool:
+        """A frame about calls: to the judge (checked against the call record's schema), an event kept."""
+        from ..calls import RecordError
+
+        try:
+            if frame["type"] == "verdict" or self.judge is None and frame["type"] != "event":
+                raise RecordError(f"a {frame['type']!r} frame, which only the judge may send")
+            if self.judge is not None:
+                self.judge.take(frame)
+        except RecordError as e:
+            self._kill(_protocol_error(ProtocolError(str(e))))
+            return False
+        if frame["type"] == "event":
+            self.outcome.events.append((len(self.outcome.statements), frame["event"]))
+        return True
 
     def _close_stdin(self) -> None:
         try:

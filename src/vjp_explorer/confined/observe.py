@@ -1,11 +1,14 @@
 """Every backward and grad call of a snippet, observed from the inside of the child that runs it.
 
-`Observer.install()` wraps `Tensor.backward`, `torch.autograd.backward` and `torch.autograd.grad` (and
-`autograd.Function.apply`, so a custom forward is recorded as the function it computes), and records the
-forward's ATen operations (record.py). Each call runs exactly as the snippet wrote it, once; the tool never
-calls the snippet's graph again (a custom backward or a hook would run twice). Afterwards the call is
-explained from the record: the forward replayed in float64 gives finite differences (independent of
-autograd) and, by autograd of the replay, the explicit Jacobian (a consistency check).
+`Observer.install()` wraps `Tensor.backward`, `torch.autograd.backward` and `torch.autograd.grad`, and the
+autograd engine itself (`Variable._execution_engine`, which every one of them reaches, so a snippet that
+restores torch's functions or calls the engine directly is still seen), and `autograd.Function.apply`, so a
+custom forward is recorded as the function it computes; it records the forward's ATen operations
+(record.py). Each call runs exactly as the snippet wrote it, once; the tool never calls the snippet's graph
+again (a custom backward or a hook would run twice). This process only records: each call's event carries
+its record (the op log from oplog.py, v, the grads), and the judge, a process the snippet never touches
+(judge.py), makes its checks. Every call is announced ("started", "ended") through a sender of its own, so
+a call whose event is dropped in here is still known to the parent.
 """
 
 from __future__ import annotations
@@ -22,11 +25,11 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..snippet.result import Check, Event, LeafGrad
-from ..snippet.words import diagnose, event_notes
-from . import checks, code_capture, payload, protocol
+from ..snippet.result import Event, LeafGrad
+from ..snippet.words import event_notes
+from . import checks, code_capture, oplog, payload, protocol
 from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, grad_of, info, sparse_grad, values_of
-from .hooks import HookWatch, by_design
+from .hooks import HookWatch
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
 from .record import NotReplayable, Recorder, serial
 
@@ -55,6 +58,10 @@ class Observer:
         self.batched: list[Any] | None = None  # inside the snippet's torch.vmap: its autograd.grad calls
         self._local = threading.local()  # per thread: a snippet's threads call backward independently
         self.real: dict[str, Any] = {}
+        self.started = 0  # calls announced so far
+        self.active = 0  # observed calls running now, in any thread (autograd's threads write .grad too)
+        self.said: set[int] = set()  # lines already reported for a backward that ran unobserved
+        self.watched: set[int] = set()  # the leaves whose .grad autograd tells us of
 
     @property
     def depth(self) -> int:
@@ -67,6 +74,8 @@ class Observer:
 
     def install(self) -> None:
         """Wrap torch's entry points and start recording (before the snippet's first line)."""
+        self._accumulated = torch.Tensor.register_post_accumulate_grad_hook  # torch's own, before hooks.py's
+        self.recorder.on_leaf = self.watch_leaf
         self.real = {
             "Tensor.backward": torch.Tensor.backward,
             "torch.autograd.backward": torch.autograd.backward,
@@ -90,6 +99,9 @@ class Observer:
         torch.Tensor.backward = backward  # type: ignore[method-assign]
         torch.autograd.backward = autograd_backward
         torch.autograd.grad = grad
+        self._engine()
+        announce = self.send  # held here: a snippet that replaces the observer's sender still announces calls
+        self.announce = lambda message: _quiet(announce, message)
         apply = torch.autograd.Function.apply.__func__  # type: ignore[attr-defined]
         rec = self.recorder
 
@@ -112,22 +124,73 @@ class Observer:
         _watch_compile()
         self.recorder.__enter__()
 
+    def _engine(self) -> None:
+        """Wrap the engine every backward reaches (`Variable._execution_engine.run_backward`): a call made
+        through it directly, or through torch's own functions restored by the snippet, is an event too."""
+        from torch.autograd.variable import Variable
+
+        engine = Variable._execution_engine
+        real = engine.run_backward
+        self.real["engine.run_backward"] = real
+        observer = self
+
+        class Engine:
+            """The engine, with run_backward observed; everything else is the engine's own."""
+
+            def run_backward(self, *args: Any, **kwargs: Any) -> Any:
+                return observer.call("engine.run_backward", args, kwargs)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(engine, name)
+
+        Variable._execution_engine = Engine()  # type: ignore[assignment]
+
+    def unobserved(self, t: torch.Tensor) -> None:
+        """A leaf's .grad was written outside every observed call: say so once per line (autograd's hook)."""
+        if self.active or self.depth:
+            return
+        line = self.line_now()
+        if line in self.said:
+            return
+        self.said.add(line)
+        what = f"{self.name_of(t)}'s .grad was written by a backward pass the observer did not see"
+        self.announce({"type": "unobserved", "line": line, "what": what})
+
+    def watch_leaf(self, t: torch.Tensor) -> None:
+        """Ask autograd to tell us whenever backward writes this leaf's .grad (the recorder meets each leaf
+        when the forward first reads it, again at each new version: once is enough)."""
+        n = serial(t)
+        if n in self.watched or t._is_view():
+            return
+        self.watched.add(n)
+        try:
+            self._accumulated(t, self.unobserved)
+        except RuntimeError:
+            pass  # a leaf that cannot take a hook: nothing to watch
+
     def emit(self, event: Event) -> None:
         """Number an event made elsewhere (a functional call) and send it."""
         self.count += 1
         event.index = self.count
         self.send_event(event)
 
-    def send_event(self, event: Event) -> None:
-        """Send an event with its arrays within payload.NUMBERS; if it is still too large for a frame (a huge
-        graph, many inputs), with no arrays and no graph: the run goes on either way."""
+    def send_event(self, event: Event, record: dict[str, Any] | None = None, started: int | None = None) -> None:
+        """Send an event and its record with its arrays within payload.NUMBERS; if it is still too large for a
+        frame (a huge graph, many inputs), with no arrays and no graph, then with no forward: the run goes on."""
         payload.fit(event)
         try:
-            self.send({"type": "event", "event": plain(event)})
+            self.send({"type": "event", "event": {**plain(event), "record": record, "started": started}})
+            return
         except protocol.FrameTooLarge:
             event.graph = event.backward_code = None
             payload.fit(event, budget=0)
-            self.send({"type": "event", "event": plain(event)})
+        try:
+            self.send({"type": "event", "event": {**plain(event), "record": record, "started": started}})
+        except protocol.FrameTooLarge:
+            if record is not None:
+                why = f"the recorded forward is larger than the channel's frame of {protocol.MAX_FRAME:,} bytes"
+                record = {**record, "forward": None, "unreplayable": why}
+            self.send({"type": "event", "event": {**plain(event), "record": record, "started": started}})
 
     def before_statement(self, stmt: Any) -> None:
         """The runner's hook; events carry their own line, so nothing to do."""
@@ -147,7 +210,7 @@ class Observer:
                 self._note_batched(qualname, real, args, kwargs, value)
             return value
         try:
-            p = inspect.signature(real).bind(*args, **kwargs)
+            p = _signature(qualname, real).bind(*args, **kwargs)
         except TypeError:
             return real(*args, **kwargs)  # torch raises its own TypeError, as Python would
         p.apply_defaults()
@@ -162,9 +225,15 @@ class Observer:
                 started.start()
         code = code_capture.start(self, c.outs, c.v_used, c.leaves) if self.code and c.explain else None
         self.hooks.reset()
+        self.started += 1
+        c.started = self.started
+        self.announce({"type": "started", "call": c.started, "line": c.line})
+        ok = False
         try:
             value = self._run(real, args, kwargs)
+            ok = True
         finally:
+            self.announce({"type": "ended", "call": c.started, "ok": ok})
             c.diagnosis = c.watch.finish() if c.watch is not None else None
             c.graph = c.probe.finish() if c.probe is not None else None
             if code is not None:
@@ -194,7 +263,9 @@ class Observer:
         if inputs is None:
             inputs = self.in_snippet_order(graph_leaves(outs))
         leaves = [x for x in inputs if isinstance(x, torch.Tensor)]
-        is_grad = qualname == "torch.autograd.grad"
+        is_grad = qualname == "torch.autograd.grad" or (
+            qualname == "engine.run_backward" and not p.arguments.get("accumulate_grad", True)
+        )
         line, source = self._where()
         explain, checked, every = self._plan(line)
         return Call(
@@ -258,30 +329,46 @@ class Observer:
         event.backward_code = code_capture.finish(code) if code is not None else None
         nonfinite = any(isinstance(g, torch.Tensor) and not bool(torch.isfinite(g).all()) for g in got)
         event.diagnosis = c.diagnosis if nonfinite else None
-        self._checks(c, event, got)
-        if self.hooks.changed is not None:
-            by_design(event, self.hooks.changed)
-        diagnose(event, c.customs)
+        record = self._record(c, event, got)
         event.notes.extend(event_notes(event, c.before))
         if any(sparse_grad(x) for x in c.leaves):
             event.notes.append("A sparse gradient: shown and checked as the dense tensor it stands for.")
-        self.send_event(event)
+        self.send_event(event, record, c.started)
         if not event.retain_graph:
             self.recorder.forget(self.recorder.slice_for(c.outs, c.leaves))
 
-    def _checks(self, c: Call, event: Event, got: list[Any]) -> None:
+    def _record(self, c: Call, event: Event, got: list[Any]) -> dict[str, Any]:
+        """What the judge needs to check this call: the forward (or why there is none), v, the grads."""
+        why: str | None = None
+        forward = None
         if not c.checked:
             why = f"past the first {FULL_PER_LINE} calls of a line, every {c.every}th is checked"
-            event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
         elif any(t.is_complex() for t in [*c.outs, *c.leaves]):
             why = "complex tensors: the references here are real; torch's conjugate convention is not checked"
-            event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
-        elif all(isinstance(v, torch.Tensor) for v in c.v_used) and c.leaves:
+        elif not (all(isinstance(v, torch.Tensor) for v in c.v_used) and c.leaves):
+            why = ""  # nothing to check (no input, or a v torch will refuse): no check at all
+        else:
             try:
-                self._check(event, c.outs, c.v_used, c.leaves, got, c.before, cheap=not c.explain)
-            except Exception as e:  # noqa: BLE001 - the tool's own failure is never the snippet's exception
-                why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
-                event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+                forward = self._forward(event, c.outs, c.leaves, got)
+            except NotReplayable as e:
+                why = str(e)
+            except (oplog.Unsendable, RuntimeError) as e:
+                why = f"the recorded forward could not be written down ({str(e).splitlines()[0][:200]})"
+        with checks.outside_the_log(), torch._C.DisableTorchFunction():
+            return {
+                "forward": forward,
+                "unreplayable": why,
+                "outputs": [oplog.array(o) for o in c.outs] if forward is not None else [],
+                "v": [oplog.array(v) for v in c.v_used] if forward is not None else [],
+                "at": [oplog.array(x) for x in c.leaves] if forward is not None else [],
+                "grads": [None if g is None else oplog.array(g) for g in got] if forward is not None else [],
+                "before": [None if b is None else oplog.array(b) for b in c.before] if forward is not None else [],
+                "names": [x.name for x in event.inputs] if forward is not None else [],
+                "cheap": not c.explain,
+                "jacobian_rows": self.jacobian_rows,
+                "hook": self.hooks.changed,
+                "customs": list(c.customs),
+            }
 
     def _note_batched(self, qualname: str, real: Any, args: Any, kwargs: Any, value: Any) -> None:
         """An autograd.grad call inside torch.vmap, its batched v and grads unwrapped (functional.unbatched);
@@ -315,9 +402,17 @@ class Observer:
         """A call that ran but the tool could not read back: an event that says so, the snippet goes on."""
         why = f"the tool could not read this call back ({type(error).__name__}: {str(error)[:200]})"
         event = Event(self.count, c.line, c.source, c.qualname, [], [], "", False, False, [])
-        event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
         self.count = max(self.count, event.index)
-        self.send_event(event)
+        record: dict[str, Any] = {
+            **{name: [] for name in ("outputs", "v", "at", "grads", "before", "names")},
+            "forward": None,
+            "unreplayable": why,
+            "cheap": True,
+            "jacobian_rows": self.jacobian_rows,
+            "hook": None,
+            "customs": [],
+        }
+        self.send_event(event, record, c.started)
 
     def _plan(self, line: int) -> tuple[bool, bool, int]:
         """For the next call from `line`: whether it is explained in full (the first calls of each line, what
@@ -364,47 +459,16 @@ class Observer:
             )
         return "it was made where the log does not see: another thread, or a backward pass"
 
-    def _routes(
-        self, outs: list[torch.Tensor], vs: list[torch.Tensor], leaves: list[torch.Tensor], got: list[Any], cheap: bool
-    ) -> Any:
-        """The replay and what the checks compare with: J, finite differences, term sizes, rounding."""
-        from ..engine.finite_diff import finite_differences_of
-
-        if any(x.layout != torch.strided for x in leaves):
-            raise NotReplayable(
-                "a sparse leaf: autograd's gradient lives on its stored entries only, and these finite "
-                "differences perturb dense tensors; shown, not checked"
-            )
-        replay = self.recorder.replay(outs, leaves, self._unseen())
-        x0 = replay.leaf_values()
-        read = replay.reads() if any(x is None for x in x0) else set()
-        for k, x in enumerate(x0):
-            if x is not None:
-                continue
-            # a non-leaf the gradient is taken at, which the replay reads as its input (autograd cuts the graph
-            # there); or an input the replay never reads that the call gives no gradient (allow_unused)
-            unread = serial(leaves[k]) not in read and serial(leaves[k]) not in {serial(o) for o in outs}
-            if unread and got[k] is not None and bool(got[k].detach().ne(0).any()):
-                name = self.name_of(leaves[k])
-                raise NotReplayable(f"{name} got a gradient, yet the recorded forward never read it: {self._unseen()}")
-            x0[k] = leaves[k].detach().to(torch.float64)
-        replay.hold(x0, [leaf.dtype for leaf in leaves])  # relu, max, sort...: differentiated at the point
-        changed = self._changed(replay, leaves)
-        v = torch.cat([x.detach().reshape(-1).to(torch.float64) for x in vs])
-        jac = checks.jacobian(replay, x0) if v.numel() <= self.jacobian_rows and not cheap else None
-        fd = finite_differences_of(checks.flat(replay), x0, v, 1 if cheap else checks.FD_EVALS)
-        terms = None if cheap else checks.term_sizes_of(replay, x0, v)
-        rounding = checks.forward_rounding(replay, x0, leaves, v)  # float32 cancellation, bfloat16 autocast
-        return replay, x0, changed, v, jac, fd, terms, rounding
-
     def _run(self, real: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.depth += 1
+        self.active += 1
         self.recorder.paused += 1  # backward's own operations are not the forward
         try:
             with checks.outside_the_log():  # nor pay the log's Python dispatch
                 return real(*args, **kwargs)
         finally:
             self.recorder.paused -= 1
+            self.active -= 1
             self.depth -= 1
 
     def _where(self) -> tuple[int, str]:
@@ -448,30 +512,41 @@ class Observer:
         changed = self.recorder.changed_inputs(replay.entries, current)
         return [self.name_of(current[s]) for s in changed]
 
-    # ------------------------------------------------------------------ the checks
+    # ------------------------------------------------------------------ the record
 
-    def _check(
-        self,
-        event: Event,
-        outs: list[torch.Tensor],
-        vs: list[torch.Tensor],
-        leaves: list[torch.Tensor],
-        got: list[Any],
-        before: list[Any],
-        cheap: bool = False,
-    ) -> None:
-        """jtv and finite differences on the replay; `cheap` (past the explained calls): finite differences
-        along random directions only, a few evaluations of the replay."""
+    def _forward(
+        self, event: Event, outs: list[torch.Tensor], leaves: list[torch.Tensor], got: list[Any]
+    ) -> dict[str, Any]:
+        """The forward from the leaves to the outputs as data for the judge; NotReplayable where the log
+        does not hold it (with where it may have run instead)."""
+        if any(x.layout != torch.strided for x in leaves):
+            raise NotReplayable(
+                "a sparse leaf: autograd's gradient lives on its stored entries only, and these finite "
+                "differences perturb dense tensors; shown, not checked"
+            )
         self.recorder.paused += 1
-        self.depth += 1  # the checks' own autograd calls are not the snippet's
+        self.depth += 1  # what runs here is not the snippet's
         try:
-            # anomaly mode (--code's lines) would keep a stack per replayed op: off while the checks run
-            with checks.outside_the_log(), torch.autograd.set_detect_anomaly(False):
-                replay, x0, changed, v, jac, fd, terms, rounding = self._routes(outs, vs, leaves, got, cheap)
-        except (NotReplayable, RuntimeError) as e:
-            why = str(e) if isinstance(e, NotReplayable) else f"the replay failed ({str(e).splitlines()[0][:200]})"
-            event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
-            return
+            # anomaly mode (--code's lines) would keep a stack per replayed op: off while the log is read
+            with (
+                checks.outside_the_log(),
+                torch._C.DisableTorchFunction(),
+                torch.autograd.set_detect_anomaly(False),
+            ):
+                replay = self.recorder.replay(outs, leaves, self._unseen())
+                x0 = replay.leaf_values()
+                read = replay.reads() if any(x is None for x in x0) else set()
+                for k, x in enumerate(x0):
+                    # a non-leaf the gradient is taken at, which the replay reads as its input (autograd cuts
+                    # the graph there); or an input the replay never reads that gets no gradient (allow_unused)
+                    unread = serial(leaves[k]) not in read and serial(leaves[k]) not in {serial(o) for o in outs}
+                    if x is None and unread and got[k] is not None and bool(got[k].detach().ne(0).any()):
+                        name = self.name_of(leaves[k])
+                        raise NotReplayable(
+                            f"{name} got a gradient, yet the recorded forward never read it: {self._unseen()}"
+                        )
+                changed = self._changed(replay, leaves)
+                forward = oplog.export(self.recorder, outs, leaves)
         finally:
             self.recorder.paused -= 1
             self.depth -= 1
@@ -481,49 +556,7 @@ class Observer:
                 "(through .data or an in-place write autograd cannot see): backward used the values it saved, "
                 "the replay the values the forward read."
             )
-        g64 = [
-            torch.zeros(x.numel(), dtype=torch.float64) if g is None else g.detach().reshape(-1).to(torch.float64)
-            for x, g in zip(leaves, got, strict=True)
-        ]
-        prior = [None if b is None else b.detach().reshape(-1).abs().to(torch.float64) for b in before]
-        sizes = [Jk.abs().T @ v.abs() for Jk in jac] if jac is not None else None
-        if terms is not None:  # the size of what backward added up: its rounding is at that size
-            sizes = terms if sizes is None else [torch.maximum(a, b) for a, b in zip(sizes, terms, strict=True)]
-        if jac is None:
-            why = f"J has more than {self.jacobian_rows} rows (--limit snippet_jacobian_rows=N)"
-            if cheap:
-                why = "a folded call: finite differences along random directions only"
-            event.checks.append(Check("jtv", "skipped", checks.JTV, reason=why))
-        else:
-            refs = [Jk.T @ v for Jk in jac]
-            for k, ref in enumerate(refs):
-                event.inputs[k].jtv = ref.reshape(leaves[k].shape).tolist()
-                event.inputs[k].jacobian = jac[k].tolist()
-            errs = list(rounding or [])
-            masks = [torch.zeros(r.shape, dtype=torch.bool) for r in refs]
-            event.checks.append(checks.compare("jtv", checks.JTV, event, leaves, g64, refs, errs, masks, sizes, prior))
-        if fd.method == "full":
-            refs = [fd.jtv[f"x{k}"].reshape(-1) for k in range(len(leaves))]
-            for k, ref in enumerate(refs):
-                shown = ref.clone()
-                shown[fd.left_out[f"x{k}"].reshape(-1)] = float("nan")
-                event.inputs[k].finite_difference = shown.reshape(leaves[k].shape).tolist()
-            errs = [fd.error[f"x{k}"].reshape(-1) + (rounding[k] if rounding else 0) for k in range(len(leaves))]
-            masks = [fd.left_out[f"x{k}"].reshape(-1) for k in range(len(leaves))]
-            check = checks.left_out(
-                event,
-                checks.compare("finite_difference", checks.FD, event, leaves, g64, refs, errs, masks, sizes, prior),
-                fd,
-            )
-        else:
-            check = checks.directions(fd, leaves, g64, rounding)
-        if replay.narrowed:  # finite differences of a float32 op are at its rounding's scale: no evidence
-            why = (
-                f"{', '.join(replay.narrowed)} has no float64 kernel (LSTM's on CPU): the replay runs it in float32, "
-                "too coarse for finite differences; the jtv check used it"
-            )
-            check = Check("finite_difference", "skipped", checks.FD, reason=why)
-        event.checks.append(checks.unheld_kinks(check, replay.unheld()))
+        return forward
 
 
 FULL_PER_LINE = 3  # calls of one line explained in full (render/snippet_view.py folds the rest: FOLD_AFTER)
@@ -580,6 +613,35 @@ def plain(x: Any) -> Any:
     return x
 
 
+_ENGINE = inspect.Signature(
+    [
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default)
+        for name, default in (
+            ("tensors", inspect.Parameter.empty),
+            ("grad_tensors", None),
+            ("keep_graph", False),
+            ("create_graph", False),
+            ("inputs", ()),
+            ("allow_unreachable", True),
+            ("accumulate_grad", True),
+        )
+    ]
+)
+
+
+def _signature(qualname: str, real: Any) -> inspect.Signature:
+    """The call's parameters: torch's own signature, or the engine's (a builtin, which states none)."""
+    return _ENGINE if qualname == "engine.run_backward" else inspect.signature(real)
+
+
+def _quiet(send: Send, message: dict[str, Any]) -> None:
+    """Send, and let a failure to (a closed channel) not become the snippet's exception."""
+    try:
+        send(message)
+    except OSError:
+        pass
+
+
 def _in_functorch_transform() -> bool:
     """Whether a torch.func transform (grad, jacrev, vmap, ...) is running: its tensors are wrappers."""
     peek = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
@@ -591,6 +653,9 @@ def _arguments(qualname: str, p: dict[str, Any]) -> tuple[list[Any], list[Any], 
         return [p["self"]], [p.get("gradient")], p.get("inputs")
     if qualname == "torch.autograd.backward":
         return _seq(p.get("tensors")), _seq(p.get("grad_tensors")), p.get("inputs")
+    if qualname == "engine.run_backward":
+        inputs = _seq(p.get("inputs"))
+        return _seq(p.get("tensors")), _seq(p.get("grad_tensors")), inputs or None
     return _seq(p.get("outputs")), _seq(p.get("grad_outputs")), _seq(p.get("inputs"))
 
 

@@ -28,11 +28,12 @@ _NAMES = {
 }
 
 
-def fit(event: Event, budget: int = NUMBERS) -> None:
-    """Leave out the largest arrays of `event` until its numbers fit `budget`; say what was left out."""
+def fit(event: Event, budget: int = NUMBERS, used: int = 0) -> None:
+    """Leave out the largest arrays of `event` until its numbers, with `used` more sent beside them, fit
+    `budget`; say what was left out."""
     sized = [(x, f, _count(x, f)) for x in event.inputs for f in FIELDS]
     infos = [*event.outputs, *event.v, *event.results, *event.reference]
-    total = sum(n for _, _, n in sized) + sum(_numel(t.shape) for t in infos if t.values is not None)
+    total = used + sum(n for _, _, n in sized) + sum(_numel(t.shape) for t in infos if t.values is not None)
     if total <= budget:
         return
     left: dict[str, list[str]] = {}
@@ -54,10 +55,33 @@ def fit(event: Event, budget: int = NUMBERS) -> None:
         total -= n
         left.setdefault(x.name, []).append(_NAMES[name])
     said = "; ".join(f"{name}: {', '.join(what)}" for name, what in left.items())
-    event.notes.append(
-        f"This call's arrays hold more than {budget:,} numbers, so some were not kept for the transcript and "
-        f"the JSON (the checks ran on all of them): {said}."
-    )
+    event.notes.append(f"{LEFT_OUT.format(budget)}{said}.")
+
+
+# the note that says what was left out: the child's and the judge's (whose arrays come later) make one
+LEFT_OUT = (
+    "This call's arrays hold more than {:,} numbers, so some were not kept for the transcript and the JSON "
+    "(the checks ran on all of them): "
+)
+
+
+def joined(notes: list[str], more: str) -> list[str]:
+    """`notes` with the note `more` (what else was left out) merged into its own one, if it has one."""
+    head = LEFT_OUT.format(NUMBERS)
+    for k, note in enumerate(notes):
+        if note.startswith(head) and more.startswith(head):
+            return [*notes[:k], note.rstrip(".") + "; " + more[len(head) :], *notes[k + 1 :]]
+    return [*notes, more]
+
+
+def numbers(event: dict[str, Any]) -> int:
+    """How many numbers an event (as the channel carries it) holds in its arrays."""
+    infos = [*event["outputs"], *event["v"], *event["results"], *event["reference"]]
+    held = sum(_numel(t["shape"]) for t in infos if t["values"] is not None)
+    for x in event["inputs"]:
+        n = _numel(x["shape"])
+        held += sum(n for f in FIELDS if f != "jacobian" and x.get(f) is not None)
+    return held
 
 
 def _count(x: LeafGrad, name: str) -> int:

@@ -170,6 +170,14 @@ FRAMES: dict[str, dict[str, Check]] = {
     # why the snippet failed, found in a second run with autograd's instruments (diagnose.py); read field by
     # field where it is read (snippet/why.py)
     "diagnosis": {"diagnosis": lambda d: isinstance(d, dict)},
+    # a backward call the observer is about to run (its `call` number), and whether it returned: a call that
+    # started and returned is owed an event; one missing is a call the snippet hid (confined/judging.py)
+    "started": {"call": _int, "line": _int},
+    "ended": {"call": _int, "ok": _bool},
+    # a backward pass that wrote a leaf's .grad outside every observed call (the engine reached some other way)
+    "unobserved": {"line": _int, "what": _str},
+    # the judge's answer about one call (confined/judge.py; checked field by field against calls.VERDICT)
+    "verdict": {"verdict": lambda d: isinstance(d, dict)},
     # every statement ran
     "done": {},
 }

@@ -88,6 +88,7 @@ class Recorder(TorchDispatchMode):
         self.dropped = False  # the log overflowed: older forwards cannot be replayed
         self.failed = ""  # why the log could not record an operation (its own failure, never the snippet's)
         self.roots: set[int] = set()  # serials tracked without requiring grad: forward-mode AD's dual tensors
+        self.on_leaf: Callable[[torch.Tensor], None] | None = None  # told of each leaf as the log first copies it
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -172,6 +173,8 @@ class Recorder(TorchDispatchMode):
                 self.dropped = True
             self.copies[copied] = a.detach().clone()
             self.copy_bytes += size
+            if self.on_leaf is not None and a.requires_grad and a.grad_fn is None:
+                self.on_leaf(a)
         return _Ref(copied, n, False)
 
     def record_grad(
@@ -410,7 +413,7 @@ class Replay:
             return
         if e.random and name != "native_dropout":
             for k, t in zip(e.outs, e.results, strict=True):
-                env[k] = self._cast(t)
+                env[k] = self._cast(t).clone()  # an in-place op after it must not change the record
             return
 
         args, kwargs = tree_map(lambda a: self._arg(a, env, by_leaf, name), (e.args, e.kwargs))

@@ -58,6 +58,8 @@ def run_snippet(
         seed=drawn,
     )
     outcome = again(observe=True, graph=graph, code=code)
+    if outcome.unverified and outcome.stopped is None:  # never exit 0 on a verdict the judge cannot vouch for
+        outcome.stopped = _unverified(outcome.unverified)
     if outcome.stopped is not None and not keep_partial:
         raise outcome.stopped
     lines = (src.pasted or src.original).split("\n")  # as pasted: an IPython transcript keeps its prompts
@@ -133,6 +135,17 @@ def _diagnoses(outcome: Any, events: list[Event], src: Source, lines: list[str],
     return find(again, lines, safe)
 
 
+def _unverified(why: list[str]) -> ProgramError:
+    """The run's error where the judge found calls it cannot vouch for (confined/judging.py)."""
+    from ..confined.protocol import safe_text
+
+    said = "; ".join(safe_text(w) for w in why[:5]) + (f"; and {len(why) - 5} more" if len(why) > 5 else "")
+    return ProgramError(
+        f"vjp cannot vouch for this run's verdicts: {said}",
+        hint="the snippet's own process changed what vjp observes or reports; see `vjp docs confinement`",
+    )
+
+
 def _refused_notes(outcome: Any, error: RaisedError | None) -> list[str]:
     """An attempt the confinement refused, where the snippet's own code went on past it (os.system returns a
     status, a try/except swallows the error): said once per line, unless the snippet's error already says it."""
@@ -179,12 +192,13 @@ def _claim(src: Source, step: Step, line: int, raised: tuple[str, str] | None) -
 
 
 def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
-    """An event dict from the child, rebuilt as the dataclasses; a malformed one is a broken channel."""
+    """An event dict from the child (its checks the judge's: confined/judging.py), rebuilt as the dataclasses;
+    a malformed one is a broken channel."""
     from . import checked
 
     try:
         d = _safe(raw, safe)
-        return Event(
+        event = Event(
             index=index,
             line=int(d["line"]),
             source=str(d["source"]),
@@ -203,6 +217,7 @@ def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
             reference=[TensorInfo(**checked.record(TensorInfo, t, "reference")) for t in d.get("reference") or []],
             backward_code=d["backward_code"] if isinstance(d.get("backward_code"), dict) else None,
         )
+        return event
     except Exception as e:  # anything the snippet forged: whatever it raises while read, it is no event
         what = str(e)[:200] if isinstance(e, checked.Malformed) else type(e).__name__
         raise ProgramError(

@@ -40,22 +40,6 @@ def _flatten(x: Any) -> list[float]:
     return [x] if isinstance(x, (int, float)) else []
 
 
-def diagnose(event: Event, customs: list[str]) -> None:
-    """Complete the diagnosis once the checks ran: a custom Function to suspect, or a derivative that is not finite."""
-    fd = next((c for c in event.checks if c.name == "finite_difference"), None)
-    if customs and event.status == "disagree":
-        names = ", ".join(customs)
-        event.diagnosis = (event.diagnosis + " " if event.diagnosis else "") + (
-            f"The gradient passes through the custom Function {names}: finite differences of its forward "
-            "are the reference, so look at its backward first (a factor, a sign, a transposed or missing term)."
-        )
-    if event.diagnosis and fd is not None and fd.status == "agree":
-        event.diagnosis = (
-            "Finite differences find no finite derivative here either, so a non-finite grad is what the math "
-            "gives (the derivative is infinite or undefined at this point). " + event.diagnosis
-        )
-
-
 _UNIMPORTED = (
     "The snippet uses {name} without importing it (documentation snippets often assume `{imp}`): Python "
     "stops here, as it would. Add `{imp}` at its top."

@@ -1,0 +1,264 @@
+"""The parent's side of the judge: start its confined process beside the snippet's child, hand it each
+call's record, and put its checks (only its checks) into the events the view shows.
+
+The snippet's process may have rewritten anything of ours inside it: its checks are ignored, its events are
+taken as claims. `Judge.take` checks an event against the schema (calls.validate_event; anything else is a
+broken channel) and passes its record on; `Judge.settle` waits for the verdicts (within the run's clock),
+replaces each event's checks with the judge's, and says which calls are unverified, and why: a record the
+judge found inconsistent, a backward call the observer saw start whose event never came, a backward that
+changed a leaf's .grad unobserved. A run with one never ends with exit 0 (snippet/door.py).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..calls import RecordError, Verdict, validate_event, validate_verdict
+from ..limits import Limits
+from . import protocol
+from .payload import joined
+from .protocol import FrameReader, ProtocolError, safe_text
+
+# the calls whose checks only the judge makes (a functional call's checks still come from the child)
+JUDGED = ("Tensor.backward", "torch.autograd.backward", "torch.autograd.grad", "engine.run_backward")
+_LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", "snippet_open_files")
+FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
+
+
+@dataclass
+class Calls:
+    """What the observer said about calls besides their events: started, ended, unobserved backward passes."""
+
+    started: dict[int, int] = field(default_factory=dict)  # started call -> its line
+    ended: dict[int, bool] = field(default_factory=dict)  # started call -> whether backward returned
+    reported: set[int] = field(default_factory=set)  # started calls whose event came
+    unobserved: list[str] = field(default_factory=list)  # what the child said of a backward it did not observe
+
+
+class Judge:
+    """One judge process for one snippet run."""
+
+    def __init__(self, limits: Limits, trust: bool) -> None:
+        self.limits, self.trust = limits, trust
+        self.verdicts: dict[int, Verdict] = {}
+        self.failure: str | None = None  # why the judge could not answer (its answers are then skipped checks)
+        self.calls = Calls()
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the judge now, so that its import of torch overlaps the child's."""
+        self.scratch = tempfile.mkdtemp(prefix="vjp-judge-")
+        message_r, message_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "vjp_explorer.confined.judge"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd=self.scratch,
+                env=_environment(self.scratch),
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(message_w,),
+            )
+        finally:
+            os.close(message_w)
+        self._message_fd = message_r
+        config = {
+            "type": "config",
+            "message_fd": message_w,
+            "scratch": self.scratch,
+            "read_dirs": [],
+            "limits": {name: getattr(self.limits, name) for name in _LIMITS},
+            "trust": self.trust,
+            "parent_pid": os.getpid(),
+        }
+        self._queue.put(config)
+        self._writer = threading.Thread(target=self._write, daemon=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._writer.start()
+        self._reader.start()
+
+    # ---------------------------------------------------------------- what the child says
+
+    def take(self, frame: dict[str, Any]) -> None:
+        """A frame of the child about calls: checked (RecordError: a broken channel), a record passed on."""
+        kind = frame["type"]
+        if kind == "started":
+            self.calls.started[frame["call"]] = frame["line"]
+        elif kind == "ended":
+            self.calls.ended[frame["call"]] = frame["ok"]
+        elif kind == "unobserved":
+            self.calls.unobserved.append(f"line {frame['line']}: {safe_text(frame['what'][:500])}")
+        elif kind == "event":
+            event = validate_event(frame["event"])
+            if event["started"] is not None:
+                self.calls.reported.add(event["started"])
+            if event["record"] is not None and self.proc is not None:
+                self._queue.put({"type": "record", "event": event})
+
+    def _write(self) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            while (message := self._queue.get()) is not None:
+                self.proc.stdin.write(protocol.encode(message))
+                self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        finally:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+
+    def _read(self) -> None:
+        reader = FrameReader()
+        ready = False
+        try:
+            while data := os.read(self._message_fd, 1 << 16):
+                for frame in reader.feed(data):
+                    if not ready:
+                        if frame["type"] != "ready":
+                            self.failure = safe_text(str(frame.get("reason", "the judge could not start")))
+                            return
+                        ready = True
+                    elif frame["type"] == "verdict":
+                        v = validate_verdict(frame["verdict"])
+                        self.verdicts[v["call"]] = v
+            reader.close()
+            if not ready:
+                self.failure = "the judge's process ended before it was ready"
+        except (ProtocolError, RecordError, OSError) as e:
+            self.failure = f"the judge's answer was unreadable ({e})"
+
+    # ---------------------------------------------------------------- the end
+
+    def settle(self, events: list[tuple[int, dict[str, Any]]], deadline: float, stopped: bool) -> list[str]:
+        """Wait for the verdicts (until `deadline`), put them into `events`; the unverified calls, in words."""
+        self._queue.put(None)
+        if self.proc is not None:
+            self._reader.join(max(0.0, deadline - time.monotonic()))
+            if self._reader.is_alive():
+                self.failure = self.failure or "the judge ran out of the snippet's time (--limit snippet_seconds=N)"
+            self.end()
+        unverified: list[str] = []
+        for _, event in events:
+            why = self._merge(event)
+            if why is not None:
+                unverified.append(f"call {event['index']} ({event['call']}, line {event['line']}): {why}")
+        if not stopped:  # a run the tool stopped ended mid-call: its last call is explained by why it stopped
+            for k, line in self.calls.started.items():
+                if k not in self.calls.ended:
+                    unverified.append(f"a backward call at line {line} was seen starting but never ending")
+                elif self.calls.ended[k] and k not in self.calls.reported:
+                    unverified.append(
+                        f"a backward call at line {line} ran, but its event never came: something in the snippet's "
+                        "process dropped it"
+                    )
+        unverified += [f"an unobserved backward call ({u})" for u in self.calls.unobserved]
+        return unverified
+
+    def _merge(self, event: dict[str, Any]) -> str | None:
+        """The judge's checks in place of the child's; why the call is unverified, or None."""
+        if event["call"] in JUDGED and event["record"] is not None and event["index"] not in self.verdicts:
+            why = self.failure or "the judge gave no verdict for it"
+            event.pop("record")
+            event["checks"] = [_skipped(f"not checked: {why}")]
+            return None  # the judge's own budget or failure: a skipped check, never a verdict
+        return merge(event, self.verdicts.get(event["index"]))
+
+    def end(self) -> None:
+        """The judge killed (its answers are all in, or too late), reaped, its scratch folder removed."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own group: start_new_session
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+            self.proc = None
+            self._reader.join(5.0)  # at end of file now that the judge is gone
+            os.close(self._message_fd)
+            shutil.rmtree(self.scratch, ignore_errors=True)  # the judge runs no snippet code: plain files
+
+
+def _environment(scratch: str) -> dict[str, str]:
+    """The judge's environment: what Python needs, one thread (the snippet's child has the other core)."""
+    return {"PATH": "/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1"}
+
+
+def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
+    """One event of the child with the judge's verdict on it: the judge's checks in place of any the child
+    sent, the arrays the view shows beside the grads, what follows from the checks; why the call is
+    unverified (a judged call without its record, or one the judge found inconsistent), or None."""
+    record = event.pop("record")
+    if event["call"] not in JUDGED:
+        return None  # a functional call: checked in the child still (docs/confinement.md says so)
+    if record is None or verdict is None:
+        event["checks"] = [_skipped("the call came without its record: nothing to replay")]
+        return "it came without the record of its forward"
+    event["checks"] = verdict["checks"]
+    arrays = zip(verdict["jtv"], verdict["jacobian"], verdict["finite_difference"], verdict["omitted"], strict=True)
+    for x, (jtv, jac, fd, omitted) in zip(event["inputs"], arrays, strict=False):
+        x["jtv"], x["jacobian"], x["finite_difference"] = jtv, jac, fd
+        x["omitted"] += omitted
+    for note in verdict["notes"]:
+        event["notes"] = joined(event["notes"], note)
+    _after(event, record)
+    return verdict["unverified"]
+
+
+def _after(event: dict[str, Any], record: dict[str, Any]) -> None:
+    """What follows from the judge's checks: a hook of the snippet that changed the gradient (a difference
+    by its design), the custom Function to suspect, and whether finite differences see a non-finite grad too."""
+    checks = event["checks"]
+    bad = any(c["status"] == "disagree" for c in checks)
+    if record["hook"] is not None and bad:
+        why = "a hook of the snippet changed the gradient on its way, so .grad is not Jᵀv by design"
+        for c in checks:
+            if c["status"] == "disagree":
+                c["status"], c["reason"] = "skipped", f"{why}; {c['reason']}" if c["reason"] else why
+        event["notes"].append(
+            f"A hook of the snippet ({record['hook']}) changed a gradient during this call: {why[46:]}."
+        )
+        bad = False
+    if record["customs"] and bad:
+        event["diagnosis"] = (event["diagnosis"] + " " if event["diagnosis"] else "") + (
+            f"The gradient passes through the custom Function {', '.join(record['customs'])}: finite differences of "
+            "its forward are the reference, so look at its backward first (a factor, a sign, a transposed or "
+            "missing term)."
+        )
+    fd = next((c for c in checks if c["name"] == "finite_difference"), None)
+    if event["diagnosis"] and fd is not None and fd["status"] == "agree":
+        event["diagnosis"] = (
+            "Finite differences find no finite derivative here either, so a non-finite grad is what the math "
+            "gives (the derivative is infinite or undefined at this point). " + event["diagnosis"]
+        )
+
+
+def _skipped(why: str) -> dict[str, Any]:
+    return {
+        "name": "finite_difference",
+        "status": "skipped",
+        "compares": FD,
+        "max_abs_diff": None,
+        "max_rel_diff": None,
+        "tolerance": None,
+        "reason": why,
+        "undefined": [],
+        "overflow": [],
+        "worst": None,
+        "spurious": [],
+        "nonfinite": [],
+        "independent": None,
+    }

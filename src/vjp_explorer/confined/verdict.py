@@ -1,0 +1,207 @@
+"""The checks of one call from its record, as the judge makes them (judge.py runs this, confined).
+
+The recorded forward is rebuilt from data (oplog.rebuild: torch's own operators only) and replayed in
+float64 with no mode or patch of the snippet's; its Jacobian and its finite differences are compared with
+the grads the call gave (checks.py). Where the record contradicts itself (the replay does not give the
+recorded output; an input got a gradient the log never reads) the call is `unverified`, with why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..engine.finite_diff import finite_differences_of
+from ..snippet.result import Check, Event, LeafGrad
+from . import checks, oplog, payload
+from .record import NotReplayable
+
+
+def verdict(event: dict[str, Any]) -> dict[str, Any]:
+    """The checks of one call from its record, and the arrays the view shows beside its grads."""
+    record = event["record"]
+    n = len(record["names"])
+    out: dict[str, Any] = {
+        "call": event["index"],
+        "checks": [],
+        "jtv": [None] * n,
+        "jacobian": [None] * n,
+        "finite_difference": [None] * n,
+        "omitted": [[] for _ in range(n)],
+        "notes": [],
+        "unverified": None,
+    }
+    view = _event(event)
+    try:
+        _judge(view, record, out)
+    except _Unverified as e:
+        out["unverified"] = str(e)
+        view.checks = [Check("finite_difference", "skipped", checks.FD, reason=f"unverified: {e}")]
+    except Exception as e:  # noqa: BLE001 - the judge's own failure is a skipped check, said so
+        why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
+        view.checks = [Check("finite_difference", "skipped", checks.FD, reason=why)]
+    payload.fit(view, used=payload.numbers(event))  # with the child's arrays, within one budget
+    for k, x in enumerate(view.inputs):
+        out["jtv"][k], out["jacobian"][k], out["finite_difference"][k] = x.jtv, x.jacobian, x.finite_difference
+        out["omitted"][k] = x.omitted
+    out["notes"] = view.notes
+    out["checks"] = [_plain_check(c) for c in view.checks]
+    return out
+
+
+class _Unverified(Exception):
+    """The record contradicts itself: no check of it means anything."""
+
+
+def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
+    if record["forward"] is None:
+        event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=record["unreplayable"]))
+        return
+    try:
+        replay = oplog.rebuild(record["forward"])
+    except oplog.Foreign as e:
+        why = (
+            f"the forward runs {e}, an operator the snippet registered: the judge replays torch's own "
+            "operators only, never the snippet's code"
+        )
+        event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+        return
+    except oplog.OverBudget as e:
+        event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=str(e)))
+        return
+    except NotReplayable as e:
+        raise _Unverified(f"the recorded forward is not a forward ({e})") from None
+    at = [oplog.tensor(a) for a in record["at"]]
+    leaves = [torch.empty(0, dtype=a.dtype).new_zeros(a.shape) for a in at]  # dtype and shape, for the tolerances
+    got = [None if g is None else oplog.tensor(g) for g in record["grads"]]
+    before = [None if b is None else oplog.tensor(b) for b in record["before"]]
+    vs = [oplog.tensor(v) for v in record["v"]]
+    outputs = [oplog.tensor(o) for o in record["outputs"]]
+    if any(t.is_complex() for t in [*at, *outputs]):
+        why = "complex tensors: the references here are real; torch's conjugate convention is not checked"
+        event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+        return
+    x0 = replay.leaf_values()
+    read = replay.reads()
+    for k, x in enumerate(x0):
+        if x is not None:
+            continue
+        unread = replay.leaves[k] not in read and replay.leaves[k] not in {o[0] for o in replay.outs}
+        if unread and got[k] is not None and bool(got[k].ne(0).any()):
+            raise _Unverified(f"{record['names'][k]} got a gradient, yet the recorded forward never read it")
+        x0[k] = at[k].to(torch.float64) if at[k].is_floating_point() else at[k]
+    try:
+        _reproduces(replay, x0, leaves, outputs)
+    except NotReplayable as e:
+        raise _Unverified(str(e)) from None
+    try:
+        replay.hold(x0, [leaf.dtype for leaf in leaves])  # relu, max, sort...: differentiated at the point
+    except (NotReplayable, RuntimeError) as e:
+        why = str(e) if isinstance(e, NotReplayable) else f"the replay failed ({str(e).splitlines()[0][:200]})"
+        event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+        return
+    cheap = record["cheap"]
+    v = torch.cat([x.reshape(-1).to(torch.float64) for x in vs]) if vs else torch.zeros(0, dtype=torch.float64)
+    try:
+        jac = checks.jacobian(replay, x0) if v.numel() <= record["jacobian_rows"] and not cheap else None
+        fd = finite_differences_of(checks.flat(replay), x0, v, 1 if cheap else checks.FD_EVALS)
+    except (NotReplayable, RuntimeError) as e:
+        why = str(e) if isinstance(e, NotReplayable) else f"the replay failed ({str(e).splitlines()[0][:200]})"
+        event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
+        return
+    terms = None if cheap else checks.term_sizes_of(replay, x0, v)
+    rounding = checks.forward_rounding(replay, x0, leaves, v)
+    g64 = [
+        torch.zeros(x.numel(), dtype=torch.float64) if g is None else g.reshape(-1).to(torch.float64)
+        for x, g in zip(leaves, got, strict=True)
+    ]
+    prior = [None if b is None else b.reshape(-1).abs().to(torch.float64) for b in before]
+    sizes = [Jk.abs().T @ v.abs() for Jk in jac] if jac is not None else None
+    if terms is not None:  # the size of what backward added up: its rounding is at that size
+        sizes = terms if sizes is None else [torch.maximum(a, b) for a, b in zip(sizes, terms, strict=True)]
+    if jac is None:
+        why = f"J has more than {record['jacobian_rows']} rows (--limit snippet_jacobian_rows=N)"
+        if cheap:
+            why = "a folded call: finite differences along random directions only"
+        event.checks.append(Check("jtv", "skipped", checks.JTV, reason=why))
+    else:
+        refs = [Jk.T @ v for Jk in jac]
+        for k, ref in enumerate(refs):
+            event.inputs[k].jtv = ref.reshape(leaves[k].shape).tolist()
+            event.inputs[k].jacobian = jac[k].tolist()
+        masks = [torch.zeros(r.shape, dtype=torch.bool) for r in refs]
+        errs = list(rounding or [])
+        event.checks.append(checks.compare("jtv", checks.JTV, event, leaves, g64, refs, errs, masks, sizes, prior))
+    if fd.method == "full":
+        refs = [fd.jtv[f"x{k}"].reshape(-1) for k in range(len(leaves))]
+        for k, ref in enumerate(refs):
+            shown = ref.clone()
+            shown[fd.left_out[f"x{k}"].reshape(-1)] = float("nan")
+            event.inputs[k].finite_difference = shown.reshape(leaves[k].shape).tolist()
+        errs = [fd.error[f"x{k}"].reshape(-1) + (rounding[k] if rounding else 0) for k in range(len(leaves))]
+        masks = [fd.left_out[f"x{k}"].reshape(-1) for k in range(len(leaves))]
+        check = checks.left_out(
+            event,
+            checks.compare("finite_difference", checks.FD, event, leaves, g64, refs, errs, masks, sizes, prior),
+            fd,
+        )
+    else:
+        check = checks.directions(fd, leaves, g64, rounding)
+    if replay.narrowed:  # finite differences of a float32 op are at its rounding's scale: no evidence
+        why = (
+            f"{', '.join(replay.narrowed)} has no float64 kernel (LSTM's on CPU): the replay runs it in float32, "
+            "too coarse for finite differences; the jtv check used it"
+        )
+        check = Check("finite_difference", "skipped", checks.FD, reason=why)
+    event.checks.append(checks.unheld_kinks(check, replay.unheld()))
+
+
+def _reproduces(replay: Any, x0: list[torch.Tensor], leaves: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
+    """The replay in the forward's own dtypes, at the point, gives the outputs the call began with (within
+    rounding: another process may sum in another order); NotReplayable naming the first that does not."""
+    native = replay.in_native_dtypes()
+    xs = [x.to(leaf.dtype) if x.is_floating_point() else x for x, leaf in zip(x0, leaves, strict=True)]
+    try:
+        with torch.no_grad():
+            ys = native(*xs)
+    except (NotReplayable, RuntimeError, NotImplementedError):
+        return  # an op with no kernel here in that dtype (a GPU's half precision on the CPU): nothing to compare
+    if len(ys) != len(outputs):
+        raise NotReplayable(f"the replayed forward gives {len(ys)} outputs, the record {len(outputs)}")
+    for k, (y, want) in enumerate(zip(ys, outputs, strict=True)):
+        if tuple(y.shape) != tuple(want.shape):
+            raise NotReplayable(
+                f"the replayed forward gives output {k} of shape {list(y.shape)}, not {list(want.shape)}"
+            )
+        if not want.is_floating_point():
+            continue
+        a, b = y.detach().to(torch.float64), want.to(torch.float64)
+        eps = torch.finfo(want.dtype).eps
+        scale = b.abs() + (b.abs().nan_to_num(0.0, 0.0, 0.0).mean() if b.numel() else 0.0)
+        off = ~((a - b).abs() <= 1e-6 + 1e3 * eps * scale) & ~(a.isnan() & b.isnan()) & ~(a == b)
+        if bool(off.any()):
+            raise NotReplayable(
+                f"the replayed forward does not reproduce the recorded output {k} "
+                f"(max |Δ| = {float((a - b).abs().nan_to_num(0.0).max()):.3g})"
+            )
+
+
+def _event(event: dict[str, Any]) -> Event:
+    """The view of the call the checks word their elements with (names and shapes only)."""
+    record = event["record"]
+    inputs = [
+        LeafGrad(name, list(a["shape"]), a["dtype"], None, None, None, None)
+        for name, a in zip(record["names"], record["at"], strict=True)
+    ]
+    return Event(event["index"], event["line"], "", event["call"], [], [], "", False, False, inputs)
+
+
+def _plain_check(c: Check) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    d = asdict(c)
+    d["tolerance"] = None if c.tolerance is None else str(c.tolerance)
+    for name in ("undefined", "overflow", "spurious", "nonfinite"):
+        d[name] = list(d[name])
+    return d

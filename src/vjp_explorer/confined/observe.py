@@ -205,7 +205,11 @@ class Observer:
         if self.depth:  # Tensor.backward calls torch.autograd.backward: one event, not two
             return real(*args, **kwargs)
         if _in_functorch_transform():  # torch.func's own grad calls, on wrappers with no storage to read
-            value = real(*args, **kwargs)
+            self.depth += 1  # the engine's run_backward inside it is the same call, not one more
+            try:
+                value = real(*args, **kwargs)
+            finally:
+                self.depth -= 1
             if self.batched is not None:  # autograd.grad inside the snippet's torch.vmap: one event of it
                 self._note_batched(qualname, real, args, kwargs, value)
             return value
@@ -608,7 +612,9 @@ def plain(x: Any) -> Any:
     would copy every number of every tensor, the larger part of a folded loop's cost)."""
     if is_dataclass(x) and not isinstance(x, type):
         return {f.name: plain(getattr(x, f.name)) for f in fields(x)}
-    if isinstance(x, (list, tuple)) and x and (is_dataclass(x[0]) or isinstance(x[0], dict)):
+    if isinstance(x, tuple):  # a check's names (a few): a list, as the channel carries it and calls.py wants
+        return [plain(v) for v in x]
+    if isinstance(x, list) and x and (is_dataclass(x[0]) or isinstance(x[0], dict)):
         return [plain(v) for v in x]
     return x
 

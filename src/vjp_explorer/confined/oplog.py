@@ -66,8 +66,20 @@ def _forward(
         ops.append([name, args, kwargs, [list(k) for k in e.outs], results])
     if any(k not in rec.copies for k in used):
         raise NotReplayable("an input the forward read was dropped from the log to bound its memory")
-    copies = [[list(k), array(rec.copies[k])] for k in used]
+    copies = [[list(k), _held(rec.copies[k])] for k in used]
     return {"ops": ops, "copies": copies, "outs": [list(k) for k in outs], "leaves": list(leaves)}
+
+
+def _held(t: torch.Tensor) -> dict[str, Any]:
+    """An input of the log as the channel carries it: an array, or a sparse COO constant (`torch.sparse.mm`'s
+    matrix) as its indices, values and size; any other layout stays here."""
+    if t.layout == torch.strided:
+        return array(t)
+    if t.layout != torch.sparse_coo:
+        raise Unsendable(f"an input of the layout {t.layout}")
+    if math.prod(t.shape) > MAX_ELEMENTS:
+        raise Unsendable(f"a sparse input of more than {MAX_ELEMENTS:,} elements")
+    return {"sparse_coo": {"indices": array(t._indices()), "values": array(t._values()), "size": list(t.shape)}}
 
 
 def _grad_of(rec: Recorder, e: Entry, used: dict[tuple[int, ...], None], depth: int) -> list[Any]:
@@ -117,6 +129,14 @@ def tensor(x: dict[str, Any]) -> torch.Tensor:
     return raw.view(dtype).reshape(x["shape"]).clone()
 
 
+def _sparse(x: dict[str, Any]) -> torch.Tensor:
+    """A sparse COO input (its parts validated by calls.py), its indices checked against its size by torch."""
+    try:
+        return torch.sparse_coo_tensor(tensor(x["indices"]), tensor(x["values"]), x["size"], check_invariants=True)
+    except RuntimeError as e:
+        raise NotReplayable(f"a sparse input that is not one ({str(e).splitlines()[0][:120]})") from None
+
+
 class OverBudget(Exception):
     """A forward larger than the judge's budget: not replayed (a skipped check, never a verdict)."""
 
@@ -133,10 +153,11 @@ def rebuild(forward: dict[str, Any], held: list[int] | None = None) -> Replay:
     rec = Recorder()
     held = [0] if held is None else held
     for k, a in forward["copies"]:
-        held[0] += math.prod(a["shape"]) * 8
+        parts = [a["sparse_coo"]["indices"], a["sparse_coo"]["values"]] if "sparse_coo" in a else [a]
+        held[0] += sum(math.prod(p["shape"]) * 8 for p in parts)
         if held[0] > MAX_COPY_BYTES:
             raise OverBudget(f"the recorded inputs hold more than {MAX_COPY_BYTES:,} bytes, the judge's budget")
-        rec.copies[tuple(k)] = tensor(a)
+        rec.copies[tuple(k)] = _sparse(a["sparse_coo"]) if "sparse_coo" in a else tensor(a)
     made: set[tuple[int, ...]] = {(n,) for n in forward["leaves"]}  # an input the grads are taken at is given
     for name, args, kwargs, outs, results in forward["ops"]:
         if name == GRAD_OF:

@@ -176,8 +176,8 @@ def _values(x: Any, depth: int = 0) -> bool:
     """A tensor's values as nested lists of numbers (complex ones as their text), or one number."""
     if _num(x) or type(x) is bool:
         return True
-    if depth == 0 and _str(x):
-        return True  # complex values, as torch prints them (render them, never parse them)
+    if _str(x) and (depth == 0 or len(x) <= 100):
+        return True  # complex values, each as torch prints it, "(1+2j)" (render them, never parse them)
     if type(x) is not list or depth >= MAX_DIMS or len(x) > MAX_LIST:
         return False
     return all(_values(v, depth + 1) for v in x)

@@ -154,3 +154,26 @@ def test_a_sparse_constant_indexing_past_its_size_is_an_unverified_call(sparse):
     validate_event(e)
     why = merge(e, verdict(e))
     assert why is not None and "a sparse input that is not one" in why
+
+
+DATA_WRITE = """
+import torch
+a = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+out = a.sigmoid()
+out.data.zero_()
+out.sum().backward()
+"""
+
+
+def test_an_output_changed_through_data_is_judged_not_unverified():
+    """PyTorch's migration guide: `.data` changed `out` behind autograd, so backward used zeros and gave 0.
+    The record carries the output as the forward made it; the judge finds it consistent and says disagree
+    against sigmoid'(a) = s(1 - s), derived by hand."""
+    import math
+
+    (e,), _ = observe(DATA_WRITE)
+    assert e["inputs"][0]["grad"] == [0.0, 0.0, 0.0]
+    s = [1 / (1 + math.exp(-x)) for x in (1.0, 2.0, 3.0)]
+    assert e["inputs"][0]["finite_difference"] == pytest.approx([v * (1 - v) for v in s], rel=1e-6)
+    assert checks(e) == {"jtv": "disagree", "finite_difference": "disagree"}
+    assert any("not what the recorded forward gives" in n for n in e["notes"])

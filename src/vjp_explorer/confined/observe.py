@@ -345,6 +345,7 @@ class Observer:
         """What the judge needs to check this call: the forward (or why there is none), v, the grads."""
         why: str | None = None
         forward = None
+        made: list[torch.Tensor] = []  # the outputs as the recorded forward made them (_as_made)
         if not c.checked:
             why = f"past the first {FULL_PER_LINE} calls of a line, every {c.every}th is checked"
         elif any(t.is_complex() for t in [*c.outs, *c.leaves]):
@@ -354,6 +355,7 @@ class Observer:
         else:
             try:
                 forward = self._forward(event, c.outs, c.leaves, got)
+                made = forward.pop("made")
             except NotReplayable as e:
                 why = str(e)
             except (oplog.Unsendable, RuntimeError) as e:
@@ -362,7 +364,7 @@ class Observer:
             return {
                 "forward": forward,
                 "unreplayable": why,
-                "outputs": [oplog.array(o) for o in c.outs] if forward is not None else [],
+                "outputs": [oplog.array(o) for o in made] if forward is not None else [],
                 "v": [oplog.array(v) for v in c.v_used] if forward is not None else [],
                 "at": [oplog.array(x) for x in c.leaves] if forward is not None else [],
                 "grads": [None if g is None else oplog.array(g) for g in got] if forward is not None else [],
@@ -551,6 +553,7 @@ class Observer:
                         )
                 changed = self._changed(replay, leaves)
                 forward = oplog.export(self.recorder, outs, leaves)
+                made = _as_made(replay, x0, leaves, outs)
         finally:
             self.recorder.paused -= 1
             self.depth -= 1
@@ -560,7 +563,13 @@ class Observer:
                 "(through .data or an in-place write autograd cannot see): backward used the values it saved, "
                 "the replay the values the forward read."
             )
-        return forward
+        if any(m is not o for m, o in zip(made, outs, strict=True)):
+            event.notes.append(
+                "The output is not what the recorded forward gives: a value on its way was changed through .data "
+                "or an in-place write autograd cannot see; backward used the values it saved, the replay those "
+                "the forward made."
+            )
+        return {**forward, "made": made}
 
 
 FULL_PER_LINE = 3  # calls of one line explained in full (render/snippet_view.py folds the rest: FOLD_AFTER)
@@ -638,6 +647,26 @@ _ENGINE = inspect.Signature(
 def _signature(qualname: str, real: Any) -> inspect.Signature:
     """The call's parameters: torch's own signature, or the engine's (a builtin, which states none)."""
     return _ENGINE if qualname == "engine.run_backward" else inspect.signature(real)
+
+
+def _as_made(replay: Any, x0: list[Any], leaves: list[torch.Tensor], outs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each output as the recorded forward made it: the output itself, or, where the snippet changed a value
+    on its way since (`out.data.zero_()` before `out.sum()`), the replay's, in the forward's dtypes; the
+    judge then finds a record that reproduces itself, and checks the grads against that forward."""
+    from .verdict import differs
+
+    xs = [
+        leaf.detach() if x is None else x.to(leaf.dtype) if x.is_floating_point() else x
+        for x, leaf in zip(x0, leaves, strict=True)
+    ]
+    try:
+        with torch.no_grad():
+            ys = replay.in_native_dtypes()(*xs)
+    except (NotReplayable, RuntimeError, NotImplementedError):
+        return outs  # no kernel in that dtype here: the judge compares nothing either
+    return [
+        y.detach().to(o.dtype) if y.shape == o.shape and differs(y, o) else o for y, o in zip(ys, outs, strict=True)
+    ]
 
 
 def _quiet(send: Send, message: dict[str, Any]) -> None:

@@ -307,6 +307,16 @@ CASES = [
         ("stopped", "broke the channel"),
     ),
     Case(
+        "a frame past its size",
+        TO_EVERY_FD.format(data="b'\\x7f\\xff\\xff\\xff' + b'x' * 64"),
+        ("stopped", "broke the channel"),
+    ),
+    Case(
+        "a frame nested past JSON's depth",
+        TO_EVERY_FD.format(data="(lambda b: len(b).to_bytes(4, 'big') + b)(b'[' * 100000 + b']' * 100000)"),
+        ("stopped", "broke the channel"),
+    ),
+    Case(
         "a forged unavailable frame",
         TO_EVERY_FD.format(data=frame({"type": "unavailable", "reason": "forged"})),
         ("stopped", "out of turn"),

@@ -231,7 +231,11 @@ def run_confined(
         session.extra = {"observe": observe, "seed": seed, "explain": explain}
         return session.talk(text, mode, filename)
     finally:
-        scratch.remove(folder)  # the child is dead and reaped: talk() ends only then, or start() failed
+        proc = _live.runs.get(folder)
+        if proc is not None and proc.returncode is None:  # talk() never ran (it ends with the child reaped)
+            _kill_group(proc)
+            _reap(proc, kill_after=5.0)
+        scratch.remove(folder)  # the child is dead: nothing moves under the removal
         _live.runs.pop(folder, None)
 
 

@@ -285,3 +285,4 @@ def test_the_seccomp_filter_jumps_inside_itself_and_ends_in_a_return(arch):
     table = seccomp.numbers(arch)
     assert len(set(table.values())) == len(table)  # no two names share a number
     assert all(name in table for name in (*seccomp.SELF_ONLY, "clone", "clone3", "prctl", "execve", "socket"))
+    assert all(name in table for name in (*seccomp.SELF_OR_ZERO, *seccomp.WHO_SELF, "mmap", "shmget", "fchmodat"))

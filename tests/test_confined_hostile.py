@@ -307,6 +307,16 @@ CASES = [
         ("stopped", "broke the channel"),
     ),
     Case(
+        "a frame past its size",
+        TO_EVERY_FD.format(data="b'\\x7f\\xff\\xff\\xff' + b'x' * 64"),
+        ("stopped", "broke the channel"),
+    ),
+    Case(
+        "a frame nested past JSON's depth",
+        TO_EVERY_FD.format(data="(lambda b: len(b).to_bytes(4, 'big') + b)(b'[' * 100000 + b']' * 100000)"),
+        ("stopped", "broke the channel"),
+    ),
+    Case(
         "a forged unavailable frame",
         TO_EVERY_FD.format(data=frame({"type": "unavailable", "reason": "forged"})),
         ("stopped", "out of turn"),
@@ -423,15 +433,21 @@ def _process_state(pid: int) -> dict:
     }
 
 
-TOUCH_OTHERS = """
-import ctypes, os, resource
-libc = ctypes.CDLL(None, use_errno=True)
+# what each attempt of a snippet came to: 'changed', or the errno it was refused with
+ATTEMPT = """
 def attempt(call):
     try:
         call()
         return 'changed'
     except OSError as e:
         return e.errno
+"""
+
+TOUCH_OTHERS = (
+    ATTEMPT
+    + """
+import ctypes, os, resource
+libc = ctypes.CDLL(None, use_errno=True)
 for pid in ({sibling}, {ppid}):
     print([
         attempt(lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (4, 4))),
@@ -453,6 +469,7 @@ os.setpriority(os.PRIO_PROCESS, 0, 5)
 os.sched_setaffinity(0, {{0}})
 print('own', os.getpriority(os.PRIO_PROCESS, 0), os.sched_getaffinity(0), libc.syscall(251, 1, 0, (2 << 13) | 7))
 """
+)
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the I/O priority call numbers are x86_64's")
@@ -518,14 +535,10 @@ def test_no_ipc_object_is_read_or_outlives_the_run():
         _libc.shmctl(shmid, 0, None)  # IPC_RMID
 
 
-METADATA = """
+METADATA = (
+    ATTEMPT
+    + """
 import os
-def attempt(call):
-    try:
-        call()
-        return 'changed'
-    except OSError as e:
-        return e.errno
 target, uid, gid = {target!r}, os.getuid(), os.getgid()
 tries = [
     attempt(lambda: os.chmod(target, 0o666)),
@@ -554,6 +567,7 @@ else:
 tries += [attempt(lambda: print(os.readlink({outside!r}))), attempt(lambda: print(os.readlink('data.txt')))]
 print(tries)
 """
+)
 
 
 def _metadata(path: Path) -> tuple:

@@ -248,7 +248,11 @@ def run_confined(
     finally:
         if judge is not None:
             judge.end()
-        scratch.remove(folder)  # the child is dead and reaped: talk() ends only then, or start() failed
+        proc = _live.runs.get(folder)
+        if proc is not None and proc.returncode is None:  # talk() never ran (it ends with the child reaped)
+            _kill_group(proc)
+            _reap(proc, kill_after=5.0)
+        scratch.remove(folder)  # the child is dead: nothing moves under the removal
         _live.runs.pop(folder, None)
 
 
@@ -624,7 +628,8 @@ def _mirror(scratch: str, dirs: list[str]) -> bool:
     """Where the user's working directory is readable (--allow-read names it or a folder above it), link its
     entries into the scratch folder, so the snippet's relative reads (`open("data.csv")`) find what
     `python FILE.py` would. The links are read-only as their targets are (Landlock judges the resolved path):
-    a write through one is refused, a new file lands in the scratch folder. Whether it mirrored."""
+    a write through one is refused, a new file lands in the scratch folder; a change of mode, owner, times or
+    attributes through one, and reading where it points, are refused whole (seccomp). Whether it mirrored."""
     cwd = Path(os.getcwd()).resolve()
     if not any(cwd == Path(d) or cwd.is_relative_to(d) for d in dirs):
         return False

@@ -9,6 +9,7 @@ under the removal, which keeps one descriptor and climbs back with "..".
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -41,9 +42,12 @@ def size(root: str, stop_at: int) -> int:
                 raise Unmeasurable(f"folders nested more than {MAX_DEPTH} deep")
             try:
                 fd = os.open(name, _DIR, dir_fd=fds[-1])
-            except FileNotFoundError:
-                continue  # removed since it was listed
-            except OSError as e:  # a folder made unreadable (mkdir(name, 0o300)), or swapped for a link
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # removed, or replaced by a file, since it was listed
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    continue  # swapped for a link since it was listed: never followed
+                # a folder made unreadable (mkdir(name, 0o300)): what it holds cannot be counted
                 raise Unmeasurable(f"a folder the tool cannot read ({e.strerror})") from None
             fds.append(fd)
             pending.append([])

@@ -66,7 +66,8 @@ def write_call(
     try:
         record = check_record(raw["record"])
         tensors = {k: decode(v) for k, v in dict(raw["tensors"]).items()}
-        script = build(record, stem, title)
+        numbers = {k: float(t) for k, t in tensors.items() if t.dim() == 0 and t.is_floating_point()}
+        script = build(record, stem, title, numbers)
     except (BadRecord, KeyError, TypeError, ValueError) as e:
         return {"file": None, "skipped": f"the call's record could not be read ({e})"}
     missing = [k for k in script.keys if k not in tensors]

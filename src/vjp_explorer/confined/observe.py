@@ -156,7 +156,7 @@ class Observer:
         for started in (c.watch, c.probe):
             if started is not None:
                 started.start()
-        code = code_capture.start(self, c.outs, c.v_used, c.leaves) if self.code and c.explain else None
+        code = code_capture.start(self, c.outs, c.v_used, c.leaves, LINE) if self.code and c.explain else None
         self.hooks.reset()
         try:
             value = self._run(real, args, kwargs)

@@ -169,7 +169,7 @@ def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, floa
             for slot, p in zip(fresh_targets, picks, strict=True):
                 slots[int(p.group(2)) if p else 0] = slot
             call = picks[0].group(1) if picks[0] else ""
-            body.append((f"{', '.join(slots)} = {call}", said))
+            body.append((f"{', '.join(slots)}, *_ = {call}", said))  # *_: the parts no edge takes
         else:
             body.append((f"{', '.join(fresh_targets)} = {', '.join(fresh_exprs)}", said))
         for total, temp in adds:

@@ -95,7 +95,8 @@ def run(tmp_path_factory):
     src, out = root / "many.py", root / "out"
     src.write_text(SNIPPET)
     out.mkdir()
-    r = CliRunner().invoke(app, ["run", str(src), "--seed", "0", "--json", "--code", str(out)])
+    argv = ["run", str(src), "--seed", "0", "--json", "--code", str(out), "--limit", "snippet_seconds=600"]
+    r = CliRunner().invoke(app, argv)  # nine calls' checks: past the default minute on a busy machine
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout)["snippet"]["events"], out
 

@@ -95,7 +95,8 @@ def run(tmp_path_factory):
     src, out = root / "many.py", root / "out"
     src.write_text(SNIPPET)
     out.mkdir()
-    r = CliRunner().invoke(app, ["run", str(src), "--seed", "0", "--json", "--code", str(out)])
+    argv = ["run", str(src), "--seed", "0", "--json", "--code", str(out), "--limit", "snippet_seconds=600"]
+    r = CliRunner().invoke(app, argv)  # nine calls' checks: past the default minute on a busy machine
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout)["snippet"]["events"], out
 
@@ -253,3 +254,29 @@ def test_a_forged_record_is_refused_or_kept_as_data():
             bad["roots"][0]["v"] = forged
         with pytest.raises(BadRecord):
             check_record(bad)
+
+
+# ---------------------------------------------------------------- a program's call
+
+
+def test_a_programs_call_as_code_against_the_hand_derived_gradient(vjp, tmp_path):
+    import math
+
+    r = vjp("run", "h = sin(x); h*h + h", "--x", "1,2", "--grad", "ones", "--json", "--code", str(tmp_path))
+    assert r.exit_code == 0, r.stderr
+    code = json.loads(r.stdout)["backward_code"]
+    assert code["file"] == "call1.py" and code["reproduces"] is True and code["independent"] is True
+    assert code["nodes"] == 4  # AddBackward0, MulBackward0, SinBackward0, AccumulateGrad
+    got = standalone(tmp_path / "call1.py", cwd=tmp_path.parent)["x"]
+    want = [(2 * math.sin(x) + 1) * math.cos(x) for x in (1.0, 2.0)]  # d(h² + h)/dx = (2h + 1)·cos x
+    assert max(abs(a - b) for a, b in zip(got, want, strict=True)) < 1e-6
+    text = (tmp_path / "call1.py").read_text()
+    assert "grad_h += " in text and "# SinBackward0, line 1 (h)" in text and "\nh = T[" in text
+
+
+def test_the_report_shows_the_code_under_the_call(vjp, tmp_path):
+    r = vjp("run", "3*a*a", "--a", "1,2", "--grad", "ones", "--code", str(tmp_path))
+    assert r.exit_code == 0, r.stderr
+    assert f"backward as code: {tmp_path / 'call1.py'}, 3 statements" in " ".join(r.stdout.split())
+    assert "# MulBackward0, line 1" in r.stdout and 'grads["a"] = ' in r.stdout
+    assert f"wrote {tmp_path}" in r.stderr

@@ -52,13 +52,16 @@ class Written:
     path: Path
     summary: dict[str, Any]
     text: str
+    grads: dict[str, Any]  # what backward gave, to compare with
+    dtypes: dict[str, str]
 
 
 def write_call(
     folder: Path, index: int, raw: Any, title: str, grads: dict[str, Any], dtypes: dict[str, str]
 ) -> Written | dict[str, Any]:
-    """Call `index`'s script written, run and compared with `grads` (each input's gradient from backward, as
-    nested lists; None where it got none); the JSON summary alone where no script could be written."""
+    """Call `index`'s script and tensors written (`check` runs it and compares it with `grads`, each input's
+    gradient from backward as nested lists, None where it got none); the JSON summary alone where no script
+    could be written."""
     stem = f"call{index}"
     if not isinstance(raw, dict) or "record" not in raw:
         why = raw.get("skipped") if isinstance(raw, dict) and isinstance(raw.get("skipped"), str) else None
@@ -66,7 +69,8 @@ def write_call(
     try:
         record = check_record(raw["record"])
         tensors = {k: decode(v) for k, v in dict(raw["tensors"]).items()}
-        script = build(record, stem, title)
+        numbers = {k: float(t) for k, t in tensors.items() if t.dim() == 0 and t.is_floating_point()}
+        script = build(record, stem, title, numbers)
     except (BadRecord, KeyError, TypeError, ValueError) as e:
         return {"file": None, "skipped": f"the call's record could not be read ({e})"}
     missing = [k for k in script.keys if k not in tensors]
@@ -79,19 +83,29 @@ def write_call(
         torch.save({k: tensors[k] for k in dict.fromkeys(script.keys)}, f)
     with open(py, "x", encoding="utf-8") as f:
         f.write(script.code)
-    got, error = run(py)
-    diff, same = compare(got, grads, dtypes) if got is not None else (None, False)
     summary: dict[str, Any] = {
         "file": py.name,
         "nodes": script.nodes,
-        "reproduces": same,
-        "max_abs_diff": diff,
+        "reproduces": False,  # until check() has run it
+        "max_abs_diff": None,
         "independent": script.covered,
         "not_in_table": sorted(set(script.aten + script.recorded)),
     }
-    if error:
-        summary["error"] = error
-    return Written(py, summary, script.code)
+    return Written(py, summary, script.code, grads, dtypes)
+
+
+def check(written: list[Written]) -> None:
+    """Run each script as the user will (a few at a time: most of each run is importing torch) and compare
+    what it prints with backward's gradients."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+        outcomes = list(pool.map(lambda w: run(w.path), written))
+    for w, (got, error) in zip(written, outcomes, strict=True):
+        diff, same = compare(got, w.grads, w.dtypes) if got is not None else (None, False)
+        w.summary.update(reproduces=same, max_abs_diff=diff)
+        if error:
+            w.summary["error"] = error
 
 
 def decode(d: Any) -> Any:
@@ -184,7 +198,7 @@ def _numbers(x: Any) -> Any:
 
 def for_snippet(result: Any, folder: Path) -> None:
     """Each explained event's script written into `folder`; its `backward_code` becomes the JSON summary."""
-    count = 0
+    written: list[Written] = []
     for e in result.events:
         if e.backward_code is None:
             continue
@@ -192,14 +206,17 @@ def for_snippet(result: Any, folder: Path) -> None:
         dtypes = {x.name: x.dtype for x in e.inputs}
         title = f"call {e.index}, line {e.line}: {e.source}"
         done = write_call(folder, e.index, e.backward_code, title, grads, dtypes)
-        e.backward_code = _summary(done)
-        count += isinstance(done, Written)
-    _said(folder, count)
+        e.backward_code = _summary(done)  # a Written's summary is filled in by check()
+        if isinstance(done, Written):
+            written.append(done)
+    check(written)
+    _said(folder, len(written))
 
 
 def _summary(done: Written | dict[str, Any]) -> dict[str, Any]:
     if isinstance(done, Written):
-        return {**done.summary, "path": str(done.path)}
+        done.summary["path"] = str(done.path)
+        return done.summary  # the same dict: check() fills it in
     return done
 
 
@@ -220,4 +237,6 @@ def for_program(result: Any, folder: Path) -> None:
     title = f"{result.output_name}.backward(v) of the program: {result.program}"
     done = write_call(folder, 1, result.backward_code, title, grads, dict.fromkeys(grads, result.dtype))
     result.backward_code = _summary(done)
+    if isinstance(done, Written):
+        check([done])
     _said(folder, int(isinstance(done, Written)))

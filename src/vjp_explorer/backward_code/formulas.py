@@ -37,6 +37,14 @@ class At:
             return self.grads[0]
         raise Unwritable("the node received no cotangent on its first output")
 
+    @property
+    def like(self) -> str:
+        """A cotangent the node received (any output's): what a zero block takes its dtype from."""
+        for g in self.grads:
+            if g is not None:
+                return g
+        raise Unwritable("the node received no cotangent")
+
     def t(self, attr: str) -> str:
         """The variable holding a saved tensor."""
         value = self.saved.get(attr)
@@ -118,7 +126,7 @@ def _scale(expr: str, alpha: Any) -> str:
 
 
 def _zeros(at: At, sizes: str) -> str:
-    return f"torch.zeros({sizes}, dtype={at.g}.dtype)"
+    return f"torch.zeros({sizes}, dtype={at.like}.dtype)"
 
 
 # ---------------------------------------------------------------- arithmetic (they broadcast)
@@ -215,6 +223,7 @@ ELEMENTWISE: dict[str, Formula] = {
         ],
         broadcasts=True,
     ),
+    "NanToNumBackward0": Formula(lambda at: [f"{at.g} * torch.isfinite({at.t('self')})"]),
     "MaskedFillBackward0": Formula(lambda at: [f"torch.where({at.t('mask')}, 0.0, {at.g})"]),
     "NativeDropoutBackward0": Formula(lambda at: [f"{at.g} * {at.t('result1')} * {at.lit('scale')}"]),
 }
@@ -309,6 +318,10 @@ REDUCTIONS: dict[str, Formula] = {
     "LinalgVectorNormBackward0": Formula(_norm),
     "VarBackward0": Formula(lambda at: _var(at, std=False)),
     "StdBackward0": Formula(lambda at: _var(at, std=True)),
+    "ProdBackward0": Formula(lambda at: [f"prod_grad({at.g}, {at.t('self')}, None, False)"], helpers=("prod_grad",)),
+    "ProdBackward1": Formula(
+        lambda at: [f"prod_grad({at.g}, {at.t('self')}, {at.v('dim')}, {at.lit('keepdim')})"], helpers=("prod_grad",)
+    ),
     "CumsumBackward0": Formula(lambda at: [f"{at.g}.flip({at.v('dim')}).cumsum({at.v('dim')}).flip({at.v('dim')})"]),
 }
 
@@ -466,12 +479,12 @@ def _bce_logits(at: At) -> list[str | None]:
     if at.has("pos_weight"):
         raise Unwritable("pos_weight")
     x, y = at.t("self"), at.t("target")
-    grad = f"(torch.sigmoid({x}) - {y}) * {at.g}"
-    if at.has("weight"):
-        grad += f" * {at.t('weight')}"
-    if at.v("reduction") == 1:
-        grad += f" / {x}.numel()"
-    return [grad if at.shape(0) is not None else None, None]
+    scale = (f" * {at.t('weight')}" if at.has("weight") else "") + (f" / {x}.numel()" if at.v("reduction") == 1 else "")
+    # loss = max(x, 0) - x·y + log(1 + exp(-|x|)): d/dx = sigmoid(x) - y, d/dy = -x
+    return [
+        f"(torch.sigmoid({x}) - {y}) * {at.g}{scale}" if at.shape(0) is not None else None,
+        f"-{x} * {at.g}{scale}" if at.shape(1) is not None else None,
+    ]
 
 
 def _layer_norm(at: At) -> list[str | None]:
@@ -548,6 +561,19 @@ def repeat_grad(g, sizes, repeats):
         shape += [r, s]
     g = g.reshape(shape)
     return g.sum(tuple(range(lead)) + tuple(lead + 2 * k for k in range(len(sizes))))
+''',
+    "prod_grad": '''
+def prod_grad(g, x, dim, keepdim):
+    """each element's cotangent times the product of the others (zeros included): the products to its left
+    and to its right, as exclusive cumulative products"""
+    if dim is None:
+        return prod_grad(g.reshape(1), x.reshape(-1), 0, True).reshape(x.shape)
+    if not keepdim:
+        g = g.unsqueeze(dim)
+    ones = torch.ones_like(x.narrow(dim, 0, 1))
+    left = torch.cat([ones, x.narrow(dim, 0, x.shape[dim] - 1)], dim).cumprod(dim)
+    right = torch.cat([x.narrow(dim, 1, x.shape[dim] - 1), ones], dim).flip(dim).cumprod(dim).flip(dim)
+    return g * left * right
 ''',
     "nll_loss_grad": '''
 def nll_loss_grad(g, logp, target, weight, reduction, ignore_index, total_weight):

@@ -102,8 +102,10 @@ def _short(node_name: str) -> str:
     return stem if stem.isidentifier() and stem.isascii() else "node"
 
 
-def build(record: dict[str, Any], stem: str, title: str) -> Script:
-    """The script of one call; `record` must have passed `check_record`."""
+def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, float] | None = None) -> Script:
+    """The script of one call; `record` must have passed `check_record`. `numbers`: the value of each 0-d
+    tensor (a number the source wrote, such as the 3 of 3*a), said beside its load."""
+    numbers = numbers or {}
     nodes, order = record["nodes"], record["order"]
     names = _Names()
     tensor_var: dict[str, str] = {}
@@ -114,6 +116,8 @@ def build(record: dict[str, Any], stem: str, title: str) -> Script:
             source = record["names"].get(key)
             tensor_var[key] = names.new(source, f"{_short(node_name)}_{attr}")
             said = f"  # {comment(source)}, as backward saved it" if source else ""
+            if not source and key in numbers:
+                said = f"  # the number {numbers[key]:.8g}"
             loads.append(f"{tensor_var[key]} = T[{string(key)}]{said}")
         return tensor_var[key]
 
@@ -165,7 +169,7 @@ def build(record: dict[str, Any], stem: str, title: str) -> Script:
             for slot, p in zip(fresh_targets, picks, strict=True):
                 slots[int(p.group(2)) if p else 0] = slot
             call = picks[0].group(1) if picks[0] else ""
-            body.append((f"{', '.join(slots)} = {call}", said))
+            body.append((f"{', '.join(slots)}, *_ = {call}", said))  # *_: the parts no edge takes
         else:
             body.append((f"{', '.join(fresh_targets)} = {', '.join(fresh_exprs)}", said))
         for total, temp in adds:

@@ -12,11 +12,10 @@ from ..engine.backward_capture import CodeCapture, id_of, names_by_storage
 from .checks import outside_the_log
 
 
-def start(observer: Any, outs: list[Any], vs: list[Any], inputs: list[Any]) -> CodeCapture:
-    """Before the call runs: its graph walked, saved tensors read, hooks put on every node."""
+def start(observer: Any, outs: list[Any], vs: list[Any], inputs: list[Any], line_key: str) -> CodeCapture:
+    """Before the call runs: its graph walked, saved tensors read, hooks put on every node. `line_key`: the
+    metadata key under which --graph's hook left each node's line (observe.LINE)."""
     import linecache
-
-    from .observe import LINE
 
     made: dict[int, str] = {}
     for name, value in observer.namespace.items():
@@ -25,7 +24,7 @@ def start(observer: Any, outs: list[Any], vs: list[Any], inputs: list[Any]) -> C
 
     def describe(node: Any) -> dict[str, Any]:
         leaf = getattr(node, "variable", None)
-        line = (node.metadata.get(LINE, 0) or _stack_line(node, observer.filename)) if leaf is None else 0
+        line = (node.metadata.get(line_key, 0) or _stack_line(node, observer.filename)) if leaf is None else 0
         return {
             "leaf": None if leaf is None else observer.name_of(leaf),
             "value_of": made.get(id(node)),

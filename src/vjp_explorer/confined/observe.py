@@ -27,7 +27,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..snippet.result import Event, LeafGrad
 from ..snippet.words import event_notes
-from . import checks, code_capture, oplog, payload, protocol
+from . import checks, oplog, payload, protocol
 from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, grad_of, info, sparse_grad, values_of
 from .hooks import HookWatch
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
@@ -227,7 +227,7 @@ class Observer:
         for started in (c.watch, c.probe):
             if started is not None:
                 started.start()
-        code = code_capture.start(self, c.outs, c.v_used, c.leaves) if self.code and c.explain else None
+        code = self._code_start(c) if self.code and c.explain else None
         self.hooks.reset()
         self.started += 1
         c.started = self.started
@@ -330,7 +330,10 @@ class Observer:
             ],
         )
         event.graph = c.graph
-        event.backward_code = code_capture.finish(code) if code is not None else None
+        if code is not None:
+            from .code_capture import finish
+
+            event.backward_code = finish(code)
         nonfinite = any(isinstance(g, torch.Tensor) and not bool(torch.isfinite(g).all()) for g in got)
         event.diagnosis = c.diagnosis if nonfinite else None
         record = self._record(c, event, got)
@@ -419,6 +422,12 @@ class Observer:
             "customs": [],
         }
         self.send_event(event, record, c.started)
+
+    def _code_start(self, c: Call) -> Any:
+        """--code: the call's graph captured before it runs (code_capture.py; imported only when asked)."""
+        from .code_capture import start
+
+        return start(self, c.outs, c.v_used, c.leaves, LINE)
 
     def _plan(self, line: int) -> tuple[bool, bool, int]:
         """For the next call from `line`: whether it is explained in full (the first calls of each line, what

@@ -277,6 +277,10 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
         parts.append(Text(("diagnosis: " if e.call == "check" else "") + visible(e.diagnosis), style="yellow"))
     if e.graph is not None:
         parts.extend(_graph(e))
+    if e.backward_code is not None:
+        from .code_view import section
+
+        parts.extend(section(e.backward_code))
     if explain:
         for x in e.inputs:
             parts.extend(_ledger(e, x))

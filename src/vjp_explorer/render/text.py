@@ -434,6 +434,10 @@ def render_run(r: Result, view: View) -> RenderableType:
     graph = graph_section(r)
     if graph is not None:
         parts += [graph, Text("")]
+    if r.backward_code is not None and "record" not in r.backward_code:
+        from .code_view import section
+
+        parts += [*section(r.backward_code), Text("")]
     parts.append(checks(r))
     note_items = notes(r)
     if note_items:

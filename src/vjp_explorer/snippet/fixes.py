@@ -19,9 +19,13 @@ def fix_for(
 
 
 def _source(lines: list[str], line: int | None) -> str:
+    """The code of a line as pasted, without a REPL's or IPython's prompt."""
     if line is None or not 0 < line <= len(lines):
         return ""
-    return lines[line - 1].strip()
+    return _PROMPT.sub("", lines[line - 1].strip()).strip()
+
+
+_PROMPT = re.compile(r"^(>>>|\.\.\.|In \[\d+\]:|\s*\.\.\.:)(\s|$)")
 
 
 def _statement(text: str) -> ast.stmt | None:
@@ -48,7 +52,7 @@ def _inplace(
         return where + f"pass inplace=False (`{text.replace('inplace=True', 'inplace=False')}`)."
     ctor = next((k + 1 for k, s in enumerate(lines) if "inplace=True" in s), None)
     if ctor is not None and cause["op"] in ("relu", "relu_", "leaky_relu", "hardtanh", "elu", "dropout", "silu"):
-        layer = lines[ctor - 1].strip().replace("inplace=True", "inplace=False")
+        layer = _source(lines, ctor).replace("inplace=True", "inplace=False")
         return f"line {ctor}: make the layer with inplace=False (`{layer}`)."
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
         target = stmt.target.id

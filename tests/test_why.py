@@ -146,6 +146,14 @@ y = (x * 2).sum()
 y.backward()
 """
 
+GRAD_UNUSED = """\
+import torch
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+w = torch.tensor([3.0, 4.0], requires_grad=True)
+y = (x * w.detach()).sum()
+gx, gw = torch.autograd.grad(y, [x, w])
+"""
+
 # kind, tensor, the line it surfaced at, the cause's line and op, the saving op's line and op (in-place only)
 RAISED = {
     "relu_inplace": (RELU_INPLACE, "inplace_modified", "h", 18, (13, "relu"), (12, "sigmoid")),
@@ -160,6 +168,7 @@ RAISED = {
     "data": (DATA, "no_grad_fn", "y", 4, (3, ".data"), None),
     "no_grad": (NO_GRAD, "no_grad_fn", "y.sum()", 5, (4, "torch.no_grad()"), None),
     "never_set": (NEVER_SET, "no_grad_fn", "y", 4, (2, "requires_grad never set"), None),
+    "grad_unused": (GRAD_UNUSED, "grad_none", "w", 5, (4, ".detach()"), None),
 }
 
 # what each fix must say, in the snippet's own words (read off the snippet by hand)
@@ -176,6 +185,7 @@ FIXES = {
     "data": "`y = (w * 3).sum()`",
     "no_grad": "outside `with torch.no_grad():`",
     "never_set": "`x = torch.tensor([1.0, 2.0], requires_grad=True)`",
+    "grad_unused": "`y = (x * w).sum()`",
 }
 
 PYTORCH_SAYS = {
@@ -183,6 +193,7 @@ PYTORCH_SAYS = {
     "backward_twice": "Trying to backward through the graph a second time",
     "nonscalar_output": "grad can be implicitly created only for scalar outputs",
     "no_grad_fn": "does not require grad and does not have a grad_fn",
+    "grad_none": "appears to not have been used in the graph",
 }
 
 

@@ -235,8 +235,11 @@ class Diagnoser(TorchFunctionMode):
             try:
                 value = real(*args, **kwargs)
             except RuntimeError as e:
-                watch.finish()
-                self._failed(str(e), outs, line)
+                try:
+                    watch.finish()
+                    self._failed(str(e), outs, line, (qualname, args, kwargs))
+                except Exception:  # noqa: BLE001, S110 - only looking: the snippet's own error is what it raised
+                    pass
                 raise
             watch.finish()
             try:
@@ -265,7 +268,7 @@ class Diagnoser(TorchFunctionMode):
         if qualname != "torch.autograd.grad":
             self._unused_parameters(outs, reached, line)
 
-    def _failed(self, message: str, outs: list[Any], line: int) -> None:
+    def _failed(self, message: str, outs: list[Any], line: int, called: tuple[str, Any, Any]) -> None:
         try:
             if "modified by an inplace operation" in message:
                 self._inplace(message, outs, line)
@@ -275,6 +278,8 @@ class Diagnoser(TorchFunctionMode):
                 self._nonscalar(outs, line)
             elif "does not require grad and does not have a grad_fn" in message:
                 self._no_graph(outs, line)
+            elif "appears to not have been used in the graph" in message:
+                self._unused_inputs(outs, rec.argument(*called, "inputs"), line)
         except Exception:  # noqa: BLE001, S110 - only looking: the snippet's own error is what it raised
             pass
 
@@ -412,9 +417,19 @@ class Diagnoser(TorchFunctionMode):
     def _in_a_backward(self, t: torch.Tensor) -> bool:
         return any(m.ref() is t for out in self.outputs for m in rec.walk([out]))
 
-    def _cut_or_unused(self, t: torch.Tensor, name: str, line: int) -> None:
+    def _unused_inputs(self, outs: list[Any], inputs: Any, line: int) -> None:
+        """autograd.grad(outputs, inputs) refused an input the outputs do not reach: where its path was cut."""
+        seq = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        reached = {id(x) for x in rec.graph_leaves(outs)} | {id(n) for n in rec.graph_nodes([o.grad_fn for o in outs])}
+        starts = [m for m in (self.made.get(id(o)) for o in outs) if m is not None]
+        for t in seq:
+            if isinstance(t, torch.Tensor) and id(t) not in reached and id(t.grad_fn) not in reached:
+                name = rec.bound_name(t, None, self.namespace) or ""
+                self._cut_or_unused(t, name, line, starts)
+
+    def _cut_or_unused(self, t: torch.Tensor, name: str, line: int, starts: list[Made] | None = None) -> None:
         key = id(t)
-        records = [m for out in self.outputs for m in rec.walk([out])]
+        records = [m for out in [*self.outputs, *(starts or [])] for m in rec.walk([out])]
         cut = next((m for m in records if m.cut is not None and key in m.cut_leaves), None)
         if cut is None:
             cut = self._python_link(records, key)

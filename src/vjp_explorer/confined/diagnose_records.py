@@ -260,11 +260,11 @@ def argument(qualname: str, args: tuple[Any, ...], kwargs: dict[str, Any], name:
     if name in kwargs:
         return kwargs[name]
     order = {
-        "Tensor.backward": ["self", "gradient", "retain_graph", "create_graph"],
-        "torch.autograd.backward": ["tensors", "grad_tensors", "retain_graph", "create_graph"],
+        "Tensor.backward": ["self", "gradient", "retain_graph", "create_graph", "inputs"],
+        "torch.autograd.backward": ["tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables"],
         "torch.autograd.grad": ["outputs", "inputs", "grad_outputs", "retain_graph", "create_graph"],
-    }[qualname]
-    k = order.index(name)
+    }.get(qualname, [])
+    k = order.index(name) if name in order else len(args)
     return args[k] if k < len(args) else None
 
 

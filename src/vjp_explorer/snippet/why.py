@@ -24,6 +24,7 @@ FAILURES = (
     "backward through the graph a second time",
     "implicitly created only for scalar outputs",
     "does not require grad and does not have a grad_fn",
+    "appears to not have been used in the graph",
 )
 NON_LEAF_WARNING = "is not a leaf Tensor is being accessed"
 

@@ -267,3 +267,11 @@ def test_the_terminal_shows_pytorchs_error_then_the_diagnosis(vjp, tmp_path):
     assert error < why
     assert "`exp` at line 3 saved `x` for backward (version 0); `add_` at line 5 then changed it" in out
     assert "fix: line 5: `x = x + 1` makes a new tensor" in out
+
+
+def test_a_trusted_snippet_is_diagnosed_in_a_confined_run_so_its_effects_do_not_repeat(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = "open('runs.txt', 'a').write('ran\\n')\n" + IADD  # the trusted run writes here, the diagnosis cannot
+    r = run_snippet(code, "trusted.py", seed=0, trust=True)
+    assert r.error is not None and [(d.kind, d.line) for d in r.diagnoses] == [("inplace_modified", 7)]
+    assert (tmp_path / "runs.txt").read_text() == "ran\n"  # once: the confined second run wrote in its scratch

@@ -49,8 +49,8 @@ def _nonfinite(e: Event) -> bool:
 
 
 def find(run: Any, lines: list[str], safe: Any) -> list[Diagnosis]:
-    """Run the snippet again with the instruments on (`run(on_message=..., diagnose=True)`: launch.run_confined
-    with the first run's arguments) and word what they found. The tool's own failure here (a limit, a crash
+    """Run the snippet again, confined, with the instruments on (`run(on_message=..., diagnose=True,
+    trust=False)`: launch.run_confined with the first run's other arguments) and word what they found. The tool's own failure here (a limit, a crash
     of the re-run) leaves no diagnosis: the snippet's own error was reported already."""
     from ..errors import VjpError
 
@@ -61,7 +61,8 @@ def find(run: Any, lines: list[str], safe: Any) -> list[Diagnosis]:
             found.append(frame["diagnosis"])
 
     try:
-        run(on_message=collect, diagnose=True)
+        # confined even where the first run was trusted: a snippet's effects (files it writes) must not repeat
+        run(on_message=collect, diagnose=True, trust=False)
     except VjpError:
         return []
     out: list[Diagnosis] = []

@@ -31,6 +31,8 @@ def test_a_masked_singularity_gets_the_double_where_in_its_own_words():
     assert "`out = torch.where(m, r, torch.log(torch.where(m, 1.0, r)))`" in fixed  # the branch taken where ~m
     plain = _fix("nonfinite_grad", {"line": 1, "op": "log"}, ["y = torch.log(p)"])
     assert "`torch.log(p.clamp_min(1e-12))`" in plain
+    product = _fix("nonfinite_grad", {"line": 1, "op": "sqrt"}, ["loss = torch.sqrt(loss * 0)"])
+    assert "`torch.sqrt((loss * 0).clamp_min(1e-12))`" in product
 
 
 def test_a_cut_and_a_missing_requires_grad_are_fixed_at_their_line():

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import itertools
 import linecache
+import os
 import re
 import sys
 import threading
@@ -180,11 +181,11 @@ class Diagnoser(TorchFunctionMode):
         by nn.Parameter, torch.from_numpy, ...), found where `.numpy()` handed its memory out."""
         m = self.made.get(id(t))
         if m is not None and m.ref() is t:
-            if m.name is None:
-                m.name = rec.bound_name(t, frame, self.namespace)
+            if m.name is None:  # looked up once: "" where the snippet's frame and globals have no name for it
+                m.name = rec.bound_name(t, frame, self.namespace, modules=False) or ""
             return m
         m = Made(weakref.ref(t), None, "", requires_grad=t.requires_grad)
-        m.name = rec.bound_name(t, frame, self.namespace)
+        m.name = rec.bound_name(t, frame, self.namespace, modules=False) or ""
         ptr = rec.storage(t)
         for memory, cut in self.numpy:
             if memory == ptr:
@@ -214,7 +215,7 @@ class Diagnoser(TorchFunctionMode):
 
     def _mutated(self, t: torch.Tensor, op: str, line: int, frame: Any, v0: int, v1: int) -> None:
         leaf = t.is_leaf and t.requires_grad
-        name = rec.bound_name(t, frame, self.namespace)
+        name = rec.bound_name(t, frame, self.namespace, modules=False)
         self.mutations.append(Mutation(line, op, rec.storage(t), v0, v1, name, leaf, id(t)))
         if len(self.mutations) > _MAX_MUTATIONS:
             del self.mutations[: _MAX_MUTATIONS // 10]
@@ -263,10 +264,12 @@ class Diagnoser(TorchFunctionMode):
         self.backwards.append(Backward(line, nodes, reached, retained, len(self.mutations)))
         made = [self.made.get(id(o)) for o in outs]
         self.outputs = [*self.outputs, *[m for m in made if m is not None]][-4:]
-        if watch.found is not None:
-            self._nonfinite(watch, line, self._nonfinite_leaf(qualname, outs, value))
         if qualname != "torch.autograd.grad":
             self._unused_parameters(outs, reached, line)
+        if watch.found is not None:
+            self._nonfinite(watch, line, self._nonfinite_leaf(qualname, outs, value))
+            # the first nan is the story (later ones follow from it): the rest of a long loop is not run again
+            os._exit(0)
 
     def _failed(self, message: str, outs: list[Any], line: int, called: tuple[str, Any, Any]) -> None:
         try:

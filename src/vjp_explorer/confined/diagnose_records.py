@@ -188,13 +188,16 @@ def walk(starts: list[Made]) -> Iterator[Made]:
         queue.extend(m.parents)
 
 
-def bound_name(t: Any, frame: Any, namespace: dict[str, Any]) -> str | None:
-    """What the snippet calls `t`: a name in the snippet's frame, a global, or a module's parameter."""
-    scopes = [frame.f_locals] if frame is not None and frame.f_locals is not namespace else []
+def bound_name(t: Any, frame: Any, namespace: dict[str, Any], modules: bool = True) -> str | None:
+    """What the snippet calls `t`: a name in the snippet's frame, a global, or (with `modules`, the slow part,
+    asked only when a finding is said) a module's parameter."""
+    scopes = [frame.f_locals] if frame is not None and frame.f_globals is not frame.f_locals else []
     for scope in [*scopes, namespace]:
         for name, value in list(scope.items()):
             if value is t and not name.startswith("_") and name != "self":
                 return str(name)
+    if not modules:
+        return None
     for name, value in list(namespace.items()):
         if isinstance(value, torch.nn.Module) and not name.startswith("_"):
             for pname, p in value.named_parameters():

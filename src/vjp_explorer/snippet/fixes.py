@@ -230,7 +230,9 @@ def _argument_of(text: str, op: str) -> str | None:
         return None
     for node in ast.walk(stmt):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == op and node.args:
-            return ast.unparse(node.args[0])
+            arg = node.args[0]
+            atom = isinstance(arg, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+            return ast.unparse(arg) if atom else f"({ast.unparse(arg)})"  # `(loss * 0).clamp_min(...)`
     return None
 
 

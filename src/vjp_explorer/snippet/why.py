@@ -50,8 +50,9 @@ def _nonfinite(e: Event) -> bool:
 
 def find(run: Any, lines: list[str], safe: Any) -> list[Diagnosis]:
     """Run the snippet again, confined, with the instruments on (`run(on_message=..., diagnose=True,
-    trust=False)`: launch.run_confined with the first run's other arguments) and word what they found. The tool's own failure here (a limit, a crash
-    of the re-run) leaves no diagnosis: the snippet's own error was reported already."""
+    trust=False)`: launch.run_confined with the first run's other arguments) and word what they found. The
+    tool's own failure here (a limit, a crash of the re-run) leaves no diagnosis: the snippet's own error was
+    reported already."""
     from ..errors import VjpError
 
     found: list[dict[str, Any]] = []

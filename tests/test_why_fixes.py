@@ -62,3 +62,18 @@ def test_the_childs_facts_are_checked_and_made_safe():
         except (KeyError, TypeError, ValueError):
             continue
         raise AssertionError(f"accepted {forged}")
+
+
+def test_only_diagnoses_that_tell_the_first_runs_story_are_kept():
+    from vjp_explorer.snippet.result import Diagnosis
+    from vjp_explorer.snippet.why import consistent
+
+    def d(kind: str, line: int) -> Diagnosis:
+        return Diagnosis(kind, "x", line, {"line": 1, "op": "add_"}, "fix", "text")
+
+    message = "one of the variables needed for gradient computation has been modified by an inplace operation"
+    found = [d("grad_none", 3), d("inplace_modified", 6), d("inplace_modified", 9), d("nonfinite_grad", 4)]
+    # the first run raised the in-place error at line 6 and saw no nan: the second run's other stories go
+    assert consistent(found, message, 6, []) == [found[0], found[1]]
+    # the first run did not raise: no raised kind is said
+    assert consistent(found, None, None, []) == [found[0]]

@@ -42,6 +42,33 @@ def needs_diagnosis(message: str | None, events: Iterable[Event], stdout: str, s
     return NON_LEAF_WARNING in stderr
 
 
+RAISED_KINDS = {  # the kind each of PyTorch's messages is diagnosed as, in the run that raised it
+    "modified by an inplace operation": "inplace_modified",
+    "backward through the graph a second time": "backward_twice",
+    "implicitly created only for scalar outputs": "nonscalar_output",
+    "does not require grad and does not have a grad_fn": "no_grad_fn",
+    "appears to not have been used in the graph": "grad_none",
+}
+
+
+def consistent(found: list[Diagnosis], message: str | None, line: int | None, events: list[Event]) -> list[Diagnosis]:
+    """The diagnoses of the second run that tell the first run's story: a raised kind only at the line where
+    the first run raised that error, a nan only where the first run saw one. A snippet that does not repeat
+    itself (a clock, a file it changes) may fail otherwise the second time; that is not said."""
+    raised = next((kind for words, kind in RAISED_KINDS.items() if message is not None and words in message), None)
+    nonfinite = any(_nonfinite(e) for e in events)
+    out = []
+    for d in found:
+        if d.kind == "nonfinite_grad" and not nonfinite:
+            continue
+        if d.kind in ("inplace_modified", "backward_twice", "nonscalar_output", "no_grad_fn") and (
+            d.kind != raised or d.line != line
+        ):
+            continue
+        out.append(d)
+    return out
+
+
 def _nonfinite(e: Event) -> bool:
     if e.diagnosis is not None and "non-finite" in e.diagnosis:
         return True

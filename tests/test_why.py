@@ -154,6 +154,17 @@ y = (x * w.detach()).sum()
 gx, gw = torch.autograd.grad(y, [x, w])
 """
 
+# the PyTorch 0.4 migration guide's example: a detached alias changed in place (a REPL transcript)
+DETACHED_ALIAS = """\
+>>> a = torch.tensor([1,2,3.], requires_grad = True)
+>>> out = a.sigmoid()
+>>> c = out.detach()
+>>> c.zero_()
+tensor([ 0.,  0.,  0.])
+
+>>> out.sum().backward()
+"""
+
 # kind, tensor, the line it surfaced at, the cause's line and op, the saving op's line and op (in-place only)
 RAISED = {
     "relu_inplace": (RELU_INPLACE, "inplace_modified", "h", 18, (13, "relu"), (12, "sigmoid")),
@@ -169,6 +180,7 @@ RAISED = {
     "no_grad": (NO_GRAD, "no_grad_fn", "y.sum()", 5, (4, "torch.no_grad()"), None),
     "never_set": (NEVER_SET, "no_grad_fn", "y", 4, (2, "requires_grad never set"), None),
     "grad_unused": (GRAD_UNUSED, "grad_none", "w", 5, (4, ".detach()"), None),
+    "detached_alias": (DETACHED_ALIAS, "inplace_modified", "out", 7, (4, "zero_"), (2, "sigmoid")),
 }
 
 # what each fix must say, in the snippet's own words (read off the snippet by hand)
@@ -186,6 +198,7 @@ FIXES = {
     "no_grad": "outside `with torch.no_grad():`",
     "never_set": "`x = torch.tensor([1.0, 2.0], requires_grad=True)`",
     "grad_unused": "`y = (x * w).sum()`",
+    "detached_alias": "line 3: `c` shares its memory with `out` (detach): make it a copy (`c = out.detach()`",
 }
 
 PYTORCH_SAYS = {

@@ -216,7 +216,9 @@ class Diagnoser(TorchFunctionMode):
     def _mutated(self, t: torch.Tensor, op: str, line: int, frame: Any, v0: int, v1: int) -> None:
         leaf = t.is_leaf and t.requires_grad
         name = rec.bound_name(t, frame, self.namespace, modules=False)
-        self.mutations.append(Mutation(line, op, rec.storage(t), v0, v1, name, leaf, id(t)))
+        record = self.made.get(id(t))
+        made = (record.line, record.op) if record is not None and record.ref() is t else None
+        self.mutations.append(Mutation(line, op, rec.storage(t), v0, v1, name, leaf, id(t), made))
         if len(self.mutations) > _MAX_MUTATIONS:
             del self.mutations[: _MAX_MUTATIONS // 10]
 
@@ -308,7 +310,11 @@ class Diagnoser(TorchFunctionMode):
             if not changes:
                 return
             first = changes[0]
-            name = first.name or rec.bound_name(saved, None, self.namespace) or f"the {rec.role(attr)} of {made.op}"
+            own = rec.bound_name(saved, None, self.namespace) or made.name
+            name = own or first.name or f"the {rec.role(attr)} of {made.op}"
+            # changed through another tensor on the same memory (`c = out.detach(); c.zero_()`)
+            through = first.name if own and first.name and first.name != own else None
+            alias = {"name": through, "line": first.made[0], "op": first.made[1]} if through and first.made else None
             self._say(
                 "inplace_modified",
                 name,
@@ -321,6 +327,7 @@ class Diagnoser(TorchFunctionMode):
                     "expected": expected,
                     "changes": len(changes),
                     "stepped": first.leaf,
+                    **({"through": alias} if alias is not None else {}),
                 },
             )
             return
@@ -347,8 +354,9 @@ class Diagnoser(TorchFunctionMode):
                 break
         if freed is None or earlier is None:
             return
-        made = freed.metadata.get(MADE)
+        made = self._made_above(freed, outs)
         shared = {"line": None if made is None else made.line, "op": "" if made is None else made.op}
+        same = any(earlier.nodes.get(id(o.grad_fn)) is o.grad_fn for o in outs if o.grad_fn is not None)
         tensor = made.ref() if made is not None else None
         name = (rec.bound_name(tensor, None, self.namespace) if isinstance(tensor, torch.Tensor) else None) or (
             made.name if made is not None else None
@@ -360,8 +368,32 @@ class Diagnoser(TorchFunctionMode):
             name or "",
             line,
             {"line": earlier.line, "op": "backward"},
-            facts={"shared": shared, "node": type(freed).__name__, "stepped": stepped, "loop": earlier.line == line},
+            facts={
+                "shared": shared,
+                "node": type(freed).__name__,
+                "stepped": stepped,
+                "loop": earlier.line == line,
+                "same_output": same,
+            },
         )
+
+    def _made_above(self, node: Any, outs: list[Any]) -> Made | None:
+        """The record of the op that made `node`, or, for a node inside a library function (cross_entropy's
+        own steps), of the nearest node above it that the snippet's own call made."""
+        parent: dict[int, Any] = {}
+        for n in itertools.islice(rec.graph_nodes([o.grad_fn for o in outs]), rec.MAX_NODES):
+            for child, _ in n.next_functions:
+                if child is not None:
+                    parent.setdefault(id(child), n)
+        at: Any = node
+        for _ in range(1000):
+            if at is None:
+                return None
+            made = at.metadata.get(MADE)
+            if made is not None:
+                return made  # type: ignore[no-any-return]
+            at = parent.get(id(at))
+        return None
 
     def _nonscalar(self, outs: list[Any], line: int) -> None:
         y = next((o for o in outs if isinstance(o, torch.Tensor) and o.numel() != 1), None)

@@ -46,6 +46,7 @@ class Mutation:
     name: str | None
     leaf: bool  # the tensor changed is a leaf that requires grad (a parameter an optimizer steps)
     key: int  # id of the tensor changed
+    made: tuple[int | None, str] | None = None  # the line and op that made the tensor changed (`c = out.detach()`)
 
 
 @dataclass

@@ -19,10 +19,15 @@ def fix_for(
 
 
 def _source(lines: list[str], line: int | None) -> str:
-    """The code of a line as pasted, without a REPL's or IPython's prompt."""
+    """The code of a line as pasted, without a REPL's or IPython's prompt, and without its comment where it
+    is a whole statement (written again by ast.unparse)."""
     if line is None or not 0 < line <= len(lines):
         return ""
-    return _PROMPT.sub("", lines[line - 1].strip()).strip()
+    text = _PROMPT.sub("", lines[line - 1].strip()).strip()
+    try:
+        return ast.unparse(ast.parse(text))
+    except SyntaxError:
+        return text
 
 
 _PROMPT = re.compile(r"^(>>>|\.\.\.|In \[\d+\]:|\s*\.\.\.:)(\s|$)")
@@ -62,13 +67,33 @@ def _inplace(
         sub = next(t for t in stmt.targets if isinstance(t, ast.Subscript))
         base = ast.unparse(sub.value)
         return where + f"change a copy: `{base} = {base}.clone()` just before `{text}`."
+    through = facts.get("through") or {}
+    if through.get("name") and through.get("line"):
+        made = _source(lines, through["line"])
+        op = through.get("op", "")
+        return (
+            f"line {through['line']}: `{through['name']}` shares its memory with `{name}` ({op}): make it a copy "
+            f"(`{made}` followed by `.clone()`), so that line {at} changes the copy only."
+            if made
+            else where + f"change a `.clone()` of `{through['name']}`, not the memory `{name}` shares with it."
+        )
     call = _inplace_call(stmt)
     if call is not None:
         receiver, method, args = call
-        out = f"{receiver} = {receiver}.{method.removesuffix('_')}({args})"
+        form = _OUT_OF_PLACE.get(method, "{r}." + method.removesuffix("_") + "({args})")
+        out = f"{receiver} = " + form.replace("{r}", receiver).replace("{args}", args)
         return where + f"`{out}` (out of place), or `.clone()` `{receiver}` before changing it."
     return where + f"work on a copy (`{name}.clone()`) or use the out-of-place form of `{cause['op']}`."
 
+
+# in-place methods whose out-of-place form is not the name without its underscore
+_OUT_OF_PLACE = {
+    "zero_": "torch.zeros_like({r})",
+    "fill_": "torch.full_like({r}, {args})",
+    "copy_": "{args}.clone()",
+    "normal_": "torch.randn_like({r})",
+    "uniform_": "torch.rand_like({r})",
+}
 
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@"}
 
@@ -96,6 +121,14 @@ def _twice(
             f"begins (`{name} = {name}.detach()`), as truncated BPTT does. retain_graph=True would keep every "
             "earlier step's graph alive and make each backward longer."
         )
+    forward = f"the forward (line {shared['line']})" if shared.get("line") else "the forward"
+    if facts.get("same_output") and not facts.get("stepped"):
+        again = f" (line {shared['line']})" if shared.get("line") else ""
+        return (
+            f"The same output is backpropagated twice: compute it again{again} before line {line}; or, if "
+            f"the second call is meant to add the same gradients once more, pass retain_graph=True at line "
+            f"{cause['line']}."
+        )
     if facts.get("stepped"):
         return (
             f"Run the forward again before the backward at line {line} (compute the loss anew after the "
@@ -109,7 +142,7 @@ def _twice(
         else ""
     )
     return (
-        f"Run the forward (line {shared.get('line', '?')}) again before line {line}; or, if both losses really "
+        f"Run {forward} again before line {line}; or, if both losses really "
         f"share this graph, pass retain_graph=True to the backward at line {cause['line']}.{detach}"
     )
 

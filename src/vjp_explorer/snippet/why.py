@@ -170,9 +170,15 @@ def _inplace(name: str, line: int, cause: dict[str, Any], d: dict[str, Any], fac
     was, now = facts.get("expected"), facts.get("version")
     more = facts.get("changes", 1)
     later = f" ({more} in-place changes in all)" if isinstance(more, int) and more > 1 else ""
+    through = facts.get("through") or {}
+    via = (
+        f" through `{through['name']}`, which shares its memory ({through.get('op')}{_at(through)})"
+        if through.get("name")
+        else ""
+    )
     return (
         f"`{saved['op']}`{_at(saved)} saved `{name}` for backward (version {was}); `{cause['op']}`{_at(cause)} "
-        f"then changed it in place (version {now}){later}. Backward at line {line} needs the saved value "
+        f"then changed it in place{via} (version {now}){later}. Backward at line {line} needs the saved value "
         f"({node}), and it is gone."
     )
 

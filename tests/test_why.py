@@ -146,6 +146,25 @@ y = (x * 2).sum()
 y.backward()
 """
 
+GRAD_UNUSED = """\
+import torch
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+w = torch.tensor([3.0, 4.0], requires_grad=True)
+y = (x * w.detach()).sum()
+gx, gw = torch.autograd.grad(y, [x, w])
+"""
+
+# the PyTorch 0.4 migration guide's example: a detached alias changed in place (a REPL transcript)
+DETACHED_ALIAS = """\
+>>> a = torch.tensor([1,2,3.], requires_grad = True)
+>>> out = a.sigmoid()
+>>> c = out.detach()
+>>> c.zero_()
+tensor([ 0.,  0.,  0.])
+
+>>> out.sum().backward()
+"""
+
 # kind, tensor, the line it surfaced at, the cause's line and op, the saving op's line and op (in-place only)
 RAISED = {
     "relu_inplace": (RELU_INPLACE, "inplace_modified", "h", 18, (13, "relu"), (12, "sigmoid")),
@@ -160,6 +179,8 @@ RAISED = {
     "data": (DATA, "no_grad_fn", "y", 4, (3, ".data"), None),
     "no_grad": (NO_GRAD, "no_grad_fn", "y.sum()", 5, (4, "torch.no_grad()"), None),
     "never_set": (NEVER_SET, "no_grad_fn", "y", 4, (2, "requires_grad never set"), None),
+    "grad_unused": (GRAD_UNUSED, "grad_none", "w", 5, (4, ".detach()"), None),
+    "detached_alias": (DETACHED_ALIAS, "inplace_modified", "out", 7, (4, "zero_"), (2, "sigmoid")),
 }
 
 # what each fix must say, in the snippet's own words (read off the snippet by hand)
@@ -176,6 +197,8 @@ FIXES = {
     "data": "`y = (w * 3).sum()`",
     "no_grad": "outside `with torch.no_grad():`",
     "never_set": "`x = torch.tensor([1.0, 2.0], requires_grad=True)`",
+    "grad_unused": "`y = (x * w).sum()`",
+    "detached_alias": "line 3: `c` shares its memory with `out` (detach): make it a copy (`c = out.detach()`",
 }
 
 PYTORCH_SAYS = {
@@ -183,6 +206,7 @@ PYTORCH_SAYS = {
     "backward_twice": "Trying to backward through the graph a second time",
     "nonscalar_output": "grad can be implicitly created only for scalar outputs",
     "no_grad_fn": "does not require grad and does not have a grad_fn",
+    "grad_none": "appears to not have been used in the graph",
 }
 
 
@@ -256,3 +280,11 @@ def test_the_terminal_shows_pytorchs_error_then_the_diagnosis(vjp, tmp_path):
     assert error < why
     assert "`exp` at line 3 saved `x` for backward (version 0); `add_` at line 5 then changed it" in out
     assert "fix: line 5: `x = x + 1` makes a new tensor" in out
+
+
+def test_a_trusted_snippet_is_diagnosed_in_a_confined_run_so_its_effects_do_not_repeat(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = "open('runs.txt', 'a').write('ran\\n')\n" + IADD  # the trusted run writes here, the diagnosis cannot
+    r = run_snippet(code, "trusted.py", seed=0, trust=True)
+    assert r.error is not None and [(d.kind, d.line) for d in r.diagnoses] == [("inplace_modified", 7)]
+    assert (tmp_path / "runs.txt").read_text() == "ran\n"  # once: the confined second run wrote in its scratch

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import itertools
 import linecache
+import os
 import re
 import sys
 import threading
@@ -180,11 +181,11 @@ class Diagnoser(TorchFunctionMode):
         by nn.Parameter, torch.from_numpy, ...), found where `.numpy()` handed its memory out."""
         m = self.made.get(id(t))
         if m is not None and m.ref() is t:
-            if m.name is None:
-                m.name = rec.bound_name(t, frame, self.namespace)
+            if m.name is None:  # looked up once: "" where the snippet's frame and globals have no name for it
+                m.name = rec.bound_name(t, frame, self.namespace, modules=False) or ""
             return m
         m = Made(weakref.ref(t), None, "", requires_grad=t.requires_grad)
-        m.name = rec.bound_name(t, frame, self.namespace)
+        m.name = rec.bound_name(t, frame, self.namespace, modules=False) or ""
         ptr = rec.storage(t)
         for memory, cut in self.numpy:
             if memory == ptr:
@@ -214,8 +215,10 @@ class Diagnoser(TorchFunctionMode):
 
     def _mutated(self, t: torch.Tensor, op: str, line: int, frame: Any, v0: int, v1: int) -> None:
         leaf = t.is_leaf and t.requires_grad
-        name = rec.bound_name(t, frame, self.namespace)
-        self.mutations.append(Mutation(line, op, rec.storage(t), v0, v1, name, leaf, id(t)))
+        name = rec.bound_name(t, frame, self.namespace, modules=False)
+        record = self.made.get(id(t))
+        made = (record.line, record.op) if record is not None and record.ref() is t else None
+        self.mutations.append(Mutation(line, op, rec.storage(t), v0, v1, name, leaf, id(t), made))
         if len(self.mutations) > _MAX_MUTATIONS:
             del self.mutations[: _MAX_MUTATIONS // 10]
 
@@ -235,8 +238,11 @@ class Diagnoser(TorchFunctionMode):
             try:
                 value = real(*args, **kwargs)
             except RuntimeError as e:
-                watch.finish()
-                self._failed(str(e), outs, line)
+                try:
+                    watch.finish()
+                    self._failed(str(e), outs, line, (qualname, args, kwargs))
+                except Exception:  # noqa: BLE001, S110 - only looking: the snippet's own error is what it raised
+                    pass
                 raise
             watch.finish()
             try:
@@ -260,12 +266,14 @@ class Diagnoser(TorchFunctionMode):
         self.backwards.append(Backward(line, nodes, reached, retained, len(self.mutations)))
         made = [self.made.get(id(o)) for o in outs]
         self.outputs = [*self.outputs, *[m for m in made if m is not None]][-4:]
-        if watch.found is not None:
-            self._nonfinite(watch, line, self._nonfinite_leaf(qualname, outs, value))
         if qualname != "torch.autograd.grad":
             self._unused_parameters(outs, reached, line)
+        if watch.found is not None:
+            self._nonfinite(watch, line, self._nonfinite_leaf(qualname, outs, value))
+            # the first nan is the story (later ones follow from it): the rest of a long loop is not run again
+            os._exit(0)
 
-    def _failed(self, message: str, outs: list[Any], line: int) -> None:
+    def _failed(self, message: str, outs: list[Any], line: int, called: tuple[str, Any, Any]) -> None:
         try:
             if "modified by an inplace operation" in message:
                 self._inplace(message, outs, line)
@@ -275,6 +283,8 @@ class Diagnoser(TorchFunctionMode):
                 self._nonscalar(outs, line)
             elif "does not require grad and does not have a grad_fn" in message:
                 self._no_graph(outs, line)
+            elif "appears to not have been used in the graph" in message:
+                self._unused_inputs(outs, rec.argument(*called, "inputs"), line)
         except Exception:  # noqa: BLE001, S110 - only looking: the snippet's own error is what it raised
             pass
 
@@ -300,7 +310,11 @@ class Diagnoser(TorchFunctionMode):
             if not changes:
                 return
             first = changes[0]
-            name = first.name or rec.bound_name(saved, None, self.namespace) or f"the {rec.role(attr)} of {made.op}"
+            own = rec.bound_name(saved, None, self.namespace) or made.name
+            name = own or first.name or f"the {rec.role(attr)} of {made.op}"
+            # changed through another tensor on the same memory (`c = out.detach(); c.zero_()`)
+            through = first.name if own and first.name and first.name != own else None
+            alias = {"name": through, "line": first.made[0], "op": first.made[1]} if through and first.made else None
             self._say(
                 "inplace_modified",
                 name,
@@ -313,6 +327,7 @@ class Diagnoser(TorchFunctionMode):
                     "expected": expected,
                     "changes": len(changes),
                     "stepped": first.leaf,
+                    **({"through": alias} if alias is not None else {}),
                 },
             )
             return
@@ -339,8 +354,9 @@ class Diagnoser(TorchFunctionMode):
                 break
         if freed is None or earlier is None:
             return
-        made = freed.metadata.get(MADE)
+        made = self._made_above(freed, outs)
         shared = {"line": None if made is None else made.line, "op": "" if made is None else made.op}
+        same = any(earlier.nodes.get(id(o.grad_fn)) is o.grad_fn for o in outs if o.grad_fn is not None)
         tensor = made.ref() if made is not None else None
         name = (rec.bound_name(tensor, None, self.namespace) if isinstance(tensor, torch.Tensor) else None) or (
             made.name if made is not None else None
@@ -352,8 +368,32 @@ class Diagnoser(TorchFunctionMode):
             name or "",
             line,
             {"line": earlier.line, "op": "backward"},
-            facts={"shared": shared, "node": type(freed).__name__, "stepped": stepped, "loop": earlier.line == line},
+            facts={
+                "shared": shared,
+                "node": type(freed).__name__,
+                "stepped": stepped,
+                "loop": earlier.line == line,
+                "same_output": same,
+            },
         )
+
+    def _made_above(self, node: Any, outs: list[Any]) -> Made | None:
+        """The record of the op that made `node`, or, for a node inside a library function (cross_entropy's
+        own steps), of the nearest node above it that the snippet's own call made."""
+        parent: dict[int, Any] = {}
+        for n in itertools.islice(rec.graph_nodes([o.grad_fn for o in outs]), rec.MAX_NODES):
+            for child, _ in n.next_functions:
+                if child is not None:
+                    parent.setdefault(id(child), n)
+        at: Any = node
+        for _ in range(1000):
+            if at is None:
+                return None
+            made = at.metadata.get(MADE)
+            if made is not None:
+                return made  # type: ignore[no-any-return]
+            at = parent.get(id(at))
+        return None
 
     def _nonscalar(self, outs: list[Any], line: int) -> None:
         y = next((o for o in outs if isinstance(o, torch.Tensor) and o.numel() != 1), None)
@@ -412,9 +452,19 @@ class Diagnoser(TorchFunctionMode):
     def _in_a_backward(self, t: torch.Tensor) -> bool:
         return any(m.ref() is t for out in self.outputs for m in rec.walk([out]))
 
-    def _cut_or_unused(self, t: torch.Tensor, name: str, line: int) -> None:
+    def _unused_inputs(self, outs: list[Any], inputs: Any, line: int) -> None:
+        """autograd.grad(outputs, inputs) refused an input the outputs do not reach: where its path was cut."""
+        seq = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        reached = {id(x) for x in rec.graph_leaves(outs)} | {id(n) for n in rec.graph_nodes([o.grad_fn for o in outs])}
+        starts = [m for m in (self.made.get(id(o)) for o in outs) if m is not None]
+        for t in seq:
+            if isinstance(t, torch.Tensor) and id(t) not in reached and id(t.grad_fn) not in reached:
+                name = rec.bound_name(t, None, self.namespace) or ""
+                self._cut_or_unused(t, name, line, starts)
+
+    def _cut_or_unused(self, t: torch.Tensor, name: str, line: int, starts: list[Made] | None = None) -> None:
         key = id(t)
-        records = [m for out in self.outputs for m in rec.walk([out])]
+        records = [m for out in [*self.outputs, *(starts or [])] for m in rec.walk([out])]
         cut = next((m for m in records if m.cut is not None and key in m.cut_leaves), None)
         if cut is None:
             cut = self._python_link(records, key)

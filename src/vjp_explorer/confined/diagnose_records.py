@@ -46,6 +46,7 @@ class Mutation:
     name: str | None
     leaf: bool  # the tensor changed is a leaf that requires grad (a parameter an optimizer steps)
     key: int  # id of the tensor changed
+    made: tuple[int | None, str] | None = None  # the line and op that made the tensor changed (`c = out.detach()`)
 
 
 @dataclass
@@ -188,13 +189,16 @@ def walk(starts: list[Made]) -> Iterator[Made]:
         queue.extend(m.parents)
 
 
-def bound_name(t: Any, frame: Any, namespace: dict[str, Any]) -> str | None:
-    """What the snippet calls `t`: a name in the snippet's frame, a global, or a module's parameter."""
-    scopes = [frame.f_locals] if frame is not None and frame.f_locals is not namespace else []
+def bound_name(t: Any, frame: Any, namespace: dict[str, Any], modules: bool = True) -> str | None:
+    """What the snippet calls `t`: a name in the snippet's frame, a global, or (with `modules`, the slow part,
+    asked only when a finding is said) a module's parameter."""
+    scopes = [frame.f_locals] if frame is not None and frame.f_globals is not frame.f_locals else []
     for scope in [*scopes, namespace]:
         for name, value in list(scope.items()):
             if value is t and not name.startswith("_") and name != "self":
                 return str(name)
+    if not modules:
+        return None
     for name, value in list(namespace.items()):
         if isinstance(value, torch.nn.Module) and not name.startswith("_"):
             for pname, p in value.named_parameters():
@@ -260,11 +264,11 @@ def argument(qualname: str, args: tuple[Any, ...], kwargs: dict[str, Any], name:
     if name in kwargs:
         return kwargs[name]
     order = {
-        "Tensor.backward": ["self", "gradient", "retain_graph", "create_graph"],
-        "torch.autograd.backward": ["tensors", "grad_tensors", "retain_graph", "create_graph"],
+        "Tensor.backward": ["self", "gradient", "retain_graph", "create_graph", "inputs"],
+        "torch.autograd.backward": ["tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables"],
         "torch.autograd.grad": ["outputs", "inputs", "grad_outputs", "retain_graph", "create_graph"],
-    }[qualname]
-    k = order.index(name)
+    }.get(qualname, [])
+    k = order.index(name) if name in order else len(args)
     return args[k] if k < len(args) else None
 
 

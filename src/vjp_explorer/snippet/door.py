@@ -127,12 +127,13 @@ def run_snippet(
 def _diagnoses(outcome: Any, events: list[Event], src: Source, lines: list[str], again: Any, safe: Any) -> list[Any]:
     """Why it failed (docs/why.md): a second confined run with autograd's instruments, only where the first
     run failed in a way they explain; a run the tool stopped (a limit) gets none."""
-    from .why import find, needs_diagnosis
+    from .why import consistent, find, needs_diagnosis
 
-    message = outcome.exception.message if outcome.exception is not None else None
+    exc = outcome.exception
+    message = exc.message if exc is not None else None
     if outcome.stopped is not None or not needs_diagnosis(message, events, outcome.stdout, outcome.stderr, src.code):
         return []
-    return find(again, lines, safe)
+    return consistent(find(again, lines, safe), message, exc.line if exc is not None else None, events)
 
 
 def _unverified(why: list[str]) -> ProgramError:

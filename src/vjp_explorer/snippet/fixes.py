@@ -19,9 +19,18 @@ def fix_for(
 
 
 def _source(lines: list[str], line: int | None) -> str:
+    """The code of a line as pasted, without a REPL's or IPython's prompt, and without its comment where it
+    is a whole statement (written again by ast.unparse)."""
     if line is None or not 0 < line <= len(lines):
         return ""
-    return lines[line - 1].strip()
+    text = _PROMPT.sub("", lines[line - 1].strip()).strip()
+    try:
+        return ast.unparse(ast.parse(text))
+    except SyntaxError:
+        return text
+
+
+_PROMPT = re.compile(r"^(>>>|\.\.\.|In \[\d+\]:|\s*\.\.\.:)(\s|$)")
 
 
 def _statement(text: str) -> ast.stmt | None:
@@ -48,7 +57,7 @@ def _inplace(
         return where + f"pass inplace=False (`{text.replace('inplace=True', 'inplace=False')}`)."
     ctor = next((k + 1 for k, s in enumerate(lines) if "inplace=True" in s), None)
     if ctor is not None and cause["op"] in ("relu", "relu_", "leaky_relu", "hardtanh", "elu", "dropout", "silu"):
-        layer = lines[ctor - 1].strip().replace("inplace=True", "inplace=False")
+        layer = _source(lines, ctor).replace("inplace=True", "inplace=False")
         return f"line {ctor}: make the layer with inplace=False (`{layer}`)."
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
         target = stmt.target.id
@@ -58,13 +67,33 @@ def _inplace(
         sub = next(t for t in stmt.targets if isinstance(t, ast.Subscript))
         base = ast.unparse(sub.value)
         return where + f"change a copy: `{base} = {base}.clone()` just before `{text}`."
+    through = facts.get("through") or {}
+    if through.get("name") and through.get("line"):
+        made = _source(lines, through["line"])
+        op = through.get("op", "")
+        return (
+            f"line {through['line']}: `{through['name']}` shares its memory with `{name}` ({op}): make it a copy "
+            f"(`{made}` followed by `.clone()`), so that line {at} changes the copy only."
+            if made
+            else where + f"change a `.clone()` of `{through['name']}`, not the memory `{name}` shares with it."
+        )
     call = _inplace_call(stmt)
     if call is not None:
         receiver, method, args = call
-        out = f"{receiver} = {receiver}.{method.removesuffix('_')}({args})"
+        form = _OUT_OF_PLACE.get(method, "{r}." + method.removesuffix("_") + "({args})")
+        out = f"{receiver} = " + form.replace("{r}", receiver).replace("{args}", args)
         return where + f"`{out}` (out of place), or `.clone()` `{receiver}` before changing it."
     return where + f"work on a copy (`{name}.clone()`) or use the out-of-place form of `{cause['op']}`."
 
+
+# in-place methods whose out-of-place form is not the name without its underscore
+_OUT_OF_PLACE = {
+    "zero_": "torch.zeros_like({r})",
+    "fill_": "torch.full_like({r}, {args})",
+    "copy_": "{args}.clone()",
+    "normal_": "torch.randn_like({r})",
+    "uniform_": "torch.rand_like({r})",
+}
 
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@"}
 
@@ -92,6 +121,14 @@ def _twice(
             f"begins (`{name} = {name}.detach()`), as truncated BPTT does. retain_graph=True would keep every "
             "earlier step's graph alive and make each backward longer."
         )
+    forward = f"the forward (line {shared['line']})" if shared.get("line") else "the forward"
+    if facts.get("same_output") and not facts.get("stepped"):
+        again = f" (line {shared['line']})" if shared.get("line") else ""
+        return (
+            f"The same output is backpropagated twice: compute it again{again} before line {line}; or, if "
+            f"the second call is meant to add the same gradients once more, pass retain_graph=True at line "
+            f"{cause['line']}."
+        )
     if facts.get("stepped"):
         return (
             f"Run the forward again before the backward at line {line} (compute the loss anew after the "
@@ -105,7 +142,7 @@ def _twice(
         else ""
     )
     return (
-        f"Run the forward (line {shared.get('line', '?')}) again before line {line}; or, if both losses really "
+        f"Run {forward} again before line {line}; or, if both losses really "
         f"share this graph, pass retain_graph=True to the backward at line {cause['line']}.{detach}"
     )
 
@@ -226,7 +263,9 @@ def _argument_of(text: str, op: str) -> str | None:
         return None
     for node in ast.walk(stmt):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == op and node.args:
-            return ast.unparse(node.args[0])
+            arg = node.args[0]
+            atom = isinstance(arg, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+            return ast.unparse(arg) if atom else f"({ast.unparse(arg)})"  # `(loss * 0).clamp_min(...)`
     return None
 
 

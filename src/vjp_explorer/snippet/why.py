@@ -24,6 +24,7 @@ FAILURES = (
     "backward through the graph a second time",
     "implicitly created only for scalar outputs",
     "does not require grad and does not have a grad_fn",
+    "appears to not have been used in the graph",
 )
 NON_LEAF_WARNING = "is not a leaf Tensor is being accessed"
 
@@ -41,6 +42,33 @@ def needs_diagnosis(message: str | None, events: Iterable[Event], stdout: str, s
     return NON_LEAF_WARNING in stderr
 
 
+RAISED_KINDS = {  # the kind each of PyTorch's messages is diagnosed as, in the run that raised it
+    "modified by an inplace operation": "inplace_modified",
+    "backward through the graph a second time": "backward_twice",
+    "implicitly created only for scalar outputs": "nonscalar_output",
+    "does not require grad and does not have a grad_fn": "no_grad_fn",
+    "appears to not have been used in the graph": "grad_none",
+}
+
+
+def consistent(found: list[Diagnosis], message: str | None, line: int | None, events: list[Event]) -> list[Diagnosis]:
+    """The diagnoses of the second run that tell the first run's story: a raised kind only at the line where
+    the first run raised that error, a nan only where the first run saw one. A snippet that does not repeat
+    itself (a clock, a file it changes) may fail otherwise the second time; that is not said."""
+    raised = next((kind for words, kind in RAISED_KINDS.items() if message is not None and words in message), None)
+    nonfinite = any(_nonfinite(e) for e in events)
+    out = []
+    for d in found:
+        if d.kind == "nonfinite_grad" and not nonfinite:
+            continue
+        if d.kind in ("inplace_modified", "backward_twice", "nonscalar_output", "no_grad_fn") and (
+            d.kind != raised or d.line != line
+        ):
+            continue
+        out.append(d)
+    return out
+
+
 def _nonfinite(e: Event) -> bool:
     if e.diagnosis is not None and "non-finite" in e.diagnosis:
         return True
@@ -48,9 +76,10 @@ def _nonfinite(e: Event) -> bool:
 
 
 def find(run: Any, lines: list[str], safe: Any) -> list[Diagnosis]:
-    """Run the snippet again with the instruments on (`run(on_message=..., diagnose=True)`: launch.run_confined
-    with the first run's arguments) and word what they found. The tool's own failure here (a limit, a crash
-    of the re-run) leaves no diagnosis: the snippet's own error was reported already."""
+    """Run the snippet again, confined, with the instruments on (`run(on_message=..., diagnose=True,
+    trust=False)`: launch.run_confined with the first run's other arguments) and word what they found. The
+    tool's own failure here (a limit, a crash of the re-run) leaves no diagnosis: the snippet's own error was
+    reported already."""
     from ..errors import VjpError
 
     found: list[dict[str, Any]] = []
@@ -60,7 +89,8 @@ def find(run: Any, lines: list[str], safe: Any) -> list[Diagnosis]:
             found.append(frame["diagnosis"])
 
     try:
-        run(on_message=collect, diagnose=True)
+        # confined even where the first run was trusted: a snippet's effects (files it writes) must not repeat
+        run(on_message=collect, diagnose=True, trust=False)
     except VjpError:
         return []
     out: list[Diagnosis] = []
@@ -140,9 +170,15 @@ def _inplace(name: str, line: int, cause: dict[str, Any], d: dict[str, Any], fac
     was, now = facts.get("expected"), facts.get("version")
     more = facts.get("changes", 1)
     later = f" ({more} in-place changes in all)" if isinstance(more, int) and more > 1 else ""
+    through = facts.get("through") or {}
+    via = (
+        f" through `{through['name']}`, which shares its memory ({through.get('op')}{_at(through)})"
+        if through.get("name")
+        else ""
+    )
     return (
         f"`{saved['op']}`{_at(saved)} saved `{name}` for backward (version {was}); `{cause['op']}`{_at(cause)} "
-        f"then changed it in place (version {now}){later}. Backward at line {line} needs the saved value "
+        f"then changed it in place{via} (version {now}){later}. Backward at line {line} needs the saved value "
         f"({node}), and it is gone."
     )
 

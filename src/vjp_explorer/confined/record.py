@@ -88,6 +88,31 @@ class Recorder(TorchDispatchMode):
         self.dropped = False  # the log overflowed: older forwards cannot be replayed
         self.failed = ""  # why the log could not record an operation (its own failure, never the snippet's)
         self.roots: set[int] = set()  # serials tracked without requiring grad: forward-mode AD's dual tensors
+        self._on = False  # on the dispatch stack
+
+    @property
+    def on(self) -> bool:
+        """Whether the log is on the dispatch stack (it is taken off while no checked call is due)."""
+        return self._on
+
+    def __enter__(self) -> Recorder:
+        self._on = True
+        return super().__enter__()  # type: ignore[no-any-return]
+
+    def __exit__(self, *args: Any) -> None:
+        if self._on:  # already off (switched off between checked calls): nothing to leave
+            self._on = False
+            super().__exit__(*args)
+
+    def switch(self, on: bool) -> None:
+        """Put the log on the dispatch stack or take it off; only while it is the innermost mode (a mode the
+        snippet entered after it stays above it, and then the log stays on)."""
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        if on and not self._on:
+            self.__enter__()
+        elif not on and self._on and _get_current_dispatch_mode() is self:
+            self.__exit__(None, None, None)
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 from . import kinks
 
@@ -438,7 +438,7 @@ class Replay:
                 env[k] = self._cast(t)
             return
 
-        args, kwargs = tree_map(lambda a: self._arg(a, env, by_leaf, name), (e.args, e.kwargs))
+        args, kwargs = _map(lambda a: self._arg(a, env, by_leaf, name), e.args, e.kwargs)  # as the log nested them
         args, kwargs = _dense_backward(e.func, args, kwargs)
         at = self.points.get(i) if self.points is not None else None
         rule = kinks.rule_for(e.func) if at is not None else None
@@ -455,7 +455,7 @@ class Replay:
                 res = self._narrow(e, args, kwargs, err)
         if self._holding is not None and kinks.rule_for(e.func) is not None:
             self._holding[i] = kinks.point(e.func, args, kwargs, res)
-        outs = [o for o in tree_flatten(res)[0] if isinstance(o, torch.Tensor)]
+        outs = [o for o in _leaves((res,), {}) if isinstance(o, torch.Tensor)]
         for k, o in zip(e.outs, outs, strict=False):
             env[k] = o
 

@@ -14,6 +14,7 @@ import contextlib
 import functools
 import inspect
 import linecache
+import os
 import sys
 import threading
 import weakref
@@ -145,7 +146,8 @@ class Observer:
             return real(*args, **kwargs)
         if _in_functorch_transform():  # torch.func's own grad calls, on wrappers with no storage to read
             value = real(*args, **kwargs)
-            if self.batched is not None:  # autograd.grad inside the snippet's torch.vmap: one event of it
+            # autograd.grad the snippet itself calls inside its torch.vmap (not torch.func's own): one event
+            if self.batched is not None and not sys._getframe(2).f_code.co_filename.startswith(_TORCH_DIR):
                 self._note_batched(qualname, real, args, kwargs, value)
             return value
         try:
@@ -592,6 +594,7 @@ def _watch_compile() -> None:
     torch.compile = compile  # type: ignore[assignment]
 
 
+_TORCH_DIR = os.path.dirname(torch.__file__)
 _signature = functools.lru_cache(maxsize=64)(inspect.signature)  # torch's entry points: read once
 _as_written = functools.lru_cache(maxsize=1024)(as_written)  # a loop's line is parsed once, not every step
 

@@ -13,11 +13,14 @@ a call whose event is dropped in here is still known to the parent.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import linecache
+import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 from typing import Any
@@ -49,6 +52,8 @@ class Observer:
         self.hooks = HookWatch()  # the snippet's hooks that change a gradient on its way (hooks.py)
         self.full = 0  # calls explained in full so far
         self.per_line: dict[int, int] = {}  # calls made from each line so far
+        self._names: dict[int, tuple[Any, str]] = {}  # id -> (weakref, name): name_of within a statement
+        self.wanted: dict[int, bool] = {}  # per line: whether its next call is checked (then the log runs)
         explain = explain or {}
         self.explained = int(explain.get("calls", 50))  # events explained in full; later ones get cheap checks
         self.jacobian_rows = int(explain.get("jacobian_rows", checks.JACOBIAN_ROWS))
@@ -196,7 +201,8 @@ class Observer:
         """The runner's hook; events carry their own line, so nothing to do."""
 
     def after_statement(self, stmt: Any) -> None:
-        """The runner's hook; events are sent as they happen."""
+        """The runner's hook; events are sent as they happen. The names of tensors may change now."""
+        self._names.clear()
 
     # ------------------------------------------------------------------ one call
 
@@ -210,7 +216,8 @@ class Observer:
                 value = real(*args, **kwargs)
             finally:
                 self.depth -= 1
-            if self.batched is not None:  # autograd.grad inside the snippet's torch.vmap: one event of it
+            # autograd.grad the snippet itself calls inside its torch.vmap (not torch.func's own): one event
+            if self.batched is not None and not sys._getframe(2).f_code.co_filename.startswith(_TORCH_DIR):
                 self._note_batched(qualname, real, args, kwargs, value)
             return value
         try:
@@ -249,7 +256,18 @@ class Observer:
             self._explain(c, value, code)
         except Exception as e:  # noqa: BLE001 - the tool's own failure is never the snippet's exception
             self._unread(c, e)
+        self._record_next(c.line)
         return value
+
+    def _record_next(self, line: int) -> None:
+        """Decide, as a call from `line` ends, whether the next call from it is checked: the forward log runs
+        only while some line's next call is (a loop's unchecked steps then run with no dispatch mode at all:
+        the log's Python work on every forward op was most of a folded loop's cost)."""
+        seen = self.per_line.get(line, 0)
+        explain = seen < FULL_PER_LINE and self.full < self.explained
+        every = SAMPLE if seen < 10 * SAMPLE else 10 * SAMPLE
+        self.wanted[line] = explain or (seen - FULL_PER_LINE) % every == every - 1
+        self.recorder.switch(any(self.wanted.values()))
 
     def _read(self, qualname: str, p: inspect.BoundArguments) -> Call | None:
         """What the call will do, read before it runs; None for a call that is not one to explain."""
@@ -292,7 +310,7 @@ class Observer:
             values=[values_of(x) if explain or x.numel() <= FOLDED_VALUES else None for x in leaves],
             outputs=[
                 info(written or self.name_of(o), o, explain)
-                for o, written in zip(outs, as_written(qualname, source, len(outs)), strict=True)
+                for o, written in zip(outs, _as_written(qualname, source, len(outs)), strict=True)
             ],
         )
 
@@ -465,6 +483,8 @@ class Observer:
 
     def _unseen(self) -> str:
         """Where the forward of an output the log does not hold ran, as far as the observer can tell."""
+        if not self.recorder.on:
+            return "the log was off: calls from the loop's lines were not due for a check"
         if threading.current_thread() is not threading.main_thread():
             return "this call came from another thread; the log sees the main thread's forward operations only"
         if self.higher:
@@ -479,6 +499,8 @@ class Observer:
         self.active += 1
         self.recorder.paused += 1  # backward's own operations are not the forward
         try:
+            if not self.recorder.on:
+                return real(*args, **kwargs)
             with checks.outside_the_log():  # nor pay the log's Python dispatch
                 return real(*args, **kwargs)
         finally:
@@ -504,7 +526,17 @@ class Observer:
         return sorted(tensors, key=lambda t: order.get(id(t), len(order)))
 
     def name_of(self, t: torch.Tensor) -> str:
-        """What the snippet calls a tensor: a global bound to it, a module's parameter, else its shape."""
+        """What the snippet calls a tensor: a global bound to it, a module's parameter, else its shape. Kept
+        per tensor while the statement runs (a loop names the same parameters every step)."""
+        held = self._names.get(id(t))
+        if held is not None and held[0]() is t:
+            return held[1]
+        name = self._name_of(t)
+        with contextlib.suppress(TypeError):
+            self._names[id(t)] = (weakref.ref(t), name)
+        return name
+
+    def _name_of(self, t: torch.Tensor) -> str:
         for name, value in self.namespace.items():
             if value is t and not name.startswith("__"):
                 return name
@@ -625,14 +657,24 @@ def _watch_compile() -> None:
     torch.compile = compile  # type: ignore[assignment]
 
 
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_signature = functools.lru_cache(maxsize=64)(inspect.signature)  # torch's entry points: read once
+_as_written = functools.lru_cache(maxsize=1024)(as_written)  # a loop's line is parsed once, not every step
+
+
 def plain(x: Any) -> Any:
     """A dataclass as dicts and lists for the channel; lists of numbers pass as they are (dataclasses.asdict
     would copy every number of every tensor, the larger part of a folded loop's cost)."""
-    if is_dataclass(x) and not isinstance(x, type):
-        return {f.name: plain(getattr(x, f.name)) for f in fields(x)}
-    if isinstance(x, tuple):  # a check's names (a few): a list, as the channel carries it and calls.py wants
+    if type(x) in _PLAIN:
+        return x
+    names = _FIELDS.get(type(x))
+    if names is None and is_dataclass(x) and not isinstance(x, type):
+        names = _FIELDS[type(x)] = tuple(f.name for f in fields(x))
+    if names is not None:
+        return {name: plain(getattr(x, name)) for name in names}
+    if type(x) is tuple:  # a check's names (a few): a list, as the channel carries it and calls.py wants
         return [plain(v) for v in x]
-    if isinstance(x, list) and x and (is_dataclass(x[0]) or isinstance(x[0], dict)):
+    if type(x) is list and x and (type(x[0]) in _FIELDS or is_dataclass(x[0]) or isinstance(x[0], dict)):
         return [plain(v) for v in x]
     return x
 
@@ -684,6 +726,8 @@ def _quiet(send: Send, message: dict[str, Any]) -> None:
         send(message)
     except OSError:
         pass
+_PLAIN = (int, float, str, bool, type(None))
+_FIELDS: dict[type, tuple[str, ...]] = {}  # a dataclass's field names (dataclasses.fields is slow per call)
 
 
 def _in_functorch_transform() -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 from . import kinks
 
@@ -89,6 +89,31 @@ class Recorder(TorchDispatchMode):
         self.failed = ""  # why the log could not record an operation (its own failure, never the snippet's)
         self.roots: set[int] = set()  # serials tracked without requiring grad: forward-mode AD's dual tensors
         self.on_leaf: Callable[[torch.Tensor], None] | None = None  # told of each leaf as the log first copies it
+        self._on = False  # on the dispatch stack
+
+    @property
+    def on(self) -> bool:
+        """Whether the log is on the dispatch stack (it is taken off while no checked call is due)."""
+        return self._on
+
+    def __enter__(self) -> Recorder:
+        self._on = True
+        return super().__enter__()  # type: ignore[no-any-return]
+
+    def __exit__(self, *args: Any) -> None:
+        if self._on:  # already off (switched off between checked calls): nothing to leave
+            self._on = False
+            super().__exit__(*args)
+
+    def switch(self, on: bool) -> None:
+        """Put the log on the dispatch stack or take it off; only while it is the innermost mode (a mode the
+        snippet entered after it stays above it, and then the log stays on)."""
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        if on and not self._on:
+            self.__enter__()
+        elif not on and self._on and _get_current_dispatch_mode() is self:
+            self.__exit__(None, None, None)
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -416,7 +441,7 @@ class Replay:
                 env[k] = self._cast(t).clone()  # an in-place op after it must not change the record
             return
 
-        args, kwargs = tree_map(lambda a: self._arg(a, env, by_leaf, name), (e.args, e.kwargs))
+        args, kwargs = _map(lambda a: self._arg(a, env, by_leaf, name), e.args, e.kwargs)  # as the log nested them
         args, kwargs = _dense_backward(e.func, args, kwargs)
         at = self.points.get(i) if self.points is not None else None
         rule = kinks.rule_for(e.func) if at is not None else None
@@ -433,7 +458,7 @@ class Replay:
                 res = self._narrow(e, args, kwargs, err)
         if self._holding is not None and kinks.rule_for(e.func) is not None:
             self._holding[i] = kinks.point(e.func, args, kwargs, res)
-        outs = [o for o in tree_flatten(res)[0] if isinstance(o, torch.Tensor)]
+        outs = [o for o in _leaves((res,), {}) if isinstance(o, torch.Tensor)]
         for k, o in zip(e.outs, outs, strict=False):
             env[k] = o
 

@@ -56,7 +56,8 @@ class _Unverified(Exception):
 
 def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
     if record["forward"] is None:
-        event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=record["unreplayable"]))
+        if record["unreplayable"]:  # "": nothing to check (no input, or a v torch refused), so no check at all
+            event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=record["unreplayable"]))
         return
     try:
         replay = oplog.rebuild(record["forward"])

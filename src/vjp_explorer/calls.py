@@ -88,6 +88,7 @@ class Record(TypedDict):
     jacobian_rows: int
     hook: str | None
     customs: list[str]
+    outputs_changed: bool
 
 
 class CallEvent(TypedDict):
@@ -346,6 +347,9 @@ RECORD: dict[str, Check] = {
     "jacobian_rows": _int,
     "hook": _opt(_str),  # the kind of the snippet's hook that changed a gradient during the call (hooks.py)
     "customs": _list(_str, 100),  # the custom autograd.Functions the gradient passes through
+    # the child saw an output change behind autograd's back (`out.data.zero_()`): the judge does not ask
+    # the replay to reproduce it (a claim that can only take a consistency check away, never give agree)
+    "outputs_changed": lambda b: type(b) is bool,
 }
 # one call as the snippet's process sends it (snippet/result.Event, with its record)
 EVENT: dict[str, Check] = {

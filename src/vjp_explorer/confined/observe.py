@@ -341,8 +341,10 @@ class Observer:
                 why = str(e)
             except (oplog.Unsendable, RuntimeError) as e:
                 why = f"the recorded forward could not be written down ({str(e).splitlines()[0][:200]})"
+        outputs_changed = bool(forward.pop("outputs_changed", False)) if forward is not None else False
         with checks.outside_the_log(), torch._C.DisableTorchFunction():
             return {
+                "outputs_changed": outputs_changed,
                 "forward": forward,
                 "unreplayable": why,
                 "outputs": [oplog.array(o) for o in c.outs] if forward is not None else [],
@@ -370,6 +372,7 @@ class Observer:
             "jacobian_rows": self.jacobian_rows,
             "hook": None,
             "customs": [],
+            "outputs_changed": False,
         }
         self.send_event(event, record, c.started)
 
@@ -496,6 +499,7 @@ class Observer:
                         )
                 changed = self._changed(replay, leaves)
                 forward = oplog.export(self.recorder, outs, leaves)
+                forward_changed = _outputs_changed(replay, outs, leaves)
         finally:
             self.recorder.paused -= 1
             self.depth -= 1
@@ -505,6 +509,12 @@ class Observer:
                 "(through .data or an in-place write autograd cannot see): backward used the values it saved, "
                 "the replay the values the forward read."
             )
+        if forward_changed:
+            event.notes.append(
+                "The output holds other values than its forward computed (changed through .data or an in-place "
+                "write autograd cannot see): backward used what autograd saved, the replay recomputes the output."
+            )
+        forward["outputs_changed"] = forward_changed
         return forward
 
 
@@ -576,6 +586,20 @@ _ENGINE = inspect.Signature(
         )
     ]
 )
+
+
+def _outputs_changed(replay: Any, outs: list[torch.Tensor], leaves: list[torch.Tensor]) -> bool:
+    """Whether the outputs hold other values than the recorded forward gives (`out.data.zero_()`)."""
+    from .verdict import reproduces
+
+    x0 = [
+        x if x is not None else t.detach().to(torch.float64) for x, t in zip(replay.leaf_values(), leaves, strict=True)
+    ]
+    try:
+        reproduces(replay, x0, [t.detach() for t in leaves], [o.detach() for o in outs])
+    except NotReplayable:
+        return True
+    return False
 
 
 def _signature(qualname: str, real: Any) -> inspect.Signature:

@@ -56,7 +56,8 @@ class _Unverified(Exception):
 
 def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
     if record["forward"] is None:
-        event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=record["unreplayable"]))
+        if record["unreplayable"]:  # "": nothing to check (no input, or a v torch refused), so no check at all
+            event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=record["unreplayable"]))
         return
     try:
         replay = oplog.rebuild(record["forward"])
@@ -92,7 +93,7 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
             raise _Unverified(f"{record['names'][k]} got a gradient, yet the recorded forward never read it")
         x0[k] = at[k].to(torch.float64) if at[k].is_floating_point() else at[k]
     try:
-        _reproduces(replay, x0, leaves, outputs)
+        reproduces(replay, x0, leaves, outputs)
     except NotReplayable as e:
         raise _Unverified(str(e)) from None
     try:
@@ -157,7 +158,7 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
     event.checks.append(checks.unheld_kinks(check, replay.unheld()))
 
 
-def _reproduces(replay: Any, x0: list[torch.Tensor], leaves: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
+def reproduces(replay: Any, x0: list[torch.Tensor], leaves: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
     """The replay in the forward's own dtypes, at the point, gives the outputs the call began with (within
     rounding: another process may sum in another order); NotReplayable naming the first that does not."""
     native = replay.in_native_dtypes()

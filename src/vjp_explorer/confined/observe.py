@@ -726,6 +726,8 @@ def _quiet(send: Send, message: dict[str, Any]) -> None:
         send(message)
     except OSError:
         pass
+
+
 _PLAIN = (int, float, str, bool, type(None))
 _FIELDS: dict[type, tuple[str, ...]] = {}  # a dataclass's field names (dataclasses.fields is slow per call)
 

@@ -658,7 +658,7 @@ def _watch_compile() -> None:
 
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
-_signature = functools.lru_cache(maxsize=64)(inspect.signature)  # torch's entry points: read once
+_torch_signature = functools.lru_cache(maxsize=64)(inspect.signature)  # torch's entry points: read once
 _as_written = functools.lru_cache(maxsize=1024)(as_written)  # a loop's line is parsed once, not every step
 
 
@@ -697,7 +697,7 @@ _ENGINE = inspect.Signature(
 
 def _signature(qualname: str, real: Any) -> inspect.Signature:
     """The call's parameters: torch's own signature, or the engine's (a builtin, which states none)."""
-    return _ENGINE if qualname == "engine.run_backward" else inspect.signature(real)
+    return _ENGINE if qualname == "engine.run_backward" else _torch_signature(real)
 
 
 def _as_made(replay: Any, x0: list[Any], leaves: list[torch.Tensor], outs: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -232,7 +232,9 @@ def run_confined(
             from .judging import Judge
 
             session.judge = judge = Judge(limits, trust)
-            judge.start()
+            with _recording():  # a Ctrl-C kills the judge and removes its folder too (abandon)
+                judge.start()
+                _live.runs[judge.scratch] = judge.proc
         explain = {
             "calls": limits.snippet_explained_calls,
             "jacobian_rows": limits.snippet_jacobian_rows,
@@ -248,6 +250,7 @@ def run_confined(
     finally:
         if judge is not None:
             judge.end()
+            _live.runs.pop(judge.scratch, None)
         proc = _live.runs.get(folder)
         if proc is not None and proc.returncode is None:  # talk() never ran (it ends with the child reaped)
             _kill_group(proc)

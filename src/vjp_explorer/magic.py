@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from .calls import Verdict
 
 CELLS = [0]  # cells run so far: each gets a file name of its own, as IPython's do
 
@@ -37,7 +40,9 @@ def explain_cell(cell: str, namespace: dict[str, Any]) -> tuple[Any, BaseExcepti
     """Run `cell` in `namespace`, observed: (the SnippetResult of its calls, the exception it raised or None)."""
     import torch
 
+    from .confined.judging import merge
     from .confined.protocol import safe_text
+    from .confined.verdict import verdict
     from .snippet.door import _event
     from .snippet.result import SnippetResult
     from .trusted import run_cell
@@ -52,6 +57,8 @@ def explain_cell(cell: str, namespace: dict[str, Any]) -> tuple[Any, BaseExcepti
         except Exception as error:  # the cell's own error: shown after the calls that ran before it
             raised = error
     sent = [f["event"] for f in frames if f["type"] == "event"]
+    for raw in sent:  # the cell is the user's own code in their own kernel: judged here, as the judge would
+        merge(raw, cast("Verdict", verdict(raw)) if raw.get("record") is not None else None)
     events = [_event(raw, k + 1, safe_text) for k, raw in enumerate(sent)]
     steps = _steps(cell)
     for event in events:
@@ -124,7 +131,11 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
         yield
     finally:
         if entered:
+            from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode
+
             observer.recorder.__exit__(None, None, None)
+            while _get_current_dispatch_mode() is observer.recorder:  # switched on again by a call (record.switch)
+                _pop_mode()
         for obj, was in zip(patched, before, strict=True):
             for name, value in list(vars(obj).items()):
                 if name not in was:

@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from vjp_explorer.confined.launch import confinement_available
+from vjp_explorer.confined.words import explain_error
 from vjp_explorer.snippet import run_snippet
 from vjp_explorer.snippet.source import (
     ClaimedError,
@@ -23,7 +24,6 @@ from vjp_explorer.snippet.source import (
     same_error,
     same_output,
 )
-from vjp_explorer.snippet.words import explain_error
 
 TRACEBACK = [
     "Traceback (most recent call last):",

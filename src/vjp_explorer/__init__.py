@@ -88,7 +88,15 @@ def load_ipython_extension(ipython: Any) -> None:
     load(ipython)
 
 
+def _document(result: Any, **options: Any) -> dict[str, Any]:
+    # a result's to_dict(): the serializer sits above the result types, so they reach it through this hook
+    from .result_json import result_to_dict
+
+    return result_to_dict(result, **options)
+
+
 display.html_view = _html
 display.rich_view = _rich
 display.text_view = _text
 display.svg_view = _svg
+display.document_view = _document

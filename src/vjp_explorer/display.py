@@ -1,8 +1,9 @@
 """How results show themselves in Jupyter, print and rich.print: hooks that keep renderers out of results.
 
 `Result` and `SnippetResult` define `_repr_html_`, which asks `html(result)`; `Result.__rich__` and
-`__str__` ask `rich(result)` and `text(result)`. The package's `__init__` sets the hooks to functions that
-import render/notebook.py when first called. Without them (unset), a result shows its repr.
+`__str__` ask `rich(result)` and `text(result)`; `to_dict` asks `document(result)`, the JSON document.
+The package's `__init__` sets the hooks to functions that import their module when first called.
+Without them (unset), a result shows its repr.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ html_view: Callable[[Any], str] | None = None
 rich_view: Callable[[Any], Any] | None = None
 text_view: Callable[[Any], str] | None = None
 svg_view: Callable[[Any], str] | None = None
+document_view: Callable[..., dict[str, Any]] | None = None
 
 
 def html(result: Any) -> str | None:
@@ -43,3 +45,10 @@ class Graph(list):  # type: ignore[type-arg]
 
     def _repr_svg_(self) -> str | None:
         return svg(list(self))
+
+
+def document(result: Any, **options: Any) -> dict[str, Any]:
+    """The JSON document of a result (docs/json.md), through the hook the package's `__init__` sets."""
+    if document_view is None:
+        raise RuntimeError("vjp_explorer's __init__ sets display.document_view; import vjp_explorer first")
+    return document_view(result, **options)

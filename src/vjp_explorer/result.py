@@ -16,26 +16,8 @@ import numpy as np
 from .errors import ExitCode
 
 # a check and its verdicts live in verdicts.py (no numpy); the names stay importable from here
-from .verdicts import INDEPENDENT, ROUTE, VERDICTS, Check, Tolerance, headline  # noqa: F401
-
-
-def unravel(shape: tuple[int, ...], k: int) -> tuple[int, ...]:
-    """The multi-index of flat (row-major) position k."""
-    idx = []
-    for n in reversed(shape):
-        idx.append(k % n)
-        k //= n
-    return tuple(reversed(idx))
-
-
-def index_label(name: str, idx: tuple[int, ...]) -> str:
-    """`b[1]`, `W[0,1]`; the bare name for a 0-d tensor (empty index)."""
-    return f"{name}[{','.join(map(str, idx))}]" if idx else name
-
-
-def element_label(name: str, shape: tuple[int, ...], k: int) -> str:
-    """The label of flat position k of a tensor of this shape."""
-    return index_label(name, unravel(shape, k))
+# the one format of an element's label (`W[0,1]`), shared by every door and view
+from .verdicts import INDEPENDENT, ROUTE, VERDICTS, Check, Tolerance, element_label, headline, index_label, unravel  # noqa: F401  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -275,6 +257,6 @@ class Result:
     def to_dict(self, full: bool = False) -> dict[str, Any]:
         """The JSON-ready form (see docs/json.md); non-finite numbers become strings; arrays of more than
         result_json.SUMMARY_ABOVE elements are summaries unless full."""
-        from .result_json import result_to_dict
+        from . import display
 
-        return result_to_dict(self, full=full)
+        return display.document(self, full=full)

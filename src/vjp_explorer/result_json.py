@@ -1,6 +1,6 @@
 """Result -> a JSON-ready dict in the documented schema; non-finite numbers as the strings "nan", "inf", "-inf".
 
-Below render/ so that `Result.to_dict()` can use it without the result importing a renderer.
+Below render/; `Result.to_dict()` reaches it through display.py's hook, so the result never imports it.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ from typing import Any
 
 from .check_result import CheckResult
 from .errors import UsageError
-from .snippet.result import Check, Event, LeafGrad, TensorInfo
+from .events import Event, LeafGrad, TensorInfo
 from .trusted_checks import backward_of, compare
+from .verdicts import Check
 
 
 def load_target(target: str) -> tuple[Any, str]:

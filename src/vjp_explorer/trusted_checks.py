@@ -14,8 +14,8 @@ from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
+from .events import Event, element_index
 from .result import Check, Tolerance
-from .snippet.result import Event, element_index
 
 FULL = 1_000_000  # output × input entries up to which the whole Jacobian is built both ways
 MAX_ELEMENTS = 2_000  # input (and output) elements up to which every element is checked

@@ -8,6 +8,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
+# One format for an element's label everywhere (every door, the JSON and the text view): `W[0,1]`, no space,
+# so that a label reads the same in a narrow table and in a note.
+def unravel(shape: tuple[int, ...], k: int) -> tuple[int, ...]:
+    """The multi-index of flat (row-major) position k."""
+    idx = []
+    for n in reversed(shape):
+        idx.append(k % n)
+        k //= n
+    return tuple(reversed(idx))
+
+
+def index_label(name: str, idx: tuple[int, ...]) -> str:
+    """`b[1]`, `W[0,1]`; the bare name for a 0-d tensor (empty index)."""
+    return f"{name}[{','.join(map(str, idx))}]" if idx else name
+
+
+def element_label(name: str, shape: tuple[int, ...], k: int) -> str:
+    """The label of flat position k of a tensor of this shape."""
+    return index_label(name, unravel(shape, k))
+
+
 @dataclass(frozen=True)
 class Tolerance:
     """|a - b| <= atol + rtol * |b|, per dtype."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ..snippet.result import TensorInfo
+from ..events import TensorInfo
 
 FOLDED_VALUES = 100  # past the explained calls, a tensor's values travel only up to this many elements
 

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from ..engine.tolerance import tolerance
-from ..snippet.result import Check, Event, element_index
+from ..events import Event, element_index
+from ..verdicts import Check
 from .pattern import mistake_pattern
 
 JACOBIAN_ROWS = 128  # J of the replay for outputs up to this many elements (one autograd call per row)

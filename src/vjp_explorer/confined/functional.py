@@ -23,7 +23,8 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..engine.tolerance import ROUNDOFF_UNITS, eps, tolerance
-from ..snippet.result import Check, Event, TensorInfo
+from ..events import Event, TensorInfo
+from ..verdicts import Check
 
 MAX_EVALS = 4_000  # calls of the snippet's function for one reference
 MAX_EVALS_2 = 1_000  # for a second derivative: 8 calls per entry (half of them where it is symmetric)

@@ -28,13 +28,13 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..snippet.result import Event, LeafGrad
-from ..snippet.words import event_notes
+from ..events import Event, LeafGrad
 from . import checks, oplog, payload, protocol
 from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, grad_of, info, sparse_grad, values_of
 from .hooks import HookWatch
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
 from .record import NotReplayable, Recorder, serial
+from .words import event_notes
 
 Send = Callable[[dict[str, Any]], None]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..snippet.result import Event, LeafGrad
+from ..events import Event, LeafGrad
 
 NUMBERS = 300_000  # numbers of one event's arrays sent to the parent (about 6 MB of JSON)
 # an input's arrays, the first left out first

@@ -13,7 +13,8 @@ from typing import Any
 import torch
 
 from ..engine.finite_diff import finite_differences_of
-from ..snippet.result import Check, Event, LeafGrad
+from ..events import Event, LeafGrad
+from ..verdicts import Check
 from . import checks, oplog, payload
 from .record import NotReplayable
 

@@ -13,7 +13,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..snippet.result import Event, LeafGrad, SnippetResult, Step
+from ..events import Event, LeafGrad, element_index
+from ..snippet.result import SnippetResult, Step
 from ..snippet.source import verdict_of, visible
 from ..wording import API, CLI, option
 from . import why_view
@@ -324,7 +325,7 @@ def _grad_table(e: Event, full: bool) -> NumberTable:
                 t.add_row(Text("…"), *["…" for _ in names])
                 continue
             cells = ("—" if out else "None" if c is None else _cell(c[j]) for c, out in zip(flat, gone, strict=True))
-            t.add_row(Text(visible(x.name) + _index(x.shape, j)), *cells)
+            t.add_row(Text(visible(x.name) + element_index(x.shape, j)), *cells)
     return t
 
 
@@ -348,7 +349,7 @@ def _results_table(e: Event, full: bool) -> NumberTable:
                 t.add_row(Text("…"), "…", "…")
                 continue
             t.add_row(
-                Text(res.name + _index(res.shape, j)),
+                Text(res.name + element_index(res.shape, j)),
                 _cell(got[j]),
                 _cell(ref[j]) if ref is not None and j < len(ref) else "—",
             )
@@ -385,7 +386,7 @@ def _ledger(e: Event, x: LeafGrad) -> list[RenderableType]:
     y = visible(e.outputs[0].name) if len(e.outputs) == 1 else "y"
     shape = x.shape
     for j in range(n):
-        idx = _index(shape, j)
+        idx = element_index(shape, j)
         terms = [(v[i], rows[i][j]) for i in range(len(rows)) if rows[i][j] != 0 and v[i] != 0]
         total = sum(a * b for a, b in terms)
         written = " + ".join(f"{fmt(a, 4)}·{fmt(b, 6)}" for a, b in terms[:LEDGER]) or "0"
@@ -394,16 +395,6 @@ def _ledger(e: Event, x: LeafGrad) -> list[RenderableType]:
         name = f"{visible(x.name)}{idx}"
         out.append(Text(f"{name}: Σᵢ v[i]·∂{y}[i]/∂{name} = {written} = {fmt(total)}"))
     return out
-
-
-def _index(shape: list[int], flat: int) -> str:
-    if not shape:
-        return ""
-    idx = []
-    for d in reversed(shape):
-        idx.append(flat % d)
-        flat //= d
-    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
 
 
 _MEMORY_WORDS = ("MemoryError", "can't allocate memory", "out of memory")

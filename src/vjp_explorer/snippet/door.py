@@ -84,7 +84,7 @@ def run_snippet(
         steps.append(step)
     error = None
     if outcome.exception is not None:
-        from .words import explain_error, explain_refusal
+        from ..confined.words import explain_error, explain_refusal
 
         exc = outcome.exception
         # a relative path not found where the working directory mirrors the user's is Python's own story
@@ -150,7 +150,7 @@ def _unverified(why: list[str]) -> ProgramError:
 def _refused_notes(outcome: Any, error: RaisedError | None) -> list[str]:
     """An attempt the confinement refused, where the snippet's own code went on past it (os.system returns a
     status, a try/except swallows the error): said once per line, unless the snippet's error already says it."""
-    from .words import explain_refusal
+    from ..confined.words import explain_refusal
 
     said = outcome.exception.refusal if outcome.exception is not None and error is not None else None
     notes = []

@@ -6,70 +6,11 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# the one Check type of every door; the tolerances are engine/tolerance.py's table
-from ..verdicts import Check
+# the event (one backward/grad call) and the one Check type of every door live below the doors
+from ..events import Event, LeafGrad, TensorInfo, element_index  # noqa: F401
+from ..verdicts import Check  # noqa: F401
 
 SNIPPET_SCHEMA_VERSION = 2  # 2: each check has "independent", max_rel_diff and the lists of result.Check
-
-
-@dataclass
-class TensorInfo:
-    """A tensor as the snippet held it: shape, dtype and values (nested lists, float64)."""
-
-    name: str
-    shape: list[int]
-    dtype: str
-    values: Any
-
-
-@dataclass
-class LeafGrad:
-    """What one backward/grad call did to one input: its .grad before and after, and Jᵀv from the Jacobian."""
-
-    name: str
-    shape: list[int]
-    dtype: str
-    value: Any
-    grad_before: Any  # None where .grad was None
-    grad_after: Any
-    grad: Any  # what this call contributed: after - before for backward, the returned tensor for grad
-    jtv: Any = None  # Jᵀv from the explicit Jacobian (float64), None where it was not built
-    jacobian: Any = None  # rows: output elements (flattened), columns: this input's elements (flattened)
-    finite_difference: Any = None  # Jᵀv from central differences of the replayed forward (float64)
-    grad_norm: float | None = None  # the 2-norm of `grad`, kept where the tensors are not (a folded loop)
-    omitted: list[str] = field(default_factory=list)  # arrays above left out (None) for size (confined/payload.py)
-
-
-@dataclass
-class Event:
-    """One backward or grad call of the snippet, explained."""
-
-    index: int
-    line: int
-    source: str
-    call: str  # Tensor.backward, torch.autograd.backward, torch.autograd.grad
-    outputs: list[TensorInfo]
-    v: list[TensorInfo]
-    v_origin: str  # given | scalar default 1 | grad_outputs
-    retain_graph: bool
-    create_graph: bool
-    inputs: list[LeafGrad]
-    checks: list[Check] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    diagnosis: str | None = None  # where a nan/inf entered the backward pass, and the fix
-    graph: list[dict[str, Any]] | None = None  # with --graph: the nodes backward ran (see snippet/graph.py)
-    results: list[TensorInfo] = field(default_factory=list)  # a functional call's derivative (J, Jᵀv, Jv, H)
-    reference: list[TensorInfo] = field(default_factory=list)  # the same from finite differences
-    # with --code: the script of this call's backward (backward_code/files.py: file, nodes, reproduces, ...)
-    backward_code: dict[str, Any] | None = None
-
-    @property
-    def status(self) -> str:
-        states = {c.status for c in self.checks}
-        for verdict in ("disagree", "agree", "inconclusive"):
-            if verdict in states:
-                return verdict
-        return "skipped"
 
 
 @dataclass
@@ -233,14 +174,3 @@ def _json_safe(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return [_json_safe(v) for v in x]
     return x
-
-
-def element_index(shape: Any, flat: int) -> str:
-    """The index of flat position `flat` in a tensor of `shape`, as `[i, j]` (empty for a 0-d tensor)."""
-    if len(shape) == 0:
-        return ""
-    idx = []
-    for d in reversed(list(shape)):
-        idx.append(flat % d)
-        flat //= d
-    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"

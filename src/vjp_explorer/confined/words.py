@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .result import Event
+from ..events import Event
 
 
 def event_notes(event: Event, before: list[Any]) -> list[str]:

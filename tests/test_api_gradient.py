@@ -17,11 +17,11 @@ def test_check_takes_gradient_as_explore_does():
     x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
     r = vjp_explorer.check(cube, x, gradient=[0.5, 1.0, 2.0])
     # hand-derived: Jᵀv = 3x²·v = [1.5, 12, 54]
-    call = r.to_dict()["check"]["call"]
-    assert call["v"][0]["values"] == [0.5, 1.0, 2.0] and call["v_origin"] == "given"
+    call = r.to_dict()["events"][0]
+    assert call["v"][0]["value"] == [0.5, 1.0, 2.0] and call["v_origin"] == "given"
     assert call["grads"]["x"] == pytest.approx([1.5, 12.0, 54.0])
-    assert r.exit_code == 0 and "agrees with finite differences" in r.to_dict()["check"]["summary"]
-    same = vjp_explorer.check(cube, x, v=[0.5, 1.0, 2.0]).to_dict()["check"]["call"]
+    assert r.exit_code == 0 and "agrees with finite differences" in r.to_dict()["run"]["summary"]
+    same = vjp_explorer.check(cube, x, v=[0.5, 1.0, 2.0]).to_dict()["events"][0]
     assert same["grads"] == call["grads"]
 
 

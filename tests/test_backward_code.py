@@ -98,7 +98,7 @@ def run(tmp_path_factory):
     argv = ["run", str(src), "--seed", "0", "--json", "--code", str(out), "--limit", "snippet_seconds=600"]
     r = CliRunner().invoke(app, argv)  # nine calls' checks: past the default minute on a busy machine
     assert r.exit_code == 0, r.output
-    return json.loads(r.stdout)["snippet"]["events"], out
+    return json.loads(r.stdout)["events"], out
 
 
 def standalone(py, cwd):
@@ -264,7 +264,7 @@ def test_a_programs_call_as_code_against_the_hand_derived_gradient(vjp, tmp_path
 
     r = vjp("run", "h = sin(x); h*h + h", "--x", "1,2", "--grad", "ones", "--json", "--code", str(tmp_path))
     assert r.exit_code == 0, r.stderr
-    code = json.loads(r.stdout)["backward_code"]
+    code = json.loads(r.stdout)["events"][0]["backward_code"]
     assert code["file"] == "call1.py" and code["reproduces"] is True and code["independent"] is True
     assert code["nodes"] == 4  # AddBackward0, MulBackward0, SinBackward0, AccumulateGrad
     got = standalone(tmp_path / "call1.py", cwd=tmp_path.parent)["x"]

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from documents import event
+
 RUN = ["run", "x*2", "--x", "1,2", "--grad", "ones"]
 
 
@@ -23,7 +25,7 @@ def test_a_mistyped_flag_gets_did_you_mean(vjp, args):
 def test_a_mistyped_flag_with_a_value_is_still_a_variable(vjp):
     r = vjp("run", "x*jsn", "--x", "1,2", "--jsn", "3", "--grad", "ones", "--json")
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)["grads"]["jsn"] == pytest.approx(3.0)
+    assert event(json.loads(r.stdout))["grads"]["jsn"] == pytest.approx(3.0)
     r = vjp(*RUN, "--jsn", "3")
     assert r.exit_code == 2 and "did you mean --json?" in r.stderr and "no variable 'jsn'" in r.stderr
 
@@ -37,7 +39,7 @@ def test_a_variable_without_its_value_says_so(vjp):
 def test_dtype_takes_pytorchs_spellings(vjp, spelling):
     r = vjp(*RUN, "--dtype", spelling, "--json")
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)["dtype"] == "float64"
+    assert json.loads(r.stdout)["run"]["dtype"] == "float64"
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from documents import event, inputs
 from vjp_explorer.language.files import bundled_examples
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,14 +33,14 @@ def test_every_file_runs_and_agrees(vjp, path):
     r = vjp("run", "--file", str(path), "--json")
     assert r.exit_code == 0, r.stdout + r.stderr
     d = json.loads(r.stdout)
-    for name, check in d["checks"].items():
+    for name, check in event(d)["checks"].items():
         # finite differences have no reference where the output itself is infinite (log at 0): skipped, saying so
         fd_skipped = name == "finite_difference" and check["status"] == "skipped" and "the output is" in check["reason"]
         # nor the adjoint identity, whose sums are not finite there
         jvp_skipped = name == "jvp" and check["status"] == "skipped" and "not finite" in check["reason"]
         assert check["status"] == "agree" or fd_skipped or jvp_skipped, (name, check)
     if "[expect]" in path.read_text():
-        assert d["checks"]["expected"]["status"] == "agree"
+        assert event(d)["checks"]["expected"]["status"] == "agree"
 
 
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
@@ -47,11 +48,11 @@ def test_every_file_explains(vjp, path):
     r = vjp("explain", str(path), "--json")
     assert r.exit_code == 0, r.stdout + r.stderr
     d = json.loads(r.stdout)
-    ex = d["explain"]
+    ex = d["run"]["explain"]
     assert ex["ledger_source"] == "sympy"
     # the ledger's sums are the grads, element by element
     for leaf, entries in ex["ledger"].items():
-        flat = _flat(d["grads"][leaf])
+        flat = _flat(event(d)["grads"][leaf])
         assert len(entries) == len(flat)
         for e, g in zip(entries, flat, strict=True):
             if isinstance(g, str) or isinstance(e["sum"], str):
@@ -70,21 +71,21 @@ def _flat(x):
 
 def test_the_loop_example_reports_its_iterations(vjp):
     d = json.loads(vjp("run", "--file", str(ROOT / "expressions/seed_loop.toml"), "--json").stdout)
-    assert d["control"][0]["kind"] == "while" and d["control"][0]["count"] == 10
-    k = d["control"][0]["count"] + 1
-    assert d["grads"]["x"] == pytest.approx([2**k * 0.1, 2**k * 1.0, 2**k * 0.0001], rel=1e-6)
-    assert any(n["code"] == "control_flow" and "10 times" in n["text"] for n in d["notes"])
+    assert d["run"]["control"][0]["kind"] == "while" and d["run"]["control"][0]["count"] == 10
+    k = d["run"]["control"][0]["count"] + 1
+    assert event(d)["grads"]["x"] == pytest.approx([2**k * 0.1, 2**k * 1.0, 2**k * 0.0001], rel=1e-6)
+    assert any(n["code"] == "control_flow" and "10 times" in n["text"] for n in event(d)["notes"])
 
 
 def test_command_line_overrides_the_file(vjp):
     path = str(ROOT / "expressions/seed_3vector.toml")
     d = json.loads(vjp("run", "--file", path, "--grad", "1,0,0", "--json").stdout)
-    assert d["grads"]["a"] == [3.0, 0.0, 0.0]
+    assert event(d)["grads"]["a"] == [3.0, 0.0, 0.0]
     # the file's printed numbers were for its own v: not checked, and said so
-    assert "expected" not in d["checks"] and d["exit_code"] == 0
-    assert any(n["code"] == "expect_skipped" for n in d["notes"])
+    assert "expected" not in event(d)["checks"] and d["exit_code"] == 0
+    assert any(n["code"] == "expect_skipped" for n in event(d)["notes"])
     d = json.loads(vjp("run", "--file", path, "--b", "0,0,0", "--grad", "1,1,1", "--json").stdout)
-    assert d["grads"]["b"] == [0.0, 0.0, 0.0]
+    assert event(d)["grads"]["b"] == [0.0, 0.0, 0.0]
 
 
 def test_examples_lists_bundled_files(vjp):
@@ -101,7 +102,7 @@ def test_examples_lists_bundled_files(vjp):
 def test_bundled_name_resolves(vjp):
     r = vjp("explain", "seed_scalar", "--json")
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)["grads"] == {"a": 3.0, "b": 4.0, "c": 10.0}
+    assert event(json.loads(r.stdout))["grads"] == {"a": 3.0, "b": 4.0, "c": 10.0}
 
 
 def write(tmp_path, text, name="f.toml"):
@@ -167,7 +168,7 @@ def test_a_utf8_byte_order_mark_is_accepted(vjp, tmp_path):
     p.write_bytes(b'\xef\xbb\xbfprogram = "x*2"\ngrad = "ones"\n[inputs]\nx = [1, 2]\n')
     r = vjp("run", "--file", str(p), "--json")
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)["grads"]["x"] == [2.0, 2.0]
+    assert event(json.loads(r.stdout))["grads"]["x"] == [2.0, 2.0]
 
 
 def test_bad_expect_values_and_file_limits(vjp, tmp_path):
@@ -187,8 +188,8 @@ def test_bad_expect_values_and_file_limits(vjp, tmp_path):
 def test_random_grad_is_reproducible_from_the_seed_shown(vjp):
     a = json.loads(vjp("run", "x*2", "--x", "randn(3)", "--grad", "randn(3)", "--json").stdout)
     b = json.loads(
-        vjp("run", "x*2", "--x", "randn(3)", "--grad", "randn(3)", "--seed", str(a["seed"]), "--json").stdout
+        vjp("run", "x*2", "--x", "randn(3)", "--grad", "randn(3)", "--seed", str(a["run"]["seed"]), "--json").stdout
     )
-    assert a["grad"]["value"] == b["grad"]["value"] and a["inputs"] == b["inputs"]
+    assert event(a)["v"][0]["value"] == event(b)["v"][0]["value"] and inputs(a) == inputs(b)
     c = json.loads(vjp("run", "x*2", "--x", "1,2,3", "--grad", "randn(3)", "--json").stdout)
-    assert c["seed"] is not None
+    assert c["run"]["seed"] is not None

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from documents import event
 from vjp_explorer import explore
 from vjp_explorer.engine.finite_diff import finite_differences
 from vjp_explorer.engine.interpreter import Interpreter, Val
@@ -128,9 +129,9 @@ def test_wrong_nan_caught_where_sympy_is_skipped(vjp):
     r = vjp("run", "log(exp(x))", "--x", "30,89,100", "--grad", "1,1,1", "--no-symbolic", "--json")
     assert r.exit_code == 3
     d = json.loads(r.stdout)
-    c = d["checks"]["finite_difference"]
+    c = event(d)["checks"]["finite_difference"]
     assert c["status"] == "disagree" and c["spurious"] == ["x[1]", "x[2]"]
-    assert any("ExpBackward0" in n["text"] for n in d["notes"] if n["code"] == "wrong_nonfinite_grad")
+    assert any("ExpBackward0" in n["text"] for n in event(d)["notes"] if n["code"] == "wrong_nonfinite_grad")
 
 
 def test_output_not_finite_skips_the_check():
@@ -200,3 +201,43 @@ def test_vjp_tolerances_prints_the_one_table(vjp):
     for name, tol in TOLERANCES.items():
         assert f"{name:<9} {tol.rtol:<8g} {tol.atol:<8g}" in r.stdout
     assert "eps64^(1/3)" in r.stdout
+
+
+@pytest.mark.parametrize("door", ["program", "snippet", "functional", "check"])
+def test_one_budget_rule_decides_every_column_for_each_door(door):
+    """One table, one rule: a door's evaluations buy every column of J for evals // 4 input elements (4
+    evaluations each); one element more falls back to random directions. The oracle is the hand-derived Jᵀv
+    of Σ v·x² (2·v·x) on the full side."""
+    from vjp_explorer.engine.finite_diff import finite_differences_of
+    from vjp_explorer.engine.tolerance import FD_BUDGETS
+
+    evals = FD_BUDGETS[door].evals
+    n = evals // 4
+    x = torch.linspace(0.5, 1.5, n + 1, dtype=torch.float64)
+    v = torch.linspace(-1.0, 1.0, n + 1, dtype=torch.float64)
+    full = finite_differences_of(lambda a: a * a, [x[:n]], v[:n], evals)
+    assert full.method == "full" and full.evals == 4 * n + 1
+    assert torch.allclose(full.jtv["x0"], 2 * v[:n] * x[:n], rtol=1e-9, atol=1e-12)
+    assert finite_differences_of(lambda a: a * a, [x], v, evals).method == "directional"
+
+
+def test_the_docs_table_is_the_budget_table():
+    from pathlib import Path
+
+    from vjp_explorer.engine.tolerance import FD_BUDGETS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "checks.md").read_text()
+    for door, budget in FD_BUDGETS.items():
+        assert f"| {door} | {budget.evals:,}" in text, door
+
+
+def test_one_error_weight_for_every_door():
+    """|got − ref| <= atol + max(rtol·max(|ref|, m), e): the differences' error e counts once, worked by
+    hand for float64 (rtol 1e-9, atol 1e-14): ref 2, m 3, e 1e-6 allow 1e-14 + 1e-6; e 1e-12 allows
+    1e-14 + 3e-9."""
+    from vjp_explorer.engine.tolerance import ERROR_WEIGHT, allowed, tolerance, with_error
+
+    tol = tolerance("float64")
+    assert ERROR_WEIGHT == 1.0
+    assert allowed(2.0, with_error(3.0, 1e-6, tol), tol) == pytest.approx(1e-14 + 1e-6, rel=1e-12)
+    assert allowed(2.0, with_error(3.0, 1e-12, tol), tol) == pytest.approx(1e-14 + 3e-9, rel=1e-12)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from documents import event, per_leaf
 from vjp_explorer.api import explore
 from vjp_explorer.render import text
 from vjp_explorer.render.heatmap import NEGATIVE, POSITIVE
@@ -75,4 +76,4 @@ def test_numbers_stay_in_full_and_json(vjp):
     full = vjp(*args, "--full").stdout
     assert "heat-map of J" not in full and "more than a screen" not in full  # the table of numbers instead
     doc = json.loads(vjp(*args, "--json").stdout)
-    assert doc["jacobian"]["x"]["value"][7][7] == float(doc["grads"]["x"][7])
+    assert per_leaf(doc, "jacobian")["x"]["value"][7][7] == float(event(doc)["grads"]["x"][7])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from documents import event
 from test_cli import bad as _bad
 from test_cli import ok
 from vjp_explorer.language.files import read_toml
@@ -54,7 +55,7 @@ def test_file_depth_is_the_nesting_of_tables_and_arrays_around_the_values(vjp, t
     # [expect] is level 1 and its grads.x level 2: the file needs file_depth >= 2, exactly
     path = write(tmp_path, EXPECT)
     d = json.loads(ok(vjp("run", "--file", path, "--limit", "file_depth=2", "--json")).stdout)
-    assert d["checks"]["expected"]["status"] == "agree"
+    assert event(d)["checks"]["expected"]["status"] == "agree"
     r = bad(vjp("run", "--file", path, "--limit", "file_depth=1"), path, "key 'expect.grads'", "more than 1 deep")
     assert "--limit file_depth=N" in r.stderr and "file_depth" in r.stderr
 
@@ -63,7 +64,7 @@ def test_a_value_s_own_lists_do_not_count_toward_file_depth(vjp, tmp_path):
     # [inputs] is level 1; the matrix's two lists are value_depth's, as on the command line
     path = write(tmp_path, 'program = "W * 2"\ngrad = "ones"\n[inputs]\nW = [[1, 2], [3, 4]]\n')
     d = json.loads(ok(vjp("run", "--file", path, "--limit", "file_depth=1", "--json")).stdout)
-    assert d["grads"]["W"] == [[2.0, 2.0], [2.0, 2.0]]
+    assert event(d)["grads"]["W"] == [[2.0, 2.0], [2.0, 2.0]]
 
 
 @pytest.mark.parametrize("cmd", ["run", "explain"])
@@ -234,7 +235,7 @@ def test_explain_a_path_that_does_not_exist(vjp, tmp_path):
 def test_explain_reads_an_existing_file_without_the_toml_suffix(vjp, tmp_path):
     path = write(tmp_path, 'grad = "ones"\n' + BASE, "example")
     d = json.loads(ok(vjp("explain", path, "--json")).stdout)
-    assert d["grads"]["x"] == [2.0, 2.0]
+    assert event(d)["grads"]["x"] == [2.0, 2.0]
 
 
 @pytest.mark.parametrize(
@@ -250,7 +251,7 @@ def test_explain_reads_an_existing_file_without_the_toml_suffix(vjp, tmp_path):
 )
 def test_explain_programs_and_examples_still_work(vjp, args, grads):
     d = json.loads(ok(vjp("explain", *args, "--json")).stdout)
-    assert d["grads"] == grads
+    assert event(d)["grads"] == grads
 
 
 def test_explain_a_program_without_values_is_still_read_as_a_program(vjp):
@@ -263,7 +264,7 @@ def test_explain_a_program_without_values_is_still_read_as_a_program(vjp):
 
 
 def notes(d):
-    return {n["code"]: n["text"] for n in d["notes"]}
+    return {n["code"]: n["text"] for n in event(d)["notes"]}
 
 
 LOOP = "for i in range(2):\n    y = x*2\ny + 1"
@@ -272,11 +273,11 @@ LOOP = "for i in range(2):\n    y = x*2\ny + 1"
 @pytest.mark.parametrize("cmd", ["run", "explain"])
 def test_a_bare_expression_after_a_loop_that_assigns_y_is_named_out_and_says_so(vjp, cmd):
     d = json.loads(ok(vjp(cmd, LOOP, "--x", "1,2", "--grad", "ones", "--json")).stdout)
-    assert d["output"]["name"] == "out" and d["output"]["value"] == [3.0, 5.0]
+    assert event(d)["outputs"][0]["name"] == "out" and event(d)["outputs"][0]["value"] == [3.0, 5.0]
     text = notes(d)["output_named"]
     assert "'y + 1'" in text and "'out'" in text and "'y' is already a variable" in text
-    assert d["notes"][0]["code"] == "output_named"  # first: the other notes use the name
-    assert d["intermediates"]["y"]["value"] == [2.0, 4.0]  # the loop's y is untouched
+    assert event(d)["notes"][0]["code"] == "output_named"  # first: the other notes use the name
+    assert d["run"]["intermediates"]["y"]["value"] == [2.0, 4.0]  # the loop's y is untouched
 
 
 def test_the_note_shows_in_the_terminal(vjp):
@@ -286,19 +287,19 @@ def test_the_note_shows_in_the_terminal(vjp):
 
 def test_the_same_rule_without_a_loop(vjp):
     d = json.loads(ok(vjp("run", "y = x*2; y + 1", "--x", "1", "--json")).stdout)
-    assert d["output"]["name"] == "out" and "output_named" in notes(d)
+    assert event(d)["outputs"][0]["name"] == "out" and "output_named" in notes(d)
 
 
 def test_all_first_names_taken(vjp):
     args = ["y + out + output + result", "--var", "y=1", "--var", "out=1", "--var", "output=1", "--var", "result=1"]
     d = json.loads(ok(vjp("run", *args, "--json")).stdout)
-    assert d["output"]["name"] == "y1"
+    assert event(d)["outputs"][0]["name"] == "y1"
     assert "'y', 'out', 'output' and 'result' are already variables" in notes(d)["output_named"]
 
 
 def test_a_loop_variable_named_y_is_not_reused_for_the_output(vjp):
     d = json.loads(ok(vjp("run", "for y in range(2):\n    z = x*2\nz + 1", "--x", "1", "--json")).stdout)
-    assert d["output"]["name"] == "out" and "output_named" in notes(d)
+    assert event(d)["outputs"][0]["name"] == "out" and "output_named" in notes(d)
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from documents import event
 from planted import SQUARE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +104,7 @@ def test_every_subpackage_of_the_tree_ships(installed):
 def test_the_seed_program_gives_the_seed_numbers(installed):
     r = _run(installed, *SEED, "--json")
     assert r.returncode == 0, r.stderr
-    grads = json.loads(r.stdout)["grads"]
+    grads = event(json.loads(r.stdout))["grads"]
     for name, want in SEED_GRADS.items():
         assert _close(grads[name], want), (name, grads[name])
 

@@ -7,11 +7,12 @@ import json
 import pytest
 import torch
 
+from documents import event, inputs, per_leaf
 from vjp_explorer import explore
 from vjp_explorer.render import json_out
 
-TOP = {
-    "schema",
+TOP = {"schema", "kind", "torch", "events", "notes", "exit_code", "run"}
+RUN = {
     "title",
     "description",
     "source",
@@ -19,22 +20,13 @@ TOP = {
     "dtype",
     "device",
     "seed",
-    "inputs",
-    "output",
-    "grad",
-    "backward_calls",
-    "grads",
-    "jacobian",
-    "jtv",
-    "symbolic",
-    "finite_difference",
-    "checks",
     "intermediates",
     "control",
-    "notes",
-    "exit_code",
+    "probe",
+    "explain",
 }
 CHECK = {
+    "name",
     "status",
     "compares",
     "max_abs_diff",
@@ -69,34 +61,45 @@ def test_schema_is_pinned(vjp):
     )
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
-    assert set(d) == TOP
-    assert d["schema"] == 4
-    assert d["inputs"]["W"] == {"shape": [2, 2], "value": [[1.0, 2.0], [3.0, 4.0]], "requires_grad": False}
-    assert d["inputs"]["x"]["requires_grad"] is True
-    assert d["output"] == {"name": "y", "shape": [2], "value": [5.5, 11.5]}
-    assert d["grad"] == {"shape": [2], "value": [1.0, 1.0], "source": "given"}
-    assert d["grads"] == {"x": [4.0, 6.0], "b": 2.0}
-    assert set(d["jacobian"]["x"]) == JAC
-    assert d["jacobian"]["x"]["shape"] == [2, 2] and d["jacobian"]["x"]["value"] == [[1.0, 2.0], [3.0, 4.0]]
-    assert d["jacobian"]["b"]["shape"] == [2] and d["jacobian"]["b"]["structure"] == "dense"
-    assert d["jtv"] == {"x": [4.0, 6.0], "b": 2.0}
-    assert d["symbolic"]["x"] == [4.0, 6.0]
-    for c in d["checks"].values():
+    assert set(d) == TOP and set(d["run"]) == RUN
+    assert d["schema"] == 5 and d["kind"] == "program"
+    w = inputs(d)["W"]
+    assert (w["shape"], w["value"], w["requires_grad"], w["grad"], w["jacobian"]) == (
+        [2, 2],
+        [[1.0, 2.0], [3.0, 4.0]],
+        False,
+        None,
+        None,
+    )
+    assert inputs(d)["x"]["requires_grad"] is True
+    assert event(d)["outputs"][0] == {"name": "y", "shape": [2], "dtype": "float32", "value": [5.5, 11.5]}
+    assert event(d)["v"][0] == {"name": "y", "shape": [2], "dtype": "float32", "value": [1.0, 1.0]}
+    assert event(d)["v_origin"] == "given"
+    assert event(d)["grads"] == {"x": [4.0, 6.0], "b": 2.0}
+    assert set(per_leaf(d, "jacobian")["x"]) == JAC
+    assert per_leaf(d, "jacobian")["x"]["shape"] == [2, 2] and per_leaf(d, "jacobian")["x"]["value"] == [
+        [1.0, 2.0],
+        [3.0, 4.0],
+    ]
+    assert per_leaf(d, "jacobian")["b"]["shape"] == [2] and per_leaf(d, "jacobian")["b"]["structure"] == "dense"
+    assert per_leaf(d, "jtv") == {"x": [4.0, 6.0], "b": 2.0}
+    assert per_leaf(d, "symbolic")["x"] == [4.0, 6.0]
+    for c in event(d)["checks"].values():
         assert set(c) == CHECK
         assert c["status"] in ("agree", "disagree", "skipped")
-    assert set(d["checks"]) >= {"jtv", "symbolic", "jacobian"}
-    assert d["checks"]["symbolic"]["tolerance"] == {"rtol": 1e-4, "atol": 1e-7}
-    assert d["intermediates"]["y"]["grad"] == [1.0, 1.0]
+    assert set(event(d)["checks"]) >= {"jtv", "symbolic", "jacobian"}
+    assert event(d)["checks"]["symbolic"]["tolerance"] == {"rtol": 1e-4, "atol": 1e-7, "rule": None}
+    assert d["run"]["intermediates"]["y"]["grad"] == [1.0, 1.0]
     assert d["exit_code"] == 0
-    assert d["seed"] is None
+    assert d["run"]["seed"] is None
 
 
 def test_json_is_strict_with_non_finite_values(vjp):
     r = vjp("run", "torch.log(x) / x", "--x", "0,1", "--grad", "ones", "--json")
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
-    assert d["output"]["value"][0] == "-inf"
-    assert d["grads"]["x"][0] in ("nan", "inf", "-inf")
+    assert event(d)["outputs"][0]["value"][0] == "-inf"
+    assert event(d)["grads"]["x"][0] in ("nan", "inf", "-inf")
 
 
 def test_json_of_a_value_with_more_dimensions_than_a_memoryview_holds(vjp):
@@ -105,7 +108,7 @@ def test_json_of_a_value_with_more_dimensions_than_a_memoryview_holds(vjp):
     r = vjp("run", "x*2", "--x", deep, "--grad", "ones", "--limit", "value_depth=64", "--json")
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
-    g, j = d["grads"]["x"], d["jacobian"]["x"]
+    g, j = event(d)["grads"]["x"], per_leaf(d, "jacobian")["x"]
     assert j["shape"] == [1] * 80
     j = j["value"]
     for _ in range(40):
@@ -140,7 +143,7 @@ def test_big_json_is_compact(vjp):
     r = vjp("run", "x * 3", "--x", "linspace(0, 1, 200000)", "--grad", "ones", "--json", "--full", "--no-symbolic")
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
-    assert len(d["grads"]["x"]) == 200_000 and d["grads"]["x"][-1] == 3.0
+    assert len(event(d)["grads"]["x"]) == 200_000 and event(d)["grads"]["x"][-1] == 3.0
 
 
 # --- JSON that scales: summaries past SUMMARY_ABOVE elements, --full, --save (docs/json.md) ---
@@ -164,29 +167,29 @@ def test_an_array_past_the_threshold_is_a_summary_and_one_at_it_is_whole(vjp):
     n = SUMMARY_ABOVE + 1
     argv = ["run", "x * 3 + c", "--x", f"linspace(1, 2, {n})", "--c", "0.5", "--grad", "ones", "--json"]
     d = json.loads(ok_stdout(vjp(*argv)))
-    assert set(d) == TOP and d["schema"] == 4
+    assert set(d) == TOP and d["schema"] == 5
     x = torch.linspace(1, 2, n)
-    s = d["inputs"]["x"]["value"]
+    s = inputs(d)["x"]["value"]
     assert set(s) == SUMMARY and s["summary"] is True
     assert (s["shape"], s["dtype"], s["numel"], s["nan"], s["inf"]) == ([n], "float32", n, 0, 0)
     assert (s["min"], s["max"]) == (1.0, 2.0)
     assert s["norm"] == pytest.approx(float(x.double().norm()), rel=1e-6)  # a float32 dot product
     assert s["first"] == x[:5].tolist() and s["last"] == x[-5:].tolist()
-    y = d["output"]["value"]
+    y = event(d)["outputs"][0]["value"]
     assert y["first"] == (x[:5] * 3 + 0.5).tolist() and y["last"] == (x[-5:] * 3 + 0.5).tolist()
-    assert d["grads"]["x"]["min"] == d["grads"]["x"]["max"] == 3.0
-    assert d["grads"]["c"] == float(n)  # a 0-d grad stays a number
-    assert d["symbolic"]["x"]["summary"] is True and d["symbolic"]["x"]["dtype"] == "float64"
-    assert d["jacobian"]["x"]["diagonal"]["summary"] is True
+    assert event(d)["grads"]["x"]["min"] == event(d)["grads"]["x"]["max"] == 3.0
+    assert event(d)["grads"]["c"] == float(n)  # a 0-d grad stays a number
+    assert per_leaf(d, "symbolic")["x"]["summary"] is True and per_leaf(d, "symbolic")["x"]["dtype"] == "float64"
+    assert per_leaf(d, "jacobian")["x"]["diagonal"]["summary"] is True
     # at the threshold: every number, as before
     whole = json.loads(ok_stdout(vjp(*argv[:3], f"linspace(1, 2, {SUMMARY_ABOVE})", *argv[4:])))
-    assert whole["grads"]["x"] == [3.0] * SUMMARY_ABOVE
+    assert event(whole)["grads"]["x"] == [3.0] * SUMMARY_ABOVE
 
 
 def test_a_summary_counts_non_finite_elements_and_leaves_them_out_of_min_max_norm(vjp):
     n = 100_003
     d = json.loads(ok_stdout(vjp("run", "torch.log(x)", "--x", f"linspace(0, 1, {n})", "--grad", "ones", "--json")))
-    s = d["output"]["value"]
+    s = event(d)["outputs"][0]["value"]
     assert (s["inf"], s["nan"], s["first"][0], s["max"]) == (1, 0, "-inf", 0.0)
     assert s["min"] == float(torch.log(torch.linspace(0, 1, n)[1]))
 
@@ -195,8 +198,8 @@ def test_full_writes_every_number(vjp):
     n = 100_001
     argv = ["run", "x * 3", "--x", f"linspace(1, 2, {n})", "--grad", "ones", "--json", "--full", "--no-symbolic"]
     d = json.loads(ok_stdout(vjp(*argv)))
-    assert d["inputs"]["x"]["value"] == torch.linspace(1, 2, n).tolist()
-    assert d["grads"]["x"] == [3.0] * n
+    assert inputs(d)["x"]["value"] == torch.linspace(1, 2, n).tolist()
+    assert event(d)["grads"]["x"] == [3.0] * n
 
 
 def ok_stdout(r) -> str:
@@ -223,15 +226,15 @@ def test_save_round_trips_the_numbers_of_the_full_json(vjp, tmp_path, suffix, pr
             saved = {k: f[k].tolist() for k in f.files}
     else:
         saved = {k: v.tolist() for k, v in torch.load(path, weights_only=True).items()}
-    want = {f"inputs/{n}": i["value"] for n, i in d["inputs"].items()}
-    want |= {"output": d["output"]["value"], "grad": d["grad"]["value"]}
-    want |= {f"grads/{n}": g for n, g in d["grads"].items()}
-    want |= {f"jtv/{n}": t for n, t in d["jtv"].items() if t is not None}
-    want |= {f"symbolic/{n}": t for n, t in (d["symbolic"] or {}).items()}
-    for n, j in d["jacobian"].items():
+    want = {f"inputs/{n}": i["value"] for n, i in inputs(d).items()}
+    want |= {"output": event(d)["outputs"][0]["value"], "grad": event(d)["v"][0]["value"]}
+    want |= {f"grads/{n}": g for n, g in event(d)["grads"].items()}
+    want |= {f"jtv/{n}": t for n, t in per_leaf(d, "jtv").items() if t is not None}
+    want |= {f"symbolic/{n}": t for n, t in per_leaf(d, "symbolic").items() if t is not None}
+    for n, j in per_leaf(d, "jacobian").items():
         want |= {f"jacobian/{n}": j["value"]} if j["value"] is not None else {}
         want |= {f"jacobian_diagonal/{n}": j["diagonal"]} if j["diagonal"] is not None else {}
-    for n, m in d["intermediates"].items():
+    for n, m in d["run"]["intermediates"].items():
         want[f"intermediates/{n}"] = m["value"]
         want |= {f"intermediate_grads/{n}": m["grad"]} if m["grad"] is not None else {}
     assert saved.keys() == want.keys()

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from documents import event
 from vjp_explorer.live import ProgramSession, command_line, v_text
 from vjp_explorer.request import Request
 
@@ -377,7 +378,7 @@ def test_the_command_line_runs_the_app_and_c_reproduces_its_state(vjp, monkeypat
 
     again = vjp(*shlex.split(command)[1:], "--json")
     assert again.exit_code == 0
-    got = json.loads(again.stdout)["grads"]
+    got = event(json.loads(again.stdout))["grads"]
     for leaf, diag in DIAG.items():  # row 1 of J, as the live view showed it
         np.testing.assert_allclose(got[leaf], np.where(np.arange(3) == 1, diag, 0.0), rtol=1e-6)
 

@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+from documents import event, inputs, per_leaf
 from vjp_explorer.render.numbers import fmt
 
 SEED = ["run", "3*a+2*b*b+log(c)", "--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "0.1,1,0.0001"]
@@ -87,13 +88,13 @@ def test_every_number_of_a_run_reads_back_whole(vjp_at, args, width):
     text = vjp_at(width, *args)
     data = json.loads(vjp_at(width, *args, "--json"))
     found = read_back(text, width)
-    out = data["output"]["shape"]
-    for leaf, jac in data["jacobian"].items():
-        values = flat(data["inputs"][leaf]["value"])
+    out = event(data)["outputs"][0]["shape"]
+    for leaf, jac in per_leaf(data, "jacobian").items():
+        values = flat(inputs(data)[leaf]["value"])
         n = len(values)
         table = merged(found, "element")
-        cols = {".grad (backward)": data["grads"][leaf], "Jᵀv (from J)": data["jtv"][leaf]}
-        cols["Jᵀv (sympy)"] = data["symbolic"][leaf]
+        cols = {".grad (backward)": event(data)["grads"][leaf], "Jᵀv (from J)": per_leaf(data, "jtv")[leaf]}
+        cols["Jᵀv (sympy)"] = per_leaf(data, "symbolic")[leaf]
         for j in range(n):
             row = f"{leaf}[{j}]"
             assert table[(row, "value")] == show(values[j])
@@ -118,7 +119,7 @@ def test_every_number_of_a_snippet_reads_back_whole(vjp_at, width):
         "Jᵀv (J)": "jtv",
         "Jᵀv (FD)": "finite_difference",
     }
-    for x in data["snippet"]["events"][0]["inputs"]:
+    for x in data["events"][0]["inputs"]:
         for head, key in heads.items():
             for j, number in enumerate(flat(x[key])):
                 assert table[(f"{x['name']}[{j}]", head)] == show(number), (x["name"], j, head)

@@ -11,6 +11,8 @@ import sys
 import numpy as np
 import pytest
 
+from documents import event
+
 RUN = ["run", "3*a + 2*b*b", "--a", "1,2", "--b", "3,4", "--grad", "ones"]
 OPTIONS = ["--svg", "--html", "--dot", "--save"]
 
@@ -65,7 +67,7 @@ def test_every_file_is_written_and_said_on_stderr_with_json_too(vjp, tmp_path):
     assert "digraph" in files["--dot"].read_text()
     # the saved grads are the JSON's, and 4b·v + 3a's 3 (by hand): d(2b²)/db = 4b
     with np.load(files["--save"]) as saved:
-        assert saved["grads/b"].tolist() == d["grads"]["b"] == [12.0, 16.0]
+        assert saved["grads/b"].tolist() == event(d)["grads"]["b"] == [12.0, 16.0]
 
 
 def test_a_snippet_refuses_svg_with_json_clearly(vjp, tmp_path):

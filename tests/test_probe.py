@@ -9,6 +9,7 @@ import pytest
 import sympy
 import torch
 
+from documents import event, inputs, per_leaf
 from vjp_explorer.engine import probe as PR
 from vjp_explorer.engine.compare import TOLERANCES, compare_tensors
 
@@ -46,13 +47,13 @@ def refused(r, *phrases: str) -> str:
 # ---------------------------------------------------------------------------------------------------- basis
 def test_basis_rows_are_the_hand_derived_jacobian(vjp):
     d = js(vjp, *SEED, "--grad", "basis")
-    assert d["grad"]["source"] == "basis" and d["grad"]["value"] == [1.0, 1.0, 1.0]
-    p = d["probe"]
+    assert event(d)["v_origin"] == "basis" and event(d)["v"][0]["value"] == [1.0, 1.0, 1.0]
+    p = d["run"]["probe"]
     assert p["source"] == "basis" and "rows of J" in p["note"]
     for leaf, J in HAND_J.items():
         assert close(p["rows"][leaf], J), leaf
-        assert close(p["rows"][leaf], d["jacobian"][leaf]["value"]), leaf
-    assert d["checks"]["basis"]["status"] == "agree"
+        assert close(p["rows"][leaf], per_leaf(d, "jacobian")[leaf]["value"]), leaf
+    assert event(d)["checks"]["basis"]["status"] == "agree"
 
 
 def test_basis_of_a_dense_program_past_the_loop_size_uses_the_batch_and_agrees(vjp):
@@ -61,9 +62,9 @@ def test_basis_of_a_dense_program_past_the_loop_size_uses_the_batch_and_agrees(v
     d = js(vjp, "sum(x)*x", "--x", f"arange({n})", "--grad", "basis", "--dtype", "float64", "--no-symbolic")
     x = torch.arange(n, dtype=torch.float64)
     J = torch.eye(n, dtype=torch.float64) * x.sum() + x[:, None]
-    assert torch.equal(torch.tensor(d["probe"]["rows"]["x"], dtype=torch.float64), J)
-    assert "vmap" in d["probe"]["method"]
-    assert d["checks"]["basis"]["status"] == "agree"
+    assert torch.equal(torch.tensor(d["run"]["probe"]["rows"]["x"], dtype=torch.float64), J)
+    assert "vmap" in d["run"]["probe"]["method"]
+    assert event(d)["checks"]["basis"]["status"] == "agree"
 
 
 def test_basis_of_an_elementwise_program_past_the_loop_size_batches_the_runs_graph(vjp):
@@ -71,9 +72,9 @@ def test_basis_of_an_elementwise_program_past_the_loop_size_batches_the_runs_gra
     n = 70
     d = js(vjp, "x*x", "--x", f"arange({n})", "--grad", "basis", "--dtype", "float64", "--no-symbolic")
     x = torch.arange(n, dtype=torch.float64)
-    assert torch.equal(torch.tensor(d["probe"]["rows"]["x"], dtype=torch.float64), torch.diag(2 * x))
-    assert "is_grads_batched" in d["probe"]["method"]
-    assert d["checks"]["basis"]["status"] == "agree"
+    assert torch.equal(torch.tensor(d["run"]["probe"]["rows"]["x"], dtype=torch.float64), torch.diag(2 * x))
+    assert "is_grads_batched" in d["run"]["probe"]["method"]
+    assert event(d)["checks"]["basis"]["status"] == "agree"
 
 
 def test_basis_shows_rows_next_to_j(vjp):
@@ -96,20 +97,20 @@ def test_e3_picks_row_3_of_a_dense_jacobian(vjp):
     # y = W @ x with W constant 4 x 3: row 3 of J is W[3]
     W = "[[1,2,3],[4,5,6],[7,8,9],[10,11,12]]"
     d = js(vjp, "W @ x", "--const", f"W={W}", "--x", "1,1,1", "--grad", "e3")
-    assert d["grad"] == {"shape": [4], "value": [0.0, 0.0, 0.0, 1.0], "source": "one-hot"}
-    assert d["grads"]["x"] == [10.0, 11.0, 12.0]
-    assert d["grads"]["x"] == d["jacobian"]["x"]["value"][3]
-    assert d["probe"]["element"] == "y[3]" and d["probe"]["index"] == [3]
-    assert "row 3 of J" in d["probe"]["note"]
+    assert event(d)["v"][0]["value"] == [0.0, 0.0, 0.0, 1.0] and event(d)["v_origin"] == "one-hot"
+    assert event(d)["grads"]["x"] == [10.0, 11.0, 12.0]
+    assert event(d)["grads"]["x"] == per_leaf(d, "jacobian")["x"]["value"][3]
+    assert d["run"]["probe"]["element"] == "y[3]" and d["run"]["probe"]["index"] == [3]
+    assert "row 3 of J" in d["run"]["probe"]["note"]
 
 
 def test_one_hot_multi_index_equals_its_flat_index(vjp):
     args = ["x*x", "--x", "[[1,2,3],[4,5,6]]"]
     multi = js(vjp, *args, "--grad", "e[1,2]")
     flat = js(vjp, *args, "--grad", "e5")
-    assert multi["grad"]["value"] == flat["grad"]["value"] == [[0, 0, 0], [0, 0, 1.0]]
-    assert multi["grads"]["x"] == [[0, 0, 0], [0, 0, 12.0]]  # ∂(x²)/∂x = 2x at x = 6
-    assert multi["probe"]["element"] == "y[1,2]" and multi["probe"]["index"] == [1, 2]
+    assert event(multi)["v"][0]["value"] == event(flat)["v"][0]["value"] == [[0, 0, 0], [0, 0, 1.0]]
+    assert event(multi)["grads"]["x"] == [[0, 0, 0], [0, 0, 12.0]]  # ∂(x²)/∂x = 2x at x = 6
+    assert multi["run"]["probe"]["element"] == "y[1,2]" and multi["run"]["probe"]["index"] == [1, 2]
 
 
 @pytest.mark.parametrize(
@@ -134,41 +135,42 @@ def test_random_v_is_reproducible_and_leaves_other_random_values_alone(vjp):
     two = js(vjp, *args, "--seed", "7", "--grad", "random")
     other = js(vjp, *args, "--seed", "8", "--grad", "random")
     plain = js(vjp, *args, "--seed", "7", "--grad", "1,1,1,1")
-    assert one["grad"]["source"] == "random" and one["seed"] == 7
-    assert one["grad"]["value"] == two["grad"]["value"] != other["grad"]["value"]
-    assert one["inputs"] == two["inputs"] == plain["inputs"]  # the inputs' draws do not change
-    assert one["grad"]["value"] not in ([i["value"] for i in one["inputs"].values()])
-    assert "random combination of the rows" in one["probe"]["note"]
-    assert all(c["status"] == "agree" for c in one["checks"].values() if c["status"] != "skipped")
+    assert event(one)["v_origin"] == "random" and one["run"]["seed"] == 7
+    assert event(one)["v"][0]["value"] == event(two)["v"][0]["value"] != event(other)["v"][0]["value"]
+    values = [{n: x["value"] for n, x in inputs(d).items()} for d in (one, two, plain)]
+    assert values[0] == values[1] == values[2]  # the inputs' draws do not change
+    assert event(one)["v"][0]["value"] not in ([i["value"] for i in inputs(one).values()])
+    assert "random combination of the rows" in one["run"]["probe"]["note"]
+    assert all(c["status"] == "agree" for c in event(one)["checks"].values() if c["status"] != "skipped")
 
 
 def test_random_without_a_seed_draws_one_and_shows_it(vjp):
     d = js(vjp, *SEED, "--grad", "random")
-    assert isinstance(d["seed"], int)
-    again = js(vjp, *SEED, "--grad", "random", "--seed", str(d["seed"]))
-    assert again["grad"]["value"] == d["grad"]["value"]
+    assert isinstance(d["run"]["seed"], int)
+    again = js(vjp, *SEED, "--grad", "random", "--seed", str(d["run"]["seed"]))
+    assert event(again)["v"][0]["value"] == event(d)["v"][0]["value"]
 
 
 # ---------------------------------------------------------------------------------------------------- several v
 def test_several_grads_show_linearity(vjp):
     d = js(vjp, *SEED, "--grad", "1,0,0", "--grad", "0,1,0", "--grad", "e2")
-    p = d["probe"]
+    p = d["run"]["probe"]
     assert p["source"] == "several" and p["coefficients"] == [2.0, -1.0, 0.5]
     assert [v["source"] for v in p["vs"]] == ["given", "given", "one-hot"]
     assert p["combined"]["value"] == [2.0, -1.0, 0.5]
     b = [v["grads"]["b"] for v in p["vs"]]
     assert b == [[12.0, 0, 0], [0, 16.0, 0], [0, 0, 20.0]]
     assert p["combined"]["grads"]["b"] == [24.0, -16.0, 10.0]
-    assert d["grad"]["value"] == [1.0, 0.0, 0.0]  # the run itself uses the first v
-    assert d["checks"]["linearity"]["status"] == "agree"
+    assert event(d)["v"][0]["value"] == [1.0, 0.0, 0.0]  # the run itself uses the first v
+    assert event(d)["checks"]["linearity"]["status"] == "agree"
 
 
 def test_a_later_ones_does_not_make_the_run_v_ones(vjp):
     # the run uses v1; a later --grad ones must not tell the exact routes that v is all ones
     d = js(vjp, "x*x + sum(x)", "--x", "1,2,3", "--grad", "1,0,0", "--grad", "ones")
-    assert d["grads"]["x"] == [3.0, 1.0, 1.0]
-    assert all(c["status"] == "agree" for c in d["checks"].values() if c["status"] != "skipped")
-    assert not any(n["code"].startswith("ones_") for n in d["notes"])
+    assert event(d)["grads"]["x"] == [3.0, 1.0, 1.0]
+    assert all(c["status"] == "agree" for c in event(d)["checks"].values() if c["status"] != "skipped")
+    assert not any(n["code"].startswith("ones_") for n in event(d)["notes"])
 
 
 def test_the_linearity_check_catches_a_nonlinear_backward():
@@ -205,36 +207,36 @@ def test_basis_and_upstream_take_no_other_grad(vjp):
 # ---------------------------------------------------------------------------------------------------- upstream
 def test_upstream_v_is_dl_dy_by_sympy(vjp):
     d = js(vjp, *SEED, "--dtype", "float64", "--upstream", "sum(sin(y)*y)")
-    ys = d["output"]["value"]
+    ys = event(d)["outputs"][0]["value"]
     s = sympy.Symbol("s")
     dL = sympy.diff(sympy.sin(s) * s, s)  # L = Σ sin(y)·y, so dL/dy[i] = cos(y[i])·y[i] + sin(y[i])
     want = [float(dL.subs(s, sympy.Float(y, 30))) for y in ys]
-    assert close(d["grad"]["value"], want, 1e-12)
-    assert d["grad"]["source"] == "upstream"
-    assert d["probe"]["upstream"]["formula"] == "sum(sin(y)*y)"
-    assert math.isclose(d["probe"]["upstream"]["loss"], sum(math.sin(y) * y for y in ys), rel_tol=1e-12)
+    assert close(event(d)["v"][0]["value"], want, 1e-12)
+    assert event(d)["v_origin"] == "upstream"
+    assert d["run"]["probe"]["upstream"]["formula"] == "sum(sin(y)*y)"
+    assert math.isclose(d["run"]["probe"]["upstream"]["loss"], sum(math.sin(y) * y for y in ys), rel_tol=1e-12)
     # and the grads are dL/dx: the chain rule, against the hand-derived J (diagonal: v * J)
     for leaf, J in HAND_J.items():
-        assert close(d["grads"][leaf], [want[i] * J[i][i] for i in range(3)], 1e-9), leaf
-    assert d["checks"]["upstream"]["status"] == "agree"
+        assert close(event(d)["grads"][leaf], [want[i] * J[i][i] for i in range(3)], 1e-9), leaf
+    assert event(d)["checks"]["upstream"]["status"] == "agree"
 
 
 def test_upstream_by_finite_differences_and_method_syntax(vjp):
     d = js(vjp, "x*x", "--x", "1,2,3", "--dtype", "float64", "--upstream", "(y**2).sum()")
-    y = d["output"]["value"]
+    y = event(d)["outputs"][0]["value"]
 
     def L(ys):
         return sum(t * t for t in ys)
 
     h = 1e-6
     fd = [(L([*y[:i], y[i] + h, *y[i + 1 :]]) - L([*y[:i], y[i] - h, *y[i + 1 :]])) / (2 * h) for i in range(3)]
-    assert close(d["grad"]["value"], fd, 1e-6)
-    assert d["grad"]["value"] == [2.0, 8.0, 18.0]  # 2y
+    assert close(event(d)["v"][0]["value"], fd, 1e-6)
+    assert event(d)["v"][0]["value"] == [2.0, 8.0, 18.0]  # 2y
 
 
 def test_upstream_named_after_the_output(vjp):
     d = js(vjp, "h = 2*x", "--x", "1,2", "--upstream", "sum(h*h)")
-    assert d["grad"]["value"] == [4.0, 8.0]
+    assert event(d)["v"][0]["value"] == [4.0, 8.0]
 
 
 @pytest.mark.parametrize(
@@ -261,4 +263,4 @@ def test_upstream_in_explain_and_text(vjp):
 
 def test_a_plain_run_has_no_probe_key(vjp):
     d = js(vjp, *SEED, "--grad", "0.1,1,0.0001")
-    assert "probe" not in d and d["grad"]["source"] == "given"
+    assert d["run"]["probe"] is None and event(d)["v_origin"] == "given"

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 import typer.main
 
+from documents import event
 from vjp_explorer.cli import app
 
 HERE = Path(__file__).parent / "program_corpus"
@@ -185,7 +186,7 @@ def test_pastes_unchanged_and_grads_match_torch(case: dict[str, Any], vjp) -> No
     assert result.exit_code == expected_exit, (
         f"exit {result.exit_code} (want {expected_exit})\nstderr: {result.stderr}\nstdout: {result.stdout[-2000:]}"
     )
-    grads = json.loads(result.stdout)["grads"]
+    grads = event(json.loads(result.stdout))["grads"]
     want = reference(case)
     assert set(grads) == set(want), f"grads for {sorted(grads)}, torch has {sorted(want)}"
     for name, ref in want.items():

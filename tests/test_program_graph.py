@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from documents import event
 from vjp_explorer.api import explore
 from vjp_explorer.engine.backward_graph import paths
 
@@ -100,7 +101,7 @@ def test_cli_graph_tree_json_and_dot(vjp, tmp_path):
     assert text.count("{") == text.count("}")
 
     doc = json.loads(vjp("run", TWICE, "--x", "0.5,1", "--grad", "1,2", "--graph", "--json").stdout)
-    assert [n["name"] for n in doc["graph"]] == [n["name"] for n in g]
+    assert [n["name"] for n in event(doc)["graph"]] == [n["name"] for n in g]
     assert "graph" not in json.loads(vjp("run", TWICE, "--x", "0.5,1", "--grad", "1,2", "--json").stdout)
     only_file = vjp("run", TWICE, "--x", "0.5,1", "--grad", "1,2", "--dot", str(dot), "--json")
     assert "graph" not in json.loads(only_file.stdout)  # only the file was asked for

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from documents import event
 from vjp_explorer.language.files import bundled_examples
 
 ROOT_FILE = "expressions/seed_3vector.toml"
@@ -45,10 +46,11 @@ def test_run_takes_an_expression_file_as_its_argument_as_explain_and_file_do(vjp
     ]
     docs = [json.loads(r.stdout) for r in runs]
     assert all(r.exit_code == 0 for r in runs)
-    assert docs[0]["grads"] == docs[1]["grads"] == docs[2]["grads"]
-    assert docs[0]["grads"]["b"] == pytest.approx([1.2, 16.0, 0.002], rel=1e-6)  # 4b·v, by hand
+    grads = [d["events"][0]["grads"] for d in docs]
+    assert grads[0] == grads[1] == grads[2]
+    assert grads[0]["b"] == pytest.approx([1.2, 16.0, 0.002], rel=1e-6)  # 4b·v, by hand
     explained = vjp("explain", ROOT_FILE, "--json")
-    assert json.loads(explained.stdout)["grads"] == docs[0]["grads"]
+    assert event(json.loads(explained.stdout))["grads"] == grads[0]
 
 
 @pytest.mark.parametrize("command", ["run", "explain"])
@@ -63,7 +65,7 @@ def test_a_snippet_on_stdin_runs_as_a_snippet(vjp, command):
 def test_a_program_on_stdin_still_runs_as_a_program(vjp):
     r = vjp("run", "-", "--a", "1,2", "--grad", "ones", "--json", input="3*a\n")
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)["grads"]["a"] == [3.0, 3.0]
+    assert event(json.loads(r.stdout))["grads"]["a"] == [3.0, 3.0]
 
 
 def test_run_names_a_missing_file_or_example_as_explain_does(vjp):

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from documents import event
+
 VJP = Path(sys.executable).with_name("vjp")
 if not VJP.exists():
     pytest.skip("no vjp console script next to this python", allow_module_level=True)
@@ -120,7 +122,7 @@ def test_a_stream_that_cannot_encode_our_symbols_gets_ascii_spellings():
     assert len(lines[header]) == len(lines[header + 1].rstrip()), "the table's header and rule line up"
     r = vjp(*SEED, "--json", env=env)
     assert r.returncode == 0 and r.stdout.isascii()
-    assert json.loads(r.stdout)["grads"]["a"] == pytest.approx([0.3, 3, 0.0003])
+    assert event(json.loads(r.stdout))["grads"]["a"] == pytest.approx([0.3, 3, 0.0003])
     r = vjp("run", "x*2", "--x", "1,2", "--grad", "1", env=env)  # an error message with our symbols in it
     assert r.returncode == 2 and r.stderr.decode("ascii").startswith("error: --grad: v has shape []")
 

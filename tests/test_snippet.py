@@ -206,13 +206,13 @@ def test_cli_json_contract(vjp):
     res = vjp("run", str(ROOT / "expressions/snippets/seed000_ex1.py"), "--seed", "0", "--json")
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
-    s = d["snippet"]
-    assert d["schema"] == 2
-    assert s["seed"] == 0 and s["error"] is None and s["exit_code"] == 0
-    ev = s["events"][0]
+    assert d["schema"] == 5 and d["kind"] == "snippet"
+    s = d["run"]
+    assert s["seed"] == 0 and s["error"] is None and d["exit_code"] == 0
+    ev = d["events"][0]
     assert ev["line"] == 8 and ev["call"] == "Tensor.backward" and ev["status"] == "agree"
     assert [x["name"] for x in ev["inputs"]] == ["a", "b", "c"]
-    assert ev["v"][0]["values"] == pytest.approx([0.1, 1.0, 1e-4])
+    assert ev["v"][0]["value"] == pytest.approx([0.1, 1.0, 1e-4])
     assert set(ev["inputs"][0]) >= {"grad_before", "grad_after", "grad", "jtv", "jacobian"}
 
 
@@ -412,7 +412,7 @@ def test_relu_at_zero_along_random_directions_is_not_a_false_alarm(n):
 
 def test_json_grads_shortcut(vjp):
     res = vjp("run", "seed000_ex1", "--seed", "0", "--json")
-    ev = json.loads(res.stdout)["snippet"]["events"][0]
+    ev = json.loads(res.stdout)["events"][0]
     assert ev["grads"]["a"] == pytest.approx([0.3, 3.0, 3e-4])
     assert ev["grads"] == {x["name"]: x["grad"] for x in ev["inputs"]}
 

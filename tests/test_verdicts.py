@@ -12,6 +12,7 @@ import sys
 import pytest
 import torch
 
+from documents import event, per_leaf
 from vjp_explorer import explore
 from vjp_explorer.limits import Limits
 
@@ -22,20 +23,20 @@ def run_json(vjp, *args):
 
 
 def notes(d, code):
-    return [n["text"] for n in d["notes"] if n["code"] == code]
+    return [n["text"] for n in event(d)["notes"] if n["code"] == code]
 
 
 def test_log_exp_overflow_is_a_wrong_gradient(vjp):
     # d/dx log(exp(x)) = 1 everywhere; float32 exp overflows at 89 and 100, and 0 × inf gives nan
     code, d = run_json(vjp, "explain", "log(exp(x))", "--x", "30,89,100", "--grad", "1,1,1")
     assert code == 3
-    assert d["grads"]["x"][0] == 1.0 and d["grads"]["x"][1:] == ["nan", "nan"]
-    assert d["symbolic"]["x"] == [1.0, 1.0, 1.0]
-    sym = d["checks"]["symbolic"]
+    assert event(d)["grads"]["x"][0] == 1.0 and event(d)["grads"]["x"][1:] == ["nan", "nan"]
+    assert per_leaf(d, "symbolic")["x"] == [1.0, 1.0, 1.0]
+    sym = event(d)["checks"]["symbolic"]
     assert sym["status"] == "disagree" and sym["spurious"] == ["x[1]", "x[2]"] and sym["undefined"] == []
-    assert d["checks"]["jacobian"]["status"] == "disagree"
+    assert event(d)["checks"]["jacobian"]["status"] == "disagree"
     # two autodiff routes: both nan, neither can say it is wrong
-    assert d["checks"]["jtv"]["nonfinite"] == ["x[1]", "x[2]"] and d["checks"]["jtv"]["undefined"] == []
+    assert event(d)["checks"]["jtv"]["nonfinite"] == ["x[1]", "x[2]"] and event(d)["checks"]["jtv"]["undefined"] == []
     (text,) = notes(d, "wrong_nonfinite_grad")
     for part in ("ExpBackward0", "`exp(x)`", "line 1, columns 5-10", "incoming gradient 0", "local derivative inf"):
         assert part in text, part
@@ -44,15 +45,15 @@ def test_log_exp_overflow_is_a_wrong_gradient(vjp):
 
 def test_log_exp_in_float64_agrees(vjp):
     code, d = run_json(vjp, "run", "log(exp(x))", "--x", "30,89,100", "--grad", "1,1,1", "--dtype", "float64")
-    assert code == 0 and d["grads"]["x"] == pytest.approx([1.0, 1.0, 1.0], rel=1e-15)
+    assert code == 0 and event(d)["grads"]["x"] == pytest.approx([1.0, 1.0, 1.0], rel=1e-15)
 
 
 def test_zero_times_sqrt_at_zero(vjp):
     # y = sqrt(x)*0: the exact derivative is 0; backward multiplies the incoming 0 by sqrt'(0) = inf
     code, d = run_json(vjp, "explain", "h = sqrt(x); y = h*0", "--x", "0,1", "--grad", "1,1")
     assert code == 3
-    assert d["symbolic"]["x"] == [0.0, 0.0]
-    assert d["checks"]["symbolic"]["spurious"] == ["x[0]"]
+    assert per_leaf(d, "symbolic")["x"] == [0.0, 0.0]
+    assert event(d)["checks"]["symbolic"]["spurious"] == ["x[0]"]
     (text,) = notes(d, "wrong_nonfinite_grad")
     assert "SqrtBackward0" in text and "`sqrt(x)`" in text and "sqrt′(0) = 1/(2·sqrt(0)) = inf" in text
     assert "0 × inf = nan" in text and "double-where" in text and "clamp" in text
@@ -72,9 +73,9 @@ def test_log_at_zero_is_undefined_with_its_sign(vjp):
     # log'(x) = 1/x: +inf at 0 from the right (the only side where log is real)
     code, d = run_json(vjp, "explain", "log(x)", "--x", "0,1", "--grad", "1,1")
     assert code == 0
-    assert d["symbolic"]["x"] == ["inf", 1.0]
-    assert d["checks"]["symbolic"]["undefined"] == ["x[0]"] and d["checks"]["symbolic"]["spurious"] == []
-    term = d["explain"]["ledger"]["x"][0]["terms"][0]
+    assert per_leaf(d, "symbolic")["x"] == ["inf", 1.0]
+    assert event(d)["checks"]["symbolic"]["undefined"] == ["x[0]"] and event(d)["checks"]["symbolic"]["spurious"] == []
+    term = d["run"]["explain"]["ledger"]["x"][0]["terms"][0]
     assert term["dy_dx"] == "inf" and term["value"] == "inf"
 
 
@@ -98,8 +99,8 @@ def test_backward_twice_every_route_reports_what_grad_holds(vjp):
     # issue 16: jtv said 3 where .grad and sympy said 6. d(3a)/da = 3; two calls accumulate 2 x 3 = 6
     code, d = run_json(vjp, "run", "3*a", "--a", "1", "--backward-calls", "2")
     assert code == 0
-    assert d["grads"]["a"] == d["jtv"]["a"] == d["symbolic"]["a"] == 6.0
-    assert {"accumulated", "retain_graph"} <= {n["code"] for n in d["notes"]}
+    assert event(d)["grads"]["a"] == per_leaf(d, "jtv")["a"] == per_leaf(d, "symbolic")["a"] == 6.0
+    assert {"accumulated", "retain_graph"} <= {n["code"] for n in event(d)["notes"]}
     (text,) = notes(d, "retain_graph")
     assert text.startswith("call 1 passed retain_graph=True") and "a second time" in text
     # the text view shows the result's numbers and does not multiply them again
@@ -129,13 +130,17 @@ def test_no_retain_graph_reproduces_torchs_error(vjp):
     assert "exp's result" in err and "mul's inputs" in err and "retain_graph=True" in err
     # with the graph kept (the default) the same run works: 2 x (exp(1)·2, exp(1))
     code, d = run_json(vjp, "run", "exp(a)*b", "--a", "1", "--b", "2", "--backward-calls", "2")
-    assert code == 0 and d["grads"]["a"] == pytest.approx(4 * math.e) and d["grads"]["b"] == pytest.approx(2 * math.e)
+    assert (
+        code == 0
+        and event(d)["grads"]["a"] == pytest.approx(4 * math.e)
+        and event(d)["grads"]["b"] == pytest.approx(2 * math.e)
+    )
 
 
 def _formula(vjp, *args):
     code, d = run_json(vjp, "explain", *args)
     assert code == 0
-    return d["explain"]["jacobian_formulas"]
+    return d["run"]["explain"]["jacobian_formulas"]
 
 
 def test_saturated_tanh_zeros_are_numerical_not_structural(vjp):
@@ -197,13 +202,13 @@ def test_singularity_lint_is_quiet_on_the_seed(vjp):
 def test_infinite_terms_that_cancel_and_an_overflowed_operand(vjp):
     # sqrt(x) - sqrt(x) is 0: backward adds inf and -inf at x = 0
     code, d = run_json(vjp, "run", "sqrt(x) - sqrt(x)", "--x", "0,1", "--grad", "1,1")
-    assert code == 3 and d["checks"]["symbolic"]["spurious"] == ["x[0]"]
+    assert code == 3 and event(d)["checks"]["symbolic"]["spurious"] == ["x[0]"]
     (text,) = notes(d, "wrong_nonfinite_grad")
     assert "SqrtBackward0" in text and "inf - inf = nan" in text
     assert _singular(d).count("sqrt(x):") == 1  # the same operation twice is named once
     # exp(x)/exp(x) is 1, its derivative 0; float32's exp(100) is inf and the division's derivative nan
     code, d = run_json(vjp, "run", "y = exp(x); z = y/y", "--x", "100,1", "--grad", "1,1")
-    assert code == 3 and d["checks"]["symbolic"]["spurious"] == ["x[0]"]
+    assert code == 3 and event(d)["checks"]["symbolic"]["spurious"] == ["x[0]"]
     (text,) = notes(d, "wrong_nonfinite_grad")
     assert "DivBackward0" in text and "`y/y`" in text and "An operand of it is inf here" in text
 
@@ -364,8 +369,8 @@ def test_running_out_of_the_sympy_budget_is_inconclusive_never_a_disagreement(mo
 def test_every_check_says_whether_it_is_independent(vjp):
     seed = ("3*a+2*b*b+log(c)", "--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "0.1,1,0.0001")
     code, d = run_json(vjp, "run", *seed)
-    assert code == 0 and d["schema"] == 4
-    flags = {k: c["independent"] for k, c in d["checks"].items()}
+    assert code == 0 and d["schema"] == 5
+    flags = {k: c["independent"] for k, c in event(d)["checks"].items()}
     assert flags == {"jtv": False, "jvp": False, "symbolic": True, "jacobian": True, "finite_difference": True}
     r = vjp("run", *seed)
     assert "2 independent routes agree (sympy, finite differences)" in r.stdout

@@ -4,13 +4,13 @@ gradient=, the JSON key `grad`), `.grad` is the leaf gradient (the JSON key `gra
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 import torch
 
 import vjp_explorer as vx
+from documents import event
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 ARGV = ["run", "h = a*a; y = 3*h", "--a", "1,2"]
@@ -23,10 +23,10 @@ def test_the_json_keeps_v_and_the_leaf_gradient_apart(vjp):
     (3 * a * a).backward(gradient=torch.tensor(V))
     for option in ("--grad", "--gradient"):
         d = json.loads(vjp(*ARGV, option, "0.5,2", "--json").stdout)
-        assert d["grad"]["value"] == V and d["grad"]["source"] == "given"  # v
-        assert d["grads"]["a"] == a.grad.tolist() == [3.0, 24.0]  # the leaf's .grad: 6a·v
-        assert d["intermediates"]["h"]["grad"] == [1.5, 6.0]  # what reached h: 3·v
-        assert d["schema"] == 4
+        assert event(d)["v"][0]["value"] == V and event(d)["v_origin"] == "given"  # v
+        assert event(d)["grads"]["a"] == a.grad.tolist() == [3.0, 24.0]  # the leaf's .grad: 6a·v
+        assert d["run"]["intermediates"]["h"]["grad"] == [1.5, 6.0]  # what reached h: 3·v
+        assert d["schema"] == 5
 
 
 def test_the_api_says_gradient_for_v(vjp):
@@ -44,7 +44,9 @@ def test_docs_map_every_word_to_keys_that_exist(vjp, tmp_path):
     with np.load(tmp_path / "r.npz") as saved:
         keys = set(saved.files)
     v_row, leaf_row, kept_row = (row.split(" | ") for row in rows)
-    assert re.findall(r"`(\w+)`", v_row[4])[0] == "grad" and "grad" in d and "grad" in keys
-    assert re.findall(r"`(\w+)`", leaf_row[4])[0] == "grads" and "a" in d["grads"] and "grads/a" in keys
-    assert "intermediate_grads/h" in keys and d["intermediates"]["h"]["grad"] is not None
-    assert "intermediate_grads/NAME" in kept_row[6]
+    # the JSON column names paths of the one document (every door), the last column the --save keys
+    assert "`events[].v`" in v_row[4] and event(d)["v"][0]["value"] == V and "`grad`" in v_row[5] and "grad" in keys
+    assert "`events[].inputs[].grad`" in leaf_row[4] and event(d)["inputs"][0]["grad"] == [3.0, 24.0]
+    assert "`grads/LEAF`" in leaf_row[5] and "grads/a" in keys
+    assert "`run.intermediates.NAME.grad`" in kept_row[4] and d["run"]["intermediates"]["h"]["grad"] is not None
+    assert "intermediate_grads/NAME" in kept_row[5] and "intermediate_grads/h" in keys

@@ -90,9 +90,9 @@ def load_ipython_extension(ipython: Any) -> None:
 
 def _document(result: Any, **options: Any) -> dict[str, Any]:
     # a result's to_dict(): the serializer sits above the result types, so they reach it through this hook
-    from .result_json import result_to_dict
+    from .result_json import document
 
-    return result_to_dict(result, **options)
+    return document(result, **options)
 
 
 display.html_view = _html

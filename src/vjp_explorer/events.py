@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .verdicts import Check, index_label, unravel
+from .verdicts import Check, index_label, status_of, unravel
 
 
 @dataclass
@@ -67,11 +67,7 @@ class Event:
 
     @property
     def status(self) -> str:
-        states = {c.status for c in self.checks}
-        for verdict in ("disagree", "agree", "inconclusive"):
-            if verdict in states:
-                return verdict
-        return "skipped"
+        return status_of(self.checks)
 
 
 def element_index(shape: Any, flat: int) -> str:

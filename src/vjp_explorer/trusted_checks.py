@@ -1,9 +1,11 @@
 """The checks and the diagnosis of `vjp check` (trusted.py): the custom backward against the forward.
 
 The reference is the one finite-difference driver (engine/finite_diff.py: its step rule, its Richardson
-extrapolation and its error estimate), run on the user's forward in float64; every comparison goes
-through the one tolerance table (engine/tolerance.py) and the one comparison (engine/compare.py), as the
-program and snippet doors do. The diagnosis probes the backward with other v (0, 2·v, one-hot rows) and
+extrapolation and its error estimate), run on the user's forward in float64 within the "check" row of
+engine/tolerance.py's FD_BUDGETS; every comparison weighs that error estimate by the one rule
+(engine/tolerance.with_error and allowed, as programs and snippets do), and the check itself is built by
+engine/compare.py's compare_tensors, as the program door builds its own (the snippet door builds its checks
+in confined/checks.py, on the same rule). The diagnosis probes the backward with other v (0, 2·v, one-hot rows) and
 names the kind of mistake from J's rows and columns.
 """
 
@@ -14,11 +16,13 @@ from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
+from .engine.tolerance import FD_BUDGETS
 from .events import Event, element_index
 from .result import Check, Tolerance
 
-FULL = 1_000_000  # output × input entries up to which the whole Jacobian is built both ways
-MAX_ELEMENTS = 2_000  # input (and output) elements up to which every element is checked
+BUDGET = FD_BUDGETS["check"]  # every column up to 2,000 inputs; J kept whole up to 10^6 entries
+FULL = BUDGET.entries or 0  # output × input entries up to which the whole Jacobian is built both ways
+MAX_ELEMENTS = BUDGET.evals // 4  # input (and output) elements up to which every element is checked
 
 _FD = "the custom backward's grads vs Jᵀv from central differences of the forward (float64)"
 _FD_DIR = (
@@ -63,14 +67,14 @@ def differences(fn64: Any, xs: list[Any], leaves: list[Any], v: Any) -> Any:
 
     m, n = v.numel(), sum(x.numel() for x in leaves)
     full = m * n <= FULL and n <= MAX_ELEMENTS and m <= MAX_ELEMENTS
-    return finite_differences_of(f, leaves, v, 4 * n + 1 if full else 0, columns=full)
+    return finite_differences_of(f, leaves, v, BUDGET.evals if full else 0, columns=full)
 
 
 def close(got: Any, ref: Any, err: Any, tol: Tolerance) -> Any:
     """Elementwise: |got − ref| within the table's first weighing, the reference's error estimate as its size."""
-    from .engine.tolerance import allowed
+    from .engine.tolerance import allowed, with_error
 
-    return (got - ref).abs() <= allowed(ref, err / tol.rtol, tol)
+    return (got - ref).abs() <= allowed(ref, with_error(0.0, err, tol), tol)
 
 
 def compare(
@@ -105,6 +109,7 @@ def _fd_check(event: Event, fd: Any, leaves: list[Any], grads: list[Any], v: Any
     import torch
 
     from .engine.compare import compare_tensors
+    from .engine.tolerance import with_error
 
     tol = _tol(leaves)
     av = v.detach().reshape(-1).abs().to(torch.float64)
@@ -115,7 +120,7 @@ def _fd_check(event: Event, fd: Any, leaves: list[Any], grads: list[Any], v: Any
         event.inputs[k].finite_difference = ref.tolist()
         got = torch.zeros_like(x) if g is None or g.shape != x.shape else g.detach().clone()
         got[mask], ref[mask] = 0.0, 0.0
-        size = torch.maximum(fd.error[key] / tol.rtol, (av @ fd.columns[key].abs().nan_to_num(0.0)).reshape(x.shape))
+        size = with_error((av @ fd.columns[key].abs().nan_to_num(0.0)).reshape(x.shape), fd.error[key], tol)
         items.append((name, got, ref))
         sizes[name] = size
         if g is None and bool((ref != 0).any()):
@@ -149,7 +154,7 @@ def _directional_check(fd: Any, leaves: list[Any], grads: list[Any]) -> Check:
         return skipped("finite_difference", _FD_DIR, f"no usable direction: {fd.kink_reason}")
     tol = _tol(leaves)
     got = {f"x{k}": torch.zeros_like(x) if g is None else g for k, (x, g) in enumerate(zip(leaves, grads, strict=True))}
-    pairs, scales = directional_pairs(fd, got, {}, tol.rtol)
+    pairs, scales = directional_pairs(fd, got, {}, tol)
     compares = f"{_FD_DIR} ({len(fd.directions)} random u, {fd.evals} evaluations)"
     check = compare_tensors("finite_difference", compares, pairs, tol, scales, exact=True)
     return replace(check, reason=fd.kink_reason or None)

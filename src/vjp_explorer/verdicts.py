@@ -77,6 +77,12 @@ class Check:
             object.__setattr__(self, "independent", INDEPENDENT.get(self.name, False))
 
 
+def status_of(checks: Sequence[Check]) -> str:
+    """A call's verdict from its checks: disagree if one does, else agree, inconclusive, or skipped."""
+    states = {c.status for c in checks}
+    return next((s for s in ("disagree", "agree", "inconclusive") if s in states), "skipped")
+
+
 def headline(checks: Sequence[Check]) -> str:
     """What the checks say, counting only independent routes: "2 independent routes agree (sympy, finite
     differences)"; where none ran, that is said plainly."""

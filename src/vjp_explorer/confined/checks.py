@@ -13,13 +13,13 @@ from typing import Any
 
 import torch
 
-from ..engine.tolerance import tolerance
+from ..engine.tolerance import FD_BUDGETS, allowed, tolerance, with_error
 from ..events import Event, element_index
 from ..verdicts import Check
 from .pattern import mistake_pattern
 
 JACOBIAN_ROWS = 128  # J of the replay for outputs up to this many elements (one autograd call per row)
-FD_EVALS = 401  # every column of J by finite differences up to 100 input elements, else random directions
+FD_EVALS = FD_BUDGETS["snippet"].evals  # every column of J up to 100 input elements, else random directions
 JTV = "the call's grads vs Jᵀv from the Jacobian of the replayed forward (autograd of the replay, float64)"
 FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
 FD_DIR = "<u, the call's grads> vs (f(x + hu) - f(x - hu))/2h · v of the replayed forward, random u (float64)"
@@ -113,7 +113,8 @@ def compare(
 ) -> Check:
     """Each grad element against its reference within the dtype's tolerance (engine/tolerance.py), scaled by
     the size of the terms Jᵀv adds up (Σ|v·J| where J is known) and the grad it accumulated onto, plus three
-    times the reference's own error estimate; elements in `masks` are no reference and are left out."""
+    the reference's own error estimate (the one rule: engine/tolerance.with_error); elements in `masks` are no
+    reference and are left out."""
     worst, bad, tol, pairs = 0.0, [], "", []
     for k, x in enumerate(leaves):
         g, ref = got[k], refs[k]
@@ -121,10 +122,10 @@ def compare(
         if prior[k] is not None:
             scale = scale + prior[k]
         table = tolerance(x.dtype)  # the one table
-        tol = f"|Δ| <= {table.atol:g} + {table.rtol:g}·(Σ|v·J| + |.grad before|) + 3·(its error) ({_dtype(x)})"
+        tol = f"|Δ| <= {table.atol:g} + max({table.rtol:g}·(Σ|v·J| + |.grad before|), its error) ({_dtype(x)})"
         diff = (g - ref).abs()
         same = (torch.isnan(g) & torch.isnan(ref)) | (g == ref)  # nan on both routes, or the same infinity
-        over = ~masks[k] & ~same & ~(diff <= table.atol + table.rtol * scale + 3 * errs[k])
+        over = ~masks[k] & ~same & ~(diff <= allowed(ref, with_error(scale, errs[k], table), table))
         for i in torch.nonzero(over).reshape(-1).tolist()[:10]:
             bad.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
         finite = diff[torch.isfinite(diff) & ~masks[k]]
@@ -170,14 +171,14 @@ def directions(
         moved = sum(float((u[f"x{i}"].reshape(-1).abs() * r).sum()) for i, r in enumerate(rounding or []))
         diff = abs(dot - ref)
         worst = max(worst, diff) if diff == diff else worst
-        if not diff <= table.atol + table.rtol * size + 3 * err + moved:
+        if not diff <= allowed(0.0, with_error(size, err, table), table) + moved:
             bad.append(f"direction {k + 1}: <u, grads> = {dot:.6g}, finite differences {ref:.6g}")
     return Check(
         "finite_difference",
         "disagree" if bad else "agree",
         f"{FD_DIR} ({len(fd.directions)} directions, {fd.evals} evaluations)",
         max_abs_diff=worst,
-        tolerance=f"|Δ| <= {table.atol:g} + {table.rtol:g}·Σ|u·grad| + 3·(the differences' error)"
+        tolerance=f"|Δ| <= {table.atol:g} + max({table.rtol:g}·Σ|u·grad|, the differences' error)"
         " + Σ|u|·(the forward's own rounding of the grads)",
         reason="; ".join(bad) or fd.kink_reason or None,
     )

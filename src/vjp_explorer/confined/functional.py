@@ -22,12 +22,14 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from ..engine.tolerance import ROUNDOFF_UNITS, eps, tolerance
+from ..engine.tolerance import FD_BUDGETS, ROUNDOFF_UNITS, allowed, eps, tolerance, with_error
 from ..events import Event, TensorInfo
 from ..verdicts import Check
 
-MAX_EVALS = 4_000  # calls of the snippet's function for one reference
-MAX_EVALS_2 = 1_000  # for a second derivative: 8 calls per entry (half of them where it is symmetric)
+MAX_EVALS = FD_BUDGETS["functional"].evals  # calls of the snippet's function for one reference
+MAX_EVALS_2 = FD_BUDGETS[
+    "second"
+].evals  # for a second derivative: 8 calls per entry (half of them where it is symmetric)
 MAX_VALUES = 10_000  # a result's or reference's values travel up to this many elements
 EPS = float(torch.finfo(torch.float64).eps)
 STEP_2 = EPS**0.2  # second differences with Richardson: truncation h⁴ against rounding eps/h²
@@ -746,7 +748,7 @@ def _compare(
         # rounding where terms cancel (1 − tanh² near 1 in float32): that many units of the block's largest entry
         size = ROUNDOFF_UNITS * eps(dtype) * (float(r[known].abs().max()) if bool(known.any()) else 0.0)
         worst = max(worst, float(diff[known].nan_to_num(0.0).max()) if bool(known.any()) else 0.0)
-        over = known & ~(diff <= table.atol + table.rtol * r.abs() + 3 * e + size)
+        over = known & ~(diff <= allowed(r, with_error(r.abs(), e, table), table) + size)
         if bool(over.any()):
             bad.append(f"{info.name} at {int(over.sum())} of {over.numel()} entries")
     left = f"{unknown} entries have no reference (a step crosses a kink or leaves the domain)" if unknown else None
@@ -759,7 +761,7 @@ def _compare(
             "disagree" if bad else "agree",
             compares,
             max_abs_diff=worst,
-            tolerance=f"|Δ| <= {table.atol:g} + {table.rtol:g}·|ref| + 3·(the differences' error) + "
+            tolerance=f"|Δ| <= {table.atol:g} + max({table.rtol:g}·|ref|, the differences' error) + "
             f"{ROUNDOFF_UNITS}·eps·max|ref| (rounding where terms cancel)",
             reason="; ".join([*(["differs: " + "; ".join(bad)] if bad else []), *([left] if left else [])]) or None,
             independent=independent,

@@ -15,6 +15,7 @@ differences are no reference: those elements (or directions) are left out and na
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,12 +23,20 @@ import torch
 
 from ..language import program as P
 from ..ops import REGISTRY, bound_params
-from ..result import element_label
+from ..result import Tolerance, element_label
 from .interpreter import Step, Val, _ReplayInterpreter
+from .tolerance import with_error
 
 EPS = float(torch.finfo(torch.float64).eps)
 STEP = EPS ** (1 / 3)  # the central difference's best step, relative to the size of x
 DIRECTIONS = 2  # random directions past the budget
+
+
+def every_column(n: int, max_evals: int) -> bool:
+    """THE budget rule of every door: every column of J (4 evaluations per input element: h and h/2, both
+    sides) when n input elements fit in max_evals evaluations, else DIRECTIONS random directions.
+    engine/tolerance.py's FD_BUDGETS gives each door its max_evals."""
+    return 4 * n <= max_evals
 
 
 class FDUnavailable(Exception):
@@ -151,7 +160,7 @@ def finite_differences_of(
     f: Any, xs: list[Any], v: Any, max_evals: int, seed: int = 1234, columns: bool = False
 ) -> FDResult:
     """The one finite-difference driver for a plain callable f(*float64 tensors) -> tensor: Jᵀv for every
-    column within max_evals evaluations (4 per input element, plus 1), else DIRECTIONS random directions u
+    column within max_evals evaluations (`every_column`), else DIRECTIONS random directions u
     (⟨u, Jᵀv⟩ against v·(f(x + hu) − f(x − hu))/2h, 4 evaluations each). The result's keys are x0, x1, ...;
     the step rule and the error estimate are those of the program door (STEP, Richardson with h and h/2).
     With `columns`, the full route also keeps J (and each entry's error estimate): `vjp check` reads its
@@ -159,11 +168,10 @@ def finite_differences_of(
     fn = CallableFunction(f, xs)
     vf = v.detach().double().cpu().reshape(-1)
     n = sum(t.numel() for t in fn.env.values())
-    scale = float(fn.f0.abs().nan_to_num(0.0, 0.0, 0.0).max()) if fn.f0.numel() else 0.0
-    if 4 * n + 1 <= max_evals:
-        res = _full(fn, fn.env, vf, [], scale, columns)  # type: ignore[arg-type]
+    if every_column(n, max_evals):
+        res = _full(fn, fn.env, vf, [], columns)
     else:
-        res = _directional(fn, fn.env, vf, [], scale, seed)  # type: ignore[arg-type]
+        res = _directional(fn, fn.env, vf, [], seed)
     if bool(((vf != 0) & ~torch.isfinite(fn.f0.reshape(-1))).any()):
         # an infinite output that v weighs hides how it moves (inf - inf): its differences are no reference
         if res.method == "full":
@@ -179,36 +187,20 @@ def finite_differences_of(
 def jacobian_of(f: Any, xs: list[Any], max_evals: int) -> tuple[list[Any], list[Any]] | None:
     """Every column of J of a plain callable f(*float64 tensors) -> tensor by the same rule as the drivers
     above (STEP, Richardson with h and h/2): per input an (m × n_k) block and its error estimate; None past
-    max_evals evaluations (4 per input element)."""
+    max_evals evaluations (`every_column`). An entry at a kink (relu at 0: the slopes either side differ, at
+    h and h/2 alike) is nan: central differences average the two slopes, no reference there."""
     fn = CallableFunction(f, xs)
-    if 4 * sum(t.numel() for t in fn.env.values()) > max_evals:
+    if not every_column(sum(t.numel() for t in fn.env.values()), max_evals):
         return None
-    f0 = fn.f0.reshape(-1).abs().nan_to_num(0.0, 0.0, 0.0)
-    scale = float(f0.max()) if f0.numel() else 0.0
-    blocks, errors = [], []
-    for name, x in fn.env.items():
-        flat = x.reshape(-1)
-        cols, errs = [], []
-        for j in range(flat.numel()):
-            h = STEP * max(abs(float(flat[j])), 1.0)
-            ds, bends = [], []
-            for step in (h, h / 2):
-                delta = torch.zeros_like(flat)
-                delta[j] = step
-                d, bend, _ = _diff(fn, name, delta.reshape(x.shape))  # type: ignore[arg-type]
-                ds.append(d / (2 * step))
-                bends.append(bend)
-            rounding = 16 * EPS * (f0 + scale) / (h / 2)
-            # a kink at the point (relu at 0): the slopes either side differ, at h and h/2 alike; central
-            # differences average them, no reference there (nan), never a disagreement
-            s_h, s_h2 = bends[0] / h, bends[1] / (h / 2)
-            kink = (s_h.abs() > 64 * rounding) & ((s_h2 - s_h).abs() < 0.25 * s_h.abs())
-            cols.append(torch.where(kink, float("nan"), (4 * ds[1] - ds[0]) / 3))
-            errs.append((ds[0] - ds[1]).abs() + rounding)
-        m = f0.numel()
-        blocks.append(torch.stack(cols, dim=1) if cols else torch.zeros(m, 0, dtype=torch.float64))
-        errors.append(torch.stack(errs, dim=1) if errs else torch.zeros(m, 0, dtype=torch.float64))
-    return blocks, errors
+    f0, scale = _sizes(fn)
+    m = f0.numel()
+    blocks = {name: torch.zeros(m, x.numel(), dtype=torch.float64) for name, x in fn.env.items()}
+    errors = {name: torch.zeros(m, x.numel(), dtype=torch.float64) for name, x in fn.env.items()}
+    for name, j, h, a in _columns(fn, fn.env, []):
+        rounding = 16 * EPS * (f0 + scale) / (h / 2)
+        blocks[name][:, j] = torch.where(_kinks(a.bends, h, rounding), float("nan"), a.richardson)
+        errors[name][:, j] = a.spread + rounding
+    return list(blocks.values()), list(errors.values())
 
 
 def step_rule() -> str:
@@ -251,122 +243,144 @@ def finite_differences(
             f"the output is {float(f0.reshape(-1)[k])} at {element_label(output, tuple(f0.shape), k)} in float64, "
             "where differences of its values mean nothing"
         )
-    n = sum(t.numel() for t in x0.values())
-    scale = float(f0.abs().nan_to_num(0.0, 0.0, 0.0).max()) if f0.numel() else 0.0
-    if 4 * n <= max_evals:
-        return _full(fn, x0, vf, k0, scale)
-    return _directional(fn, x0, vf, k0, scale, seed)
+    if every_column(sum(t.numel() for t in x0.values()), max_evals):
+        return _full(fn, x0, vf, k0)
+    return _directional(fn, x0, vf, k0, seed)
 
 
-def _diff(fn: Function64, name: str, delta: Any) -> tuple[Any, Any, tuple[list[Any], list[Any]]]:
-    """(f(x + delta) − f(x − delta)) and (f(x + delta) + f(x − delta) − 2·f(x)) flattened, and the kink
-    signatures of both sides."""
-    base = fn.env[name]
-    hi, k_hi = fn({name: base + delta})
-    lo, k_lo = fn({name: base - delta})
-    # an output element that did not change differs by 0, even where it is infinite (1/x at 0: inf - inf)
-    bend = torch.where((hi == fn.f0) & (lo == fn.f0), 0.0, hi + lo - 2 * fn.f0)
-    return torch.where(hi == lo, 0.0, hi - lo).reshape(-1), bend.reshape(-1), (k_hi, k_lo)
+@dataclass
+class _Along:
+    """Central differences of f along one direction, at the steps h and h/2, every output element flattened."""
+
+    d_h: Any  # (f(x + hu) − f(x − hu))/2h
+    d_h2: Any  # the same at h/2
+    bends: list[Any]  # f(x + su) + f(x − su) − 2·f(x) at s = h and h/2: h²·f'' where f is smooth
+    crossed: bool  # a kink signature (relu's sign, a mask) differs from the point's on either side
+
+    @property
+    def richardson(self) -> Any:
+        return (4 * self.d_h2 - self.d_h) / 3  # the h² term cancels
+
+    @property
+    def spread(self) -> Any:
+        return (self.d_h - self.d_h2).abs()
+
+
+def _along(
+    fn: Function64 | CallableFunction, shifted: Callable[[float], dict[str, Any]], h: float, k0: list[Any]
+) -> _Along:
+    """f's central differences along one direction at h and h/2 (4 evaluations): `shifted(s)` is the point
+    moved by s along it."""
+    ds, bends, crossed = [], [], False
+    for step in (h, h / 2):
+        hi, k_hi = fn(shifted(step))
+        lo, k_lo = fn(shifted(-step))
+        crossed = crossed or _crosses(k0, k_hi) or _crosses(k0, k_lo)
+        # an output element that did not change differs by 0, even where it is infinite (1/x at 0: inf - inf)
+        ds.append(torch.where(hi == lo, 0.0, hi - lo).reshape(-1) / (2 * step))
+        bends.append(torch.where((hi == fn.f0) & (lo == fn.f0), 0.0, hi + lo - 2 * fn.f0).reshape(-1))
+    return _Along(ds[0], ds[1], bends, crossed)
+
+
+def _columns(
+    fn: Function64 | CallableFunction, x0: dict[str, Any], k0: list[Any]
+) -> Iterator[tuple[str, int, float, _Along]]:
+    """THE column loop: every input element j of every leaf, moved alone by h = STEP·max(|x_j|, 1) and h/2;
+    each column of J with its leaf, index and step (the full route and J itself both read it)."""
+    for name, x in x0.items():
+        flat = x.reshape(-1)
+        for j in range(flat.numel()):
+
+            def shifted(s: float, name: str = name, x: Any = x, j: int = j) -> dict[str, Any]:
+                delta = torch.zeros(x.numel(), dtype=x.dtype)
+                delta[j] = s
+                return {name: x + delta.reshape(x.shape)}
+
+            h = STEP * max(abs(float(flat[j])), 1.0)
+            yield name, j, h, _along(fn, shifted, h, k0)
+
+
+def _sizes(fn: Function64 | CallableFunction) -> tuple[Any, float]:
+    """|f| at the point per output element (non-finite ones as 0) and its largest: the rounding's scale."""
+    f0 = fn.f0.reshape(-1).abs().nan_to_num(0.0, 0.0, 0.0)
+    return f0, float(f0.max()) if f0.numel() else 0.0
+
+
+def _kinks(bends: list[Any], h: float, rounding: Any) -> Any:
+    """Per output element, whether the slopes right and left of the point differ, seen from the values alone
+    (a function with no kink signatures: a snippet's replay). (f(x+h) + f(x−h) − 2f(x))/h is h·f'' where f is
+    smooth, so it halves with h; at a kink it is the jump of the slope, the same at h and h/2."""
+    s_h, s_h2 = bends[0] / h, bends[1] / (h / 2)
+    return (s_h.abs() > 64 * rounding) & ((s_h2 - s_h).abs() < 0.25 * s_h.abs())
 
 
 def _kinked(bends: list[Any], h: float, rounding: Any) -> bool:
-    """Whether the slopes right and left of the point differ, seen from the values alone (a function with no
-    kink signatures: a snippet's replay). (f(x+h) + f(x−h) − 2f(x))/h is h·f'' where f is smooth, so it halves
-    with h; at a kink it is the jump of the slope, the same at h and h/2."""
-    s_h, s_h2 = bends[0] / h, bends[1] / (h / 2)
-    jump = s_h.abs() > 64 * rounding
-    return bool((jump & ((s_h2 - s_h).abs() < 0.25 * s_h.abs())).any())
+    """Whether any output element shows a kink (`_kinks`)."""
+    return bool(_kinks(bends, h, rounding).any())
 
 
 def _full(
-    fn: Function64,
+    fn: Function64 | CallableFunction,
     x0: dict[str, Any],
     vf: Any,
     k0: list[Any],
-    scale: float,
     keep: bool = False,
 ) -> FDResult:
     res = FDResult("full", 1)
-    f0 = fn.f0.reshape(-1).abs().nan_to_num(0.0, 0.0, 0.0)
+    f0, scale = _sizes(fn)
+    used = vf != 0
     for name, x in x0.items():
-        flat = x.reshape(-1)
-        jtv = torch.zeros(flat.numel(), dtype=torch.float64)
-        err = torch.zeros(flat.numel(), dtype=torch.float64)
-        out_mask = torch.zeros(flat.numel(), dtype=torch.bool)
+        res.jtv[name] = torch.zeros(x.shape, dtype=torch.float64)
+        res.error[name] = torch.zeros(x.shape, dtype=torch.float64)
+        res.left_out[name] = torch.zeros(x.shape, dtype=torch.bool)
         if keep:
-            res.columns[name] = torch.zeros(f0.numel(), flat.numel(), dtype=torch.float64)
-            res.column_error[name] = torch.zeros(f0.numel(), flat.numel(), dtype=torch.float64)
-        for j in range(flat.numel()):
-            h = STEP * max(abs(float(flat[j])), 1.0)
-            cols, bends = [], []
-            kinked = False
-            for step in (h, h / 2):
-                delta = torch.zeros_like(flat)
-                delta[j] = step
-                d, bend, (k_hi, k_lo) = _diff(fn, name, delta.reshape(x.shape))
-                res.evals += 2
-                kinked = kinked or _crosses(k0, k_hi) or _crosses(k0, k_lo)
-                cols.append(d / (2 * step))
-                bends.append(torch.where(vf != 0, bend, 0.0))  # a kink in a row v weighs by 0 is not in Jᵀv
-            d_h, d_h2 = cols
-            col = (4 * d_h2 - d_h) / 3  # Richardson: the h² term cancels
-            # each entry of the column: converged where its differences at h and h/2 agree up to their
-            # rounding (a few eps·|f|/h). Every row counts, also those v weighs by 0: an infinite derivative
-            # there makes Jᵀv undefined (0·inf), which finite differences cannot show
-            spread = (d_h - d_h2).abs()
-            rounding = 16 * EPS * (f0 + scale) / (h / 2)
-            kinked = kinked or _kinked(bends, h, rounding)
-            unsettled = bool((spread > 1e-3 * col.abs().clamp(min=1.0) + rounding).any())
-            if keep:
-                res.columns[name][:, j] = col
-                res.column_error[name][:, j] = spread + rounding
-            if kinked or not bool(torch.isfinite(col).all()) or unsettled:
-                out_mask[j] = True
-                why = KINK if kinked else DOMAIN if not bool(torch.isfinite(col).all()) else UNSETTLED
-                res.causes.setdefault(name, {})[j] = why
-                continue
-            used = vf != 0
-            jtv[j] = float((vf * col)[used].sum())
-            err[j] = float((vf.abs() * (spread + rounding))[used].sum())
-        res.jtv[name] = jtv.reshape(x.shape)
-        res.error[name] = err.reshape(x.shape)
-        res.left_out[name] = out_mask.reshape(x.shape)
+            res.columns[name] = torch.zeros(f0.numel(), x.numel(), dtype=torch.float64)
+            res.column_error[name] = torch.zeros(f0.numel(), x.numel(), dtype=torch.float64)
+    for name, j, h, a in _columns(fn, x0, k0):
+        res.evals += 4
+        col = a.richardson
+        # each entry of the column: converged where its differences at h and h/2 agree up to their
+        # rounding (a few eps·|f|/h). Every row counts, also those v weighs by 0: an infinite derivative
+        # there makes Jᵀv undefined (0·inf), which finite differences cannot show
+        rounding = 16 * EPS * (f0 + scale) / (h / 2)
+        weighed = [torch.where(used, b, 0.0) for b in a.bends]  # a kink in a row v weighs by 0 is not in Jᵀv
+        kinked = a.crossed or _kinked(weighed, h, rounding)
+        unsettled = bool((a.spread > 1e-3 * col.abs().clamp(min=1.0) + rounding).any())
+        if keep:
+            res.columns[name][:, j] = col
+            res.column_error[name][:, j] = a.spread + rounding
+        if kinked or not bool(torch.isfinite(col).all()) or unsettled:
+            res.left_out[name].view(-1)[j] = True
+            why = KINK if kinked else DOMAIN if not bool(torch.isfinite(col).all()) else UNSETTLED
+            res.causes.setdefault(name, {})[j] = why
+            continue
+        res.jtv[name].view(-1)[j] = float((vf * col)[used].sum())
+        res.error[name].view(-1)[j] = float((vf.abs() * (a.spread + rounding))[used].sum())
     return res
 
 
-def _directional(
-    fn: Function64,
-    x0: dict[str, Any],
-    vf: Any,
-    k0: list[Any],
-    scale: float,
-    seed: int,
-) -> FDResult:
+def _directional(fn: Function64 | CallableFunction, x0: dict[str, Any], vf: Any, k0: list[Any], seed: int) -> FDResult:
     res = FDResult("directional", 1)
+    f0, scale = _sizes(fn)
+    used = vf != 0
     gen = torch.Generator().manual_seed(seed)
     size = max((float(x.abs().max()) for x in x0.values() if x.numel()), default=1.0)
     for _ in range(DIRECTIONS):
         u = {n: torch.randn(x.shape, generator=gen, dtype=torch.float64) for n, x in x0.items()}
         unorm = max(float(t.abs().max()) for t in u.values() if t.numel())
         h = STEP * max(size, 1.0) / unorm
-        ds, bends = [], []
-        kinked = False
-        for step in (h, h / 2):
-            hi, k_hi = fn({n: x0[n] + step * u[n] for n in x0})
-            lo, k_lo = fn({n: x0[n] - step * u[n] for n in x0})
-            res.evals += 2
-            kinked = kinked or _crosses(k0, k_hi) or _crosses(k0, k_lo)
-            diff = torch.where(hi == lo, 0.0, hi - lo).reshape(-1)
-            bend = torch.where((hi == fn.f0) & (lo == fn.f0), 0.0, hi + lo - 2 * fn.f0).reshape(-1)
-            bends.append(torch.where(vf != 0, bend, 0.0))
-            kinked = kinked or not bool(torch.isfinite(diff).all())  # (also where v is 0: see _full)
-            ds.append(float(torch.where(vf != 0, vf * diff, 0.0).sum()) / (2 * step))
-        d_h, d_h2 = ds
+
+        def shifted(s: float, u: dict[str, Any] = u) -> dict[str, Any]:
+            return {n: x0[n] + s * u[n] for n in x0}
+
+        a = _along(fn, shifted, h, k0)
+        res.evals += 4
+        # a non-finite difference counts also where v is 0 (see _full); a kink only in rows v weighs
+        kinked = a.crossed or not bool(torch.isfinite(a.d_h).all() and torch.isfinite(a.d_h2).all())
+        kinked = kinked or _kinked([torch.where(used, b, 0.0) for b in a.bends], h, 16 * EPS * (f0 + scale) / (h / 2))
+        d_h, d_h2 = (float(torch.where(used, vf * d, 0.0).sum()) for d in (a.d_h, a.d_h2))
         ref = (4 * d_h2 - d_h) / 3
         trunc = abs(d_h - d_h2)
-        kinked = kinked or _kinked(
-            bends, h, 16 * EPS * (fn.f0.abs().reshape(-1).nan_to_num(0.0, 0.0, 0.0) + scale) / (h / 2)
-        )
         if kinked or not math.isfinite(ref) or trunc > 1e-3 * max(1.0, abs(ref)):
             res.kink_reason = (
                 "a random direction crossed a kink of the program (relu or abs at 0, a norm at 0) or left the "
@@ -380,7 +394,7 @@ def _directional(
 
 
 def directional_pairs(
-    fd: FDResult, grads: dict[str, Any], mags: dict[str, Any], rtol: float, calls: int = 1
+    fd: FDResult, grads: dict[str, Any], mags: dict[str, Any], tol: Tolerance, calls: int = 1
 ) -> tuple[list[tuple[str, Any, Any]], dict[str, Any]]:
     """The directional route's comparisons, as every door makes them: per random direction u, the label
     `<uk, Jᵀv>`, ⟨u, .grad⟩ and the differences' ⟨u, Jᵀv⟩ (times calls), and the size each is weighed at:
@@ -399,12 +413,13 @@ def directional_pairs(
         )
         label = f"<u{k + 1}, Jᵀv>"
         pairs.append((label, torch.tensor(got, dtype=torch.float64), torch.tensor(ref * calls, dtype=torch.float64)))
-        scales[label] = torch.tensor(max(size, err * calls / rtol), dtype=torch.float64)
+        scales[label] = torch.tensor(with_error(size, err * calls, tol), dtype=torch.float64)
     return pairs, scales
 
 
 __all__ = [
     "FDResult",
+    "every_column",
     "FDUnavailable",
     "directional_pairs",
     "finite_differences",

@@ -11,6 +11,7 @@ from rich.text import Text
 from ..language.unicode import visible
 from ..result import Result
 from . import text as T
+from .checks_view import check_rows, verdict_line
 from .numbers import fmt
 
 MAX_TERMS = 8
@@ -74,7 +75,7 @@ def render_explain(r: Result, view: T.View) -> RenderableType:
     if graph is not None:
         parts += [graph, Text("")]
     parts.append(_section("4. every route, one answer"))
-    parts.append(T.check_rows(r.checks.values(), T.surface(r)))
+    parts += [check_rows(r.checks.values(), T.surface(r)), verdict_line(list(r.checks.values()))]
     note_items = T.notes(r)
     if note_items:
         parts += [Text(""), _section("5. notes"), *note_items[1:]]

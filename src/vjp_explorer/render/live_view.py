@@ -18,9 +18,9 @@ from rich.text import Text
 from ..language.unicode import visible
 from ..live import Frame, LeafFrame, ledger
 from ..result import element_label
+from .checks_view import STATUS_STYLE, checks_section
 from .heatmap import NEGATIVE, NEGATIVE_STYLE, POSITIVE, POSITIVE_STYLE
 from .numbers import fmt, fmt_shape
-from .text import STATUS_STYLE
 
 MAP_ROWS = 12  # rows of the live heat-map: more output elements share a row
 MAP_COLS = 36  # columns of all the leaves' blocks together
@@ -313,15 +313,8 @@ def ledger_view(frame: Frame, leaf: str, j: int, digits: int = 6) -> RenderableT
 
 def checks_view(frame: Frame) -> RenderableType:
     """Each check's verdict in one line, the headline, and for which v they ran."""
-    t = Table.grid(padding=(0, 1))
-    for c in frame.checks:
-        diff = f"max |Δ| = {fmt(c.max_abs_diff, 3)}" if c.max_abs_diff is not None else (c.reason or "")[:40]
-        kind = "independent" if c.independent else "consistency"
-        t.add_row(Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), Text(kind, style="dim"), diff)
-    note = Text(f"{frame.headline}; {frame.checks_note}", style="bold")
-    if frame.pending:
-        note.append(" …", style="yellow")
-    return Group(Text("checks", style="bold underline"), t, note)
+    # the one renderer of check rows and the verdict line (checks_view.py), brief as a live screen needs
+    return checks_section(frame.checks, brief=True, after=f"; {frame.checks_note}" + (" …" if frame.pending else ""))
 
 
 def verdict_line(frame: Frame) -> Text:

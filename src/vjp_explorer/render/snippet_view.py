@@ -18,9 +18,9 @@ from ..snippet.result import SnippetResult, Step
 from ..snippet.source import verdict_of, visible
 from ..wording import API, CLI, option
 from . import why_view
+from .checks_view import check_rows, verdict_line
 from .fit import NumberTable, ValueGrid
 from .numbers import fmt, fmt_shape
-from .text import tolerance_text
 
 INLINE = 8  # elements shown inline; past that the first and last ones with an ellipsis
 LEDGER = 12  # elements and terms written out term by term in explain
@@ -256,24 +256,9 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
         parts.append(_grad_table(e, full))
     if e.results:
         parts.append(_results_table(e, full))
-    for c in e.checks:
-        style = {"agree": "green", "disagree": "bold red"}.get(c.status, "yellow")
-        line = Text(f"{c.name:<18}", style="bold")
-        line.append(f"{c.status:<13}", style=style)
-        line.append("independent  " if c.independent else "consistency  ", style="" if c.independent else "dim")
-        said = []  # run shows the verdict and the largest difference; explain also what and how
-        if explain:
-            said.append(c.compares)
-        if c.max_abs_diff is not None:
-            said.append(f"max |Δ| = {fmt(c.max_abs_diff, 3)}")
-        if c.tolerance and explain:
-            said.append(f"tolerance {tolerance_text(c.tolerance)}")
-        if c.reason:
-            said.append(c.reason)
-        if c.undefined:
-            said.append(f"undefined (nan/inf on both routes) at {', '.join(c.undefined[:8])}")
-        line.append("; ".join(said))
-        parts.append(line)
+    if e.checks:
+        # the one renderer of check rows and the verdict line (checks_view.py); run is brief, explain says all
+        parts += [check_rows(e.checks, brief=not explain), verdict_line(e.checks)]
     if e.diagnosis:
         parts.append(Text(("diagnosis: " if e.call == "check" else "") + visible(e.diagnosis), style="yellow"))
     if e.graph is not None:

@@ -6,7 +6,6 @@ value sources, names) is always wrapped in Text, never parsed as markup.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rich.columns import Columns
@@ -14,9 +13,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..result import Check, Result, TensorData, Tolerance, headline
+from ..result import Result, TensorData
 from ..result import index_label as label
 from ..wording import API, CLI, option
+from .checks_view import checks_section
 from .fit import NumberTable, ValueGrid
 from .numbers import DEFAULT_DIGITS, fmt, fmt_shape
 
@@ -66,8 +66,6 @@ METHOD_WORDS = {
 
 # why a leaf's table has no column "Jᵀv (from J)": with v = ones, J's diagonal is backward's own pass
 SAME_PASS = "no {word} (from J) for {leaves}: J's diagonal came from backward's own pass (v = ones), so it is .grad"
-
-STATUS_STYLE = {"agree": "bold green", "disagree": "bold red", "skipped": "yellow", "inconclusive": "yellow"}
 
 
 def surface(r: Result) -> str:
@@ -327,62 +325,9 @@ def probe_section(r: Result, view: View) -> RenderableType | None:
     return Group(*parts)
 
 
-def check_rows(checks: Iterable[Check], said_to: str = CLI) -> ValueGrid:
-    """The checks as a grid: name, status, what is compared and how closely (options named for `said_to`,
-    the front end that asked)."""
-    t = ValueGrid(("bold", "", ""))
-    for c in checks:
-        t.add_row(Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), check_detail(c, said_to))
-    return t
-
-
-def tolerance_text(tol: Tolerance | str) -> str:
-    """A check's tolerance in words: the table's first weighing, or the rule a check states itself."""
-    if isinstance(tol, str):
-        return tol
-    return f"|Δ| <= {fmt(tol.atol, 3)} + {fmt(tol.rtol, 3)}·max(|exact|, Σ|terms|)"
-
-
-def check_detail(c: Check, said_to: str = CLI) -> Text:
-    """What a check compares, the measured difference and the tolerance (or why it was skipped)."""
-    # whether the reference uses no autograd (independent evidence) or is a second autograd computation
-    kind = "independent: " if c.independent else "consistency: "
-    if c.status == "skipped":
-        return Text(f"{kind}{c.compares}: skipped, {c.reason}")
-    t = Text(kind + c.compares)
-    if c.max_abs_diff is not None:
-        t.append(f"\nmax |Δ| = {fmt(c.max_abs_diff, 3)}, max rel = {fmt(c.max_rel_diff or 0.0, 3)}")
-    if c.tolerance is not None:
-        t.append(f"; tolerance {tolerance_text(c.tolerance)}")
-    if c.status == "disagree" and c.worst:
-        t.append(f"\nfails the tolerance most at {c.worst}", "red")
-    if c.reason:  # of a check that ran: what it left out, or why a second weighing was not possible
-        t.append(f"\n{c.reason}", "yellow")
-    if c.spurious:
-        shown = ", ".join(c.spurious[:6]) + (" ..." if len(c.spurious) > 6 else "")
-        t.append(f"\nnan or inf from backward where the exact value is finite (a wrong gradient): {shown}", "red")
-    if c.undefined:
-        shown = ", ".join(c.undefined[:6]) + (" ..." if len(c.undefined) > 6 else "")
-        why = "the exact value is infinite or undefined"
-        t.append(f"\nundefined or infinite at this point ({why}): {shown}", "yellow")
-    if c.nonfinite:
-        shown = ", ".join(c.nonfinite[:6]) + (" ..." if len(c.nonfinite) > 6 else "")
-        t.append(f"\nnan or inf in both routes (the exact checks say whether rightly): {shown}", "yellow")
-    if c.overflow:
-        shown = ", ".join(c.overflow[:6]) + (" ..." if len(c.overflow) > 6 else "")
-        t.append(
-            f"\noverflowed the dtype (inf) where the exact value is finite: {shown}; "
-            f"try {option(said_to, 'dtype', 'float64')}",
-            "yellow",
-        )
-    return t
-
-
 def checks(r: Result) -> RenderableType:
-    """The checks, then the verdict in one line: only independent routes count as evidence."""
-    said = headline(list(r.checks.values()))
-    rows = check_rows(r.checks.values(), surface(r))
-    return Group(Text("checks", style="bold underline"), rows, Text(said, style="bold"))
+    """The checks, then the verdict in one line (the one renderer of every door: render/checks_view.py)."""
+    return checks_section(list(r.checks.values()), surface(r))
 
 
 def notes(r: Result) -> list[RenderableType]:

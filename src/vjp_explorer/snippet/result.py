@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # the event (one backward/grad call) and the one Check type of every door live below the doors
 from ..events import Event, LeafGrad, TensorInfo, element_index  # noqa: F401
 from ..verdicts import Check  # noqa: F401
-
-SNIPPET_SCHEMA_VERSION = 2  # 2: each check has "independent", max_rel_diff and the lists of result.Check
 
 
 @dataclass
@@ -140,37 +137,7 @@ class SnippetResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        d = {
-            "schema": SNIPPET_SCHEMA_VERSION,
-            self.kind: {
-                "source": self.label,
-                "seed": self.seed,
-                "seed_given": self.seed_given,
-                "repl": self.repl,
-                "torch": self.torch_version,
-                "stdout": self.stdout,
-                "steps": [asdict(s) for s in self.steps],
-                "events": [
-                    {**asdict(e), "status": e.status, "grads": {x.name: x.grad for x in e.inputs}} for e in self.events
-                ],
-                "error": None if self.error is None else asdict(self.error),
-                "at_exit": None if self.at_exit is None else asdict(self.at_exit),
-                "stopped": None
-                if self.stopped is None
-                else {"message": self.stopped.message, "hint": self.stopped.hint},
-                "notes": list(self.notes),
-                "diagnoses": [d.to_dict() for d in self.diagnoses],
-                "exit_code": self.exit_code,
-            },
-        }
-        return _json_safe(d)
+        """The JSON document (docs/json.md): kind "snippet", or "check" for `vjp check`."""
+        from .. import display
 
-
-def _json_safe(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    return x
+        return display.document(self)

@@ -13,7 +13,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ..engine.tolerance import ROUNDOFF_UNITS, eps
+from ..engine.tolerance import ROUNDOFF_UNITS, eps, with_error
 from ..errors import FileFormatError
 from ..language import program as P
 from ..result import Check, Tolerance, element_label
@@ -71,10 +71,9 @@ def finite_difference_check(
     if fd.method == "full":
         ctx.finite_difference = {n: torch.where(fd.left_out[n], torch.nan, fd.jtv[n] * calls) for n in leaves}
         return _fd_every_column(ctx, fd, leaves, v, grads, calls, mags, how, later)
-    rtol = how["tol"].rtol
     if not fd.directions:
         return compare.skipped("finite_difference", _FD, f"no usable direction: {fd.kink_reason}")
-    pairs, scales = directional_pairs(fd, grads, mags, rtol, calls)
+    pairs, scales = directional_pairs(fd, grads, mags, how["tol"], calls)
     compares = (
         f"{_FD_DIR} ({len(fd.directions)} random u, {fd.evals} evaluations; the full Jacobian would take "
         f"{4 * n + 1}, more than finite_difference_evals = {lim.finite_difference_evals:,})"
@@ -113,11 +112,9 @@ def _fd_every_column(
 ) -> Check:
     """.grad against the finite differences' Jᵀv, element by element, where every column of J was taken;
     the elements where the differences are no reference (a kink, an infinite derivative) are left out."""
-    import torch
 
     from ..engine import compare
 
-    rtol = how["tol"].rtol
     items, sizes = [], {}
     left: dict[str, list[str]] = {}  # why -> the elements finite differences are no reference at
     for name in leaves:
@@ -127,8 +124,8 @@ def _fd_every_column(
         got[mask] = 0.0
         ref[mask] = 0.0
         items.append((name, got, ref))
-        size = fd.error[name] * calls / rtol
-        sizes[name] = torch.maximum(size, mags[name].double().cpu()) if name in mags else size
+        route = mags[name].double().cpu() if name in mags else 0.0
+        sizes[name] = with_error(route, fd.error[name] * calls, how["tol"])
         for k, cause in fd.causes.get(name, {}).items():
             left.setdefault(cause, []).append(element_label(name, tuple(mask.shape), k))
     compares = f"{_FD}, every column of J ({fd.evals} evaluations)"

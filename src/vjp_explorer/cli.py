@@ -307,54 +307,34 @@ app.command(
 )(live)
 
 
-@app.command(
-    name="explain",
-    cls=VariableOptions,
-    epilog="Example: vjp explain seed_3vector (a bundled example: vjp examples lists them)",
-)
-def explain_cmd(
-    ctx: typer.Context,
-    expression: Expression = None,
-    file: FileOpt = None,
-    var: VarOpt = None,
-    const: ConstOpt = None,
-    grad: GradsOpt = None,
-    upstream: UpstreamOpt = None,
-    output: OutputOpt = None,
-    dtype: DtypeOpt = None,
-    seed: SeedOpt = None,
-    backward_calls: CallsOpt = None,
-    json_: JsonOpt = False,
-    full: FullOpt = False,
-    verbose: VerboseOpt = False,
-    digits: DigitsOpt = None,
-    symbolic: SymOpt = True,
-    retain_graph: RetainOpt = True,
-    max_jacobian: MaxJacOpt = None,
-    limit: LimitOpt = None,
-    device: DeviceOpt = "cpu",
-    debug: DebugOpt = False,
-    latex: Annotated[
-        bool, typer.Option("--latex", help="Print formulas as LaTeX, e.g. vjp explain seed_3vector --latex.")
-    ] = False,
-    snippet: SnippetOpt = None,
-    graph: GraphOpt = False,
-    dot: DotOpt = None,
-    code: CodeOpt = None,
-    svg: SvgOpt = None,
-    html: HtmlOpt = None,
-    save: SaveOpt = None,
-    trust: TrustOpt = False,
-    allow_read: AllowReadOpt = None,
-    color: ColorOpt = "auto",
-) -> None:
+def explain_cmd(ctx: typer.Context, **o: Any) -> None:
     """Explain backward(v) for a program: shapes, the symbolic Jacobian, and each grad term by term.
 
     Takes what 'run' takes: a program with its values, an expression file, a snippet or an example's name.
     """
-    o = _opts(locals())
-    o["latex"] = latex
+    expression, file = o.pop("expression"), o.pop("file")
+    o.pop("color", None)  # read by its own callback, as for run
     _command(ctx, expression, file, True, **o)
+
+
+# One option set for `run` and `explain`: run's own signature, and --latex, which only explain has. An option
+# added to run is an option of explain (and of live), with the same help.
+_LATEX = inspect.Parameter(
+    "latex",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    default=False,
+    annotation=Annotated[
+        bool, typer.Option("--latex", help="Print formulas as LaTeX, e.g. vjp explain seed_3vector --latex.")
+    ],
+)
+_RUN = list(inspect.signature(run, eval_str=True).parameters.values())
+_AT = [p.name for p in _RUN].index("snippet")  # where explain's help has always listed --latex
+explain_cmd.__signature__ = inspect.Signature([*_RUN[:_AT], _LATEX, *_RUN[_AT:]])  # type: ignore[attr-defined]
+app.command(
+    name="explain",
+    cls=VariableOptions,
+    epilog="Example: vjp explain seed_3vector (a bundled example: vjp examples lists them)",
+)(explain_cmd)
 
 
 @app.command(

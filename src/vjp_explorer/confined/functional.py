@@ -26,10 +26,7 @@ from ..engine.tolerance import FD_BUDGETS, ROUNDOFF_UNITS, allowed, eps, toleran
 from ..events import Event, TensorInfo
 from ..verdicts import Check
 
-MAX_EVALS = FD_BUDGETS["functional"].evals  # calls of the snippet's function for one reference
-MAX_EVALS_2 = FD_BUDGETS[
-    "second"
-].evals  # for a second derivative: 8 calls per entry (half of them where it is symmetric)
+MAX_EVALS, MAX_EVALS_2 = FD_BUDGETS["functional"].evals, FD_BUDGETS["second"].evals  # calls per reference
 MAX_VALUES = 10_000  # a result's or reference's values travel up to this many elements
 EPS = float(torch.finfo(torch.float64).eps)
 STEP_2 = EPS**0.2  # second differences with Richardson: truncation h⁴ against rounding eps/h²

@@ -104,3 +104,37 @@ def test_a_document_with_a_stray_key_or_old_schema_fails_the_schema(documents):
     del next(iter(broken["events"][0]["checks"].values()))["name"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, schema())
+
+
+BACKWARD_TWICE = """\
+import torch
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+y = (x * x).sum()
+y.backward()
+y.backward()
+"""
+
+
+def test_the_facts_added_since_the_first_schema_5_sit_where_the_docs_say(tmp_path):
+    """--code's script is inside the program's one event (not at the top as in schema 4), and why a snippet
+    failed is under `run`; both documents still validate. Backward through a freed graph is what torch names
+    `backward_twice` (exit 4, as plain Python raises it)."""
+    from typer.testing import CliRunner
+
+    from vjp_explorer.cli import app
+
+    runner, env = CliRunner(), {"COLUMNS": "100", "NO_COLOR": "1"}
+    (tmp_path / "code").mkdir()
+    argv = ["run", "x*x", "--x", "1,2", "--grad", "ones", "--json", "--code", str(tmp_path / "code")]
+    program = json.loads(runner.invoke(app, argv, env=env).stdout)
+    jsonschema.validate(program, schema())
+    (event,) = program["events"]
+    assert event["grads"]["x"] == [2.0, 4.0]  # d(x²)/dx = 2x
+    assert event["backward_code"]["file"] == "call1.py" and event["backward_code"]["reproduces"] is True
+    (tmp_path / "twice.py").write_text(BACKWARD_TWICE)
+    res = runner.invoke(app, ["run", str(tmp_path / "twice.py"), "--json"], env=env)
+    snippet = json.loads(res.stdout)
+    jsonschema.validate(snippet, schema())
+    assert res.exit_code == 4 == snippet["exit_code"]
+    assert [d["kind"] for d in snippet["run"]["diagnoses"]] == ["backward_twice"]
+    assert snippet["run"]["diagnoses"][0]["line"] == 5 and snippet["events"][0]["backward_code"] is None

@@ -41,7 +41,7 @@ def processes(runs: int) -> None:
 
 def in_process(runs: int) -> None:
     from vjp_explorer.api import explore
-    from vjp_explorer.cli_output import render as _render  # the terminal's rendering, into a string
+    from vjp_explorer.cli.output import render as _render  # the terminal's rendering, into a string
     from vjp_explorer.render import text
 
     def one(graph: bool) -> float:

@@ -55,7 +55,7 @@ def reweigh(runs: int) -> None:
 
     import numpy as np
 
-    from vjp_explorer.cli_output import render  # the terminal's rendering into a string (80 columns, see main)
+    from vjp_explorer.cli.output import render  # the terminal's rendering into a string (80 columns, see main)
     from vjp_explorer.live import ProgramSession
     from vjp_explorer.render import live_view
     from vjp_explorer.render.live_app import LiveApp

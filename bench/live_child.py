@@ -8,7 +8,7 @@ import sys
 
 def main() -> None:
     if sys.argv[1:2] == ["live"]:
-        from vjp_explorer import cli_live
+        from vjp_explorer.cli import live as cli_live
         from vjp_explorer.render import live_app
 
         class FirstPaint(live_app.LiveApp):

@@ -159,11 +159,11 @@ def test_the_python_api(installed):
 PLANTS = {
     "functions": (["functions", "exp"], "import vjp_explorer.ops.listing as m; m.rows = boom"),
     "examples": (["examples"], "import vjp_explorer.language.files as m; m.bundled_examples = boom"),
-    "explain": (["explain", "seed000_ex1"], "import vjp_explorer.snippet_cli as m; m.snippet_command = boom"),
+    "explain": (["explain", "seed000_ex1"], "import vjp_explorer.cli.snippet as m; m.snippet_command = boom"),
     "run": (["run", "x*2", "--x", "1"], "import vjp_explorer.api as m; m.explore = boom"),
-    "check": (["check", "nowhere.py:f", "--x", "1"], "import vjp_explorer.check_cli as m; m.check_command = boom"),
+    "check": (["check", "nowhere.py:f", "--x", "1"], "import vjp_explorer.cli.check as m; m.check_command = boom"),
     "missing module": (["run", "x*2", "--x", "1"], "import sys; sys.modules['vjp_explorer.stages'] = None"),
-    "cli cannot load": (["functions"], "import sys; sys.modules['vjp_explorer.cli_options'] = None"),
+    "cli cannot load": (["functions"], "import sys; sys.modules['vjp_explorer.cli.options'] = None"),
 }
 
 

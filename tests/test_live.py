@@ -358,7 +358,7 @@ def test_an_event_without_j_is_shown_read_only(two_calls):
 def test_the_command_line_runs_the_app_and_c_reproduces_its_state(vjp, monkeypatch):
     import json
 
-    from vjp_explorer import cli_live
+    from vjp_explorer.cli import live as cli_live
     from vjp_explorer.render.live_app import LiveApp
 
     async def keys(app):
@@ -447,7 +447,7 @@ def test_s_saves_the_screen_as_svg_and_the_keys_page_opens(tmp_path, monkeypatch
 
 
 def test_an_expression_file_opens_and_c_names_it(vjp, monkeypatch):
-    from vjp_explorer import cli_live
+    from vjp_explorer.cli import live as cli_live
     from vjp_explorer.render.live_app import LiveApp
 
     async def keys(app):
@@ -490,7 +490,7 @@ def test_backward_calls_accumulate_in_the_quick_answer_as_in_the_real_one():
 
 
 def test_color_never_makes_the_view_monochrome(vjp, monkeypatch):
-    from vjp_explorer import cli_live
+    from vjp_explorer.cli import live as cli_live
     from vjp_explorer.render.live_app import LiveApp
 
     monkeypatch.delenv("NO_COLOR")

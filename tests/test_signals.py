@@ -156,7 +156,7 @@ def test_a_closed_stdin_is_a_clear_error():
     ("value", "shown"), [("0", False), ("", False), ("no", False), ("false", False), ("1", True), ("yes", True)]
 )
 def test_only_a_truthy_vjp_debug_turns_tracebacks_on(monkeypatch, value, shown):
-    from vjp_explorer import cli_output
+    from vjp_explorer.cli import output as cli_output
 
     monkeypatch.setenv("VJP_DEBUG", value)
     error = RuntimeError("boom")

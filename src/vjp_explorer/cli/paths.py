@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from .errors import UsageError
+from ..errors import UsageError
 
 
 def is_snippet_path(text: str | None) -> bool:
@@ -15,7 +15,7 @@ def is_snippet_path(text: str | None) -> bool:
         return False
     if text.endswith(".py"):
         return True
-    from .language.files import resolve_example
+    from ..language.files import resolve_example
 
     found = resolve_example(text)
     return found is not None and found.suffix == ".py"
@@ -29,7 +29,7 @@ def looks_like_file(text: str, given: bool = False) -> bool:
         return False
     if text.endswith(".toml"):
         return True
-    from .language.files import resolve_example
+    from ..language.files import resolve_example
 
     if resolve_example(text) is not None:
         return True
@@ -78,8 +78,8 @@ def not_a_program(text: str, command: str = "explain") -> UsageError | None:
     """
     import keyword
 
-    from .language.files import not_found_hint
-    from .ops import is_function
+    from ..language.files import not_found_hint
+    from ..ops import is_function
 
     shown = text if len(text) <= 200 else text[:197] + "..."
     if is_function(text) or keyword.iskeyword(text) or text == "torch":

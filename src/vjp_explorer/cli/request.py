@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cli_support import limits_from_options, pairs
-from .errors import Origin, UsageError
-from .request import Origins, Request
+from ..errors import Origin, UsageError
+from ..request import Origins, Request
+from .support import limits_from_options, pairs
 
 # the settings an expression file may give too: the Request's field -> the command line's option
 SETTINGS = {
@@ -63,7 +63,7 @@ def build_request(ctx: Any, expression: str | None, file: Path | None, **o: Any)
     if expression == "-":
         expression = read_stdin(limits.program_chars)
     if file is not None:
-        from .language.files import load_request_fields
+        from ..language.files import load_request_fields
 
         if expression is not None:
             raise UsageError("Give either an expression or --file, not both.")

@@ -15,7 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli_options import (
+from ..errors import ExitCode, UsageError, VjpError
+from .options import (
     AllowReadOpt,
     CallsOpt,
     CheckJsonOpt,
@@ -52,12 +53,11 @@ from .cli_options import (
     VerboseOpt,
     check_settings,
 )
-from .cli_output import emit, fail, on_terminal, paged, render, write
-from .cli_parse import VariableOptions
-from .cli_paths import is_snippet_path, is_snippet_text, looks_like_file, not_a_program
-from .cli_request import build_request, read_stdin
-from .cli_support import limits_from_options
-from .errors import ExitCode, UsageError, VjpError
+from .output import emit, fail, on_terminal, paged, render, write
+from .parse import VariableOptions
+from .paths import is_snippet_path, is_snippet_text, looks_like_file, not_a_program
+from .request import build_request, read_stdin
+from .support import limits_from_options
 
 # what the checks are today: finite differences for every door, sympy for programs (not "three ways")
 TAGLINE = (
@@ -78,7 +78,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from . import __version__
+        from .. import __version__
 
         print(f"vjp-explorer {__version__}")
         raise typer.Exit()
@@ -118,17 +118,17 @@ def _argument(ctx: Any, expression: str | None, file: Path | None, o: dict[str, 
 
 def check_files(o: dict[str, Any]) -> None:
     """The files asked for beside the output, checked before any work (outfiles.py)."""
-    from .outfiles import check_writable
+    from ..outfiles import check_writable
 
     for key in ("svg", "html", "dot"):
         if o.get(key) is not None:
             check_writable(f"--{key}", Path(o[key]))
     if o.get("code") is not None:
-        from .backward_code.files import check_dir
+        from ..backward_code.files import check_dir
 
         check_dir(Path(o["code"]))
     if o.get("save") is not None:
-        from .save import check_path
+        from ..save import check_path
 
         check_path(Path(o["save"]))
 
@@ -141,10 +141,10 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         expression, file = _argument(ctx, expression, file, o, explain)
     except VjpError as e:
         raise fail(e, debug) from None
-    from .render.status import Status
+    from ..render.status import Status
 
     if o.get("snippet") is not None or (file is None and is_snippet_path(expression)):
-        from .snippet_cli import snippet_command
+        from .snippet import snippet_command
 
         if o.pop("save", None) is not None:
             raise fail(UsageError("--save writes the arrays of a program's run; a snippet has none yet."), debug)
@@ -189,21 +189,21 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         req.graph = graph or dot is not None
         req.code = code_dir is not None
         req.progress = status.say
-        from .api import explore
+        from ..api import explore
 
         result = explore(req)
         status.stop()
         if dot is not None:
-            from .render.graph_view import write_dot
+            from ..render.graph_view import write_dot
 
             write_dot(dot, [(1, f"{result.output_name}.backward(v): {result.program}", result.graph or [])])
             result.graph = result.graph if graph else None  # asked only for the file
         if code_dir is not None:
-            from .backward_code.files import for_program
+            from ..backward_code.files import for_program
 
             for_program(result, code_dir)
         if save is not None:
-            from .save import save as save_arrays
+            from ..save import save as save_arrays
 
             save_arrays(result, save)
         emit(result, o["json_"], o["full"], o["verbose"], o["digits"], explain, (o["svg"], o["html"]))
@@ -278,7 +278,7 @@ def _opts(local: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in local.items() if k not in ("ctx", "expression", "file", "color")}
 
 
-def live(ctx: typer.Context, **o: Any) -> None:
+def live_cmd(ctx: typer.Context, **o: Any) -> None:
     """Explore y.backward(v) full-screen: change v and watch Jᵀv, .grad, the ledger and the checks follow.
 
     Takes the arguments of 'run' (a program, --file, or a snippet FILE.py); keys: ? in the app.
@@ -288,7 +288,7 @@ def live(ctx: typer.Context, **o: Any) -> None:
         if o.pop("code", None) is not None:
             raise UsageError("--code writes the scripts of a printed run; vjp live shows none.", hint="Use vjp run.")
         check_settings(o)
-        from .cli_live import live_command
+        from .live import live_command
 
         command = live_command(ctx, expression, file, o)
     except (Exception, KeyboardInterrupt) as e:
@@ -298,13 +298,13 @@ def live(ctx: typer.Context, **o: Any) -> None:
 
 
 # the same arguments as `run`, from its own signature: an option added to run is an option of live
-live.__signature__ = inspect.signature(run, eval_str=True)  # type: ignore[attr-defined]
+live_cmd.__signature__ = inspect.signature(run, eval_str=True)  # type: ignore[attr-defined]
 app.command(
     name="live",
     cls=VariableOptions,
     context_settings={"allow_interspersed_args": True},
     epilog="Example: vjp live '3*a+2*b*b+log(c)' --a 1,2,3 --b 3,4,5 --c 6,7,8 --grad 0.1,1,0.0001",
-)(live)
+)(live_cmd)
 
 
 def explain_cmd(ctx: typer.Context, **o: Any) -> None:
@@ -365,7 +365,7 @@ def check_cmd(
     The trusted door: it imports and runs MODULE.py, your own code (programs, files and snippets never do).
     Give each input as --NAME VALUE, named as the function's parameters.
     """
-    from .render.status import Status
+    from ..render.status import Status
 
     status = Status.for_command(json_, "checking your function (importing it, torch, then the checks)")
 
@@ -377,7 +377,7 @@ def check_cmd(
         settings = {"dtype": dtype}
         check_settings(settings)
         dtype = settings["dtype"]
-        from .check_cli import check_command
+        from .check import check_command
 
         code = check_command(ctx, target, grad, dtype, json_, full, debug, write_after_status, render)
     except (Exception, KeyboardInterrupt) as e:
@@ -399,7 +399,7 @@ def examples(
     Example: vjp examples; then vjp explain NAME (a name from the table, e.g. seed_3vector)
     """
     try:
-        from .language.files import bundled_examples
+        from ..language.files import bundled_examples
 
         items = bundled_examples()
         if json_:
@@ -430,7 +430,7 @@ def tolerances_cmd() -> None:
 
     Example: vjp tolerances
     """
-    from .engine.tolerance import ROUNDOFF_UNITS, table
+    from ..engine.tolerance import ROUNDOFF_UNITS, table
 
     lines = ["dtype     rtol     atol     eps"]
     lines += [f"{r.dtype:<9} {r.rtol:<8g} {r.atol:<8g} {r.eps:.3g}" for r in table()]
@@ -459,7 +459,7 @@ def functions_cmd(
     Example: vjp functions relu
     """
     try:
-        from .ops.listing import rows
+        from ..ops.listing import rows
 
         items = rows(word)
         if json_:
@@ -486,7 +486,7 @@ def functions_cmd(
 
 
 def _complete_topic(incomplete: str) -> list[str]:
-    from .doc_pages import topics
+    from ..doc_pages import topics
 
     return [t for t in topics() if t.startswith(incomplete)]
 
@@ -507,7 +507,7 @@ def docs_cmd(
 
     Example: vjp docs json
     """
-    from .doc_pages import page, pages
+    from ..doc_pages import page, pages
 
     try:
         if topic is None:
@@ -527,7 +527,7 @@ def docs_cmd(
 
 def _output_failed(e: OSError) -> int:
     """Writing typer's own output failed: a reader that went away ends quietly, anything else in one line."""
-    from .cli_output import silence_stdout
+    from .output import silence_stdout
 
     silence_stdout()
     if isinstance(e, BrokenPipeError):

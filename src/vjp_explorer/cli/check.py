@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .errors import Origin, UsageError
-from .snippet.source import visible
+from ..errors import Origin, UsageError
+from ..snippet.source import visible
 
 
 def check_command(
@@ -25,7 +25,7 @@ def check_command(
     given = dict(ctx.meta.get("vjp_variables", []))
     if dtype not in (None, "float32", "float64"):
         raise UsageError(f"--dtype must be float32 or float64, not {visible(dtype)!r}.")
-    from .trusted import check, load_target, parameters
+    from ..trusted import check, load_target, parameters
 
     obj, label = load_target(target)
     try:
@@ -47,8 +47,8 @@ def check_command(
         )
     import torch
 
-    from .engine.tensors import make_tensor
-    from .language.values import parse_value
+    from ..engine.tensors import make_tensor
+    from ..language.values import parse_value
 
     tdtype = torch.float64 if dtype == "float64" else torch.float32
     gen = torch.Generator().manual_seed(0)
@@ -76,7 +76,7 @@ def check_command(
             f"{label} raised {type(e).__name__} while being checked: {visible(first)}",
             hint="Run it with these inputs in Python to see the traceback (or add --debug).",
         ) from None
-    from .render import snippet_view
+    from ..render import snippet_view
 
     if json_:
         parts: list[str] = []

@@ -14,11 +14,11 @@ from typing import Any
 
 import typer
 
-from .errors import ExitCode, OutputError, VjpError
+from ..errors import ExitCode, OutputError, VjpError
 
 
 def fail(e: BaseException, debug: bool) -> typer.Exit:
-    from .language.unicode import visible
+    from ..language.unicode import visible
 
     if isinstance(e, VjpError):
         write("error: " + visible(e.render()) + "\n", err=True)
@@ -149,7 +149,7 @@ def emit(
     export: tuple[Path | None, Path | None] = (None, None),
 ) -> None:
     if json_:
-        from .render.json_out import write_json
+        from ..render.json_out import write_json
 
         parts: list[str] = []  # all of it before the first byte: no truncated JSON if anything fails
         write_json(result, parts.append, full)
@@ -157,18 +157,18 @@ def emit(
         write(parts)
         if export == (None, None):
             return
-    from .render import text
+    from ..render import text
 
     view = text.View.for_result(result, digits, full, verbose, ascii=not can_encode("Jᵀv∂Σ"))
     if explain:
-        from .render.explain_view import render_explain
+        from ..render.explain_view import render_explain
 
         shown = render_explain(result, view)
     else:
         shown = text.render_run(result, view)
     if not json_:  # with --json, stdout has the JSON and the files what the terminal would have shown
         write(render(shown))
-    from .render.export import export as save_export
+    from ..render.export import export as save_export
 
     save_export(shown, export, "vjp explain" if explain else "vjp run")
 

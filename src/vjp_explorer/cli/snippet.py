@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .cli_support import limits_from_options
-from .errors import UsageError
-from .snippet.source import visible
+from ..errors import UsageError
+from ..snippet.source import visible
+from .support import limits_from_options
 
 # options of `run`/`explain` that describe a program's inputs; a snippet makes its own
 _PROGRAM_ONLY = {
@@ -41,12 +41,12 @@ def snippet_command(
     want_graph = bool(o.get("graph")) or o.get("dot") is not None
     result = snippet_result(ctx, expression, o, want_graph, keep_partial=True)
     label = result.label
-    from .render import snippet_view
+    from ..render import snippet_view
 
     if o.get("dot") is not None:
         _write_dot(Path(o["dot"]), result)
     if o.get("code") is not None:
-        from .backward_code.files import for_snippet
+        from ..backward_code.files import for_snippet
 
         for_snippet(result, Path(o["code"]))
     if want_graph and not o.get("graph"):
@@ -59,7 +59,7 @@ def snippet_command(
     else:
         shown = snippet_view.render(result, explain=explain, full=bool(o.get("full")))
         write(render(shown))
-        from .render.export import export
+        from ..render.export import export
 
         export(shown, (o.get("svg"), o.get("html")), f"vjp {'explain' if explain else 'run'} {label}")
         if result.exit_code == 3 and result.stopped is None:
@@ -85,7 +85,7 @@ def snippet_result(
         )
     limits = limits_from_options(o)
     text, label = _read(expression, o.get("snippet"), limits.snippet_chars)
-    from .snippet import run_snippet
+    from ..snippet import run_snippet
 
     return run_snippet(
         text,
@@ -101,7 +101,7 @@ def snippet_result(
 
 
 def _write_dot(path: Path, result: Any) -> None:
-    from .render.graph_view import write_dot
+    from ..render.graph_view import write_dot
 
     write_dot(path, [(e.index, f"#{e.index} line {e.line}: {e.source}", e.graph) for e in result.events if e.graph])
 
@@ -119,7 +119,7 @@ def _read(expression: str | None, snippet: str | None, max_chars: int) -> tuple[
     if snippet is not None:
         return snippet, "<snippet>"
     assert expression is not None
-    from .language.files import resolve_example
+    from ..language.files import resolve_example
 
     path = Path(expression)
     if not _exists(path):

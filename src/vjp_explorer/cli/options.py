@@ -93,7 +93,7 @@ def _complete_device(incomplete: str) -> list[str]:
 
 def complete_example(incomplete: str) -> list[str]:
     """Shell completion of PROGRAM|FILE: the bundled examples' names, and the files and folders here."""
-    from .language.files import bundled_examples
+    from ..language.files import bundled_examples
 
     names = [i.name for i in bundled_examples() if i.name.startswith(incomplete)]
     try:
@@ -105,8 +105,8 @@ def complete_example(incomplete: str) -> list[str]:
 
 def check_settings(o: dict[str, Any]) -> None:
     """--dtype and --device, checked before torch is imported; --dtype double (or torch.float64) is float64."""
-    from .errors import UsageError
-    from .language.unicode import visible
+    from ..errors import UsageError
+    from ..language.unicode import visible
 
     dtype = o.get("dtype")
     if dtype is not None:
@@ -285,12 +285,12 @@ SnippetOpt = Annotated[
 
 
 def _set_colour(value: str) -> str:
-    from .cli_output import COLOUR
+    from .output import COLOUR
 
     if value not in ("auto", "always", "never"):
         raise typer.BadParameter(f"must be auto, always or never, not {value!r}.")
     COLOUR[0] = value
-    from .render import status  # the status line on stderr is drawn by its own console: tell it too
+    from ..render import status  # the status line on stderr is drawn by its own console: tell it too
 
     status.PLAIN[0] = value == "never"
     return value

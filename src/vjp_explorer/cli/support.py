@@ -1,13 +1,13 @@
 """What the program and the snippet commands share: NAME=VALUE options and the --limit parsing.
 
-Its own module so that snippet_cli need not import cli (which imports snippet_cli).
+Its own module so that cli/snippet.py need not import the commands (cli/__init__.py, which imports it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .errors import UsageError
+from ..errors import UsageError
 
 
 def pairs(items: list[str] | None, flag: str) -> list[tuple[str, str]]:
@@ -23,7 +23,7 @@ def pairs(items: list[str] | None, flag: str) -> list[tuple[str, str]]:
 
 def limits_from_options(o: dict[str, Any]) -> Any:
     """The limits with --limit and --max-jacobian applied (before any file is read: file_bytes counts)."""
-    from .limits import DEFAULT_LIMITS, limit_names
+    from ..limits import DEFAULT_LIMITS, limit_names
 
     overrides = dict(pairs(o["limit"], "--limit"))
     if o["max_jacobian"] is not None:

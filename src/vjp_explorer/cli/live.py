@@ -1,6 +1,6 @@
 """`vjp live`: the arguments of `vjp run`, turned into a live session and handed to the Textual app.
 
-The request is built as `vjp run` builds it (cli_request.build_request; a snippet as snippet_cli reads it);
+The request is built as `vjp run` builds it (cli/request.build_request; a snippet as cli/snippet.py reads it);
 the app (render/live_app.py, the only importer of textual) is imported only here, when the command runs.
 """
 
@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cli_paths import is_snippet_path
-from .cli_request import build_request
-from .errors import UsageError
+from ..errors import UsageError
+from .paths import is_snippet_path
+from .request import build_request
 
 # options of `vjp run` that print or write a run's output: the live view has its own keys for what it saves
 _NOT_LIVE = {"json_": "--json", "save": "--save", "dot": "--dot", "html": "--html", "full": "--full"}
@@ -31,9 +31,9 @@ def live_session(ctx: Any, expression: str | None, file: Path | None, o: dict[st
         )
     argv = list(ctx.meta.get("vjp_argv", []))
     if expression == "-" and file is None and o.get("snippet") is None:  # read as `vjp run -` reads it
-        from .cli_paths import is_snippet_text
-        from .cli_request import read_stdin
-        from .cli_support import limits_from_options
+        from .paths import is_snippet_text
+        from .request import read_stdin
+        from .support import limits_from_options
 
         text = read_stdin(limits_from_options(o).snippet_chars)
         if is_snippet_text(text):
@@ -41,8 +41,8 @@ def live_session(ctx: Any, expression: str | None, file: Path | None, o: dict[st
         else:
             expression = text
     if o.get("snippet") is not None or (file is None and is_snippet_path(expression)):
-        from .live_snippet import SnippetSession
-        from .snippet_cli import snippet_result
+        from ..live_snippet import SnippetSession
+        from .snippet import snippet_result
 
         return SnippetSession(snippet_result(ctx, expression, o), argv)
     for key, flag in (("trust", "--trust"), ("allow_read", "--allow-read")):
@@ -53,7 +53,7 @@ def live_session(ctx: Any, expression: str | None, file: Path | None, o: dict[st
     if o["digits"] is not None and not 1 <= o["digits"] <= 17:
         raise UsageError(f"--digits must be between 1 and 17, not {o['digits']}.")
     req = build_request(ctx, expression, file, **o)
-    from .live import ProgramSession
+    from ..live import ProgramSession
 
     return ProgramSession(req, argv)
 
@@ -92,7 +92,7 @@ def live_command(ctx: Any, expression: str | None, file: Path | None, o: dict[st
         )
     if o.get("color") == "never":  # Textual's own switch: a monochrome view, as NO_COLOR asks
         os.environ["NO_COLOR"] = "1"
-    from .render.live_app import LiveApp
+    from ..render.live_app import LiveApp
 
     app = LiveApp(session, svg=o.get("svg"), seed=o.get("seed") or 0, digits=o.get("digits"))
     return app.run()

@@ -422,7 +422,8 @@ def test_a_sympy_alarm_swallowed_once_still_stops_the_work():
                     swallowed += 1
                     if swallowed > 1:
                         raise
-    assert swallowed == 2 and time.monotonic() - started < 1
+    # well under the loop's own 5 s bound, so the timer (not the loop) ended it; slack for a loaded machine
+    assert swallowed == 2 and time.monotonic() - started < 4
 
 
 def test_a_sympy_alarm_never_raises_inside_a_gc_callback():

@@ -61,6 +61,8 @@ class Script:
     covered: bool  # every node from the formula table
     aten: list[str] = field(default_factory=list)  # nodes written as a call to autograd's own ATen op
     recorded: list[str] = field(default_factory=list)  # nodes whose recorded result the script loads
+    # per node in the order autograd ran them: its index in the record and the script's lines it wrote
+    steps: list[tuple[int, list[str]]] = field(default_factory=list)
 
 
 def comment(text: Any, width: int = 100) -> str:
@@ -189,7 +191,9 @@ def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, floa
     lines = _lines(nodes, order)
     shown_line = None
     statements = 0
+    marks: list[tuple[int, int]] = []  # (node, where its statements start in body)
     for i in order:
+        marks.append((i, len(body)))
         node = nodes[i]
         name = node["name"]
         line, source = lines.get(i, (None, None))
@@ -246,13 +250,8 @@ def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, floa
             continue
         contribute(parts, said)
 
-    for r in results:  # autograd.grad returns its inputs' cotangents; no AccumulateGrad ran for them
-        at_node = r["node"]
-        if at_node is not None and nodes[at_node]["name"] == "AccumulateGrad" and at_node in ran:
-            continue
-        buf = buffers.get((at_node, r["input_nr"])) if at_node is not None else None
-        said = "what the call returns for it" if buf is not None else "no path from the output reaches it"
-        body.append((f"grads[{string(r['name'])}] = {buf if buf is not None else 'None'}", said))
+    steps = _steps(marks, body)
+    body += _returned(results, nodes, ran, buffers)
 
     used = sorted({h for n in (nodes[i] for i in order) for h in _helpers(n)})
     code = _assemble(stem, title, loads, body, used)
@@ -263,7 +262,29 @@ def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, floa
         covered=not aten and not recorded,
         aten=aten,
         recorded=recorded,
+        steps=steps,
     )
+
+
+def _steps(marks: list[tuple[int, int]], body: list[tuple[str, str]]) -> list[tuple[int, list[str]]]:
+    """Each node's statements (headings left out), from where each node's statements start in `body`."""
+    ends = [start for _, start in marks[1:]] + [len(body)]
+    return [(i, _rendered([b for b in body[start:end] if b[0]])) for (i, start), end in zip(marks, ends, strict=True)]
+
+
+def _returned(
+    results: list[dict[str, Any]], nodes: list[dict[str, Any]], ran: set[int], buffers: dict[tuple[int, int], str]
+) -> list[tuple[str, str]]:
+    """autograd.grad returns its inputs' cotangents; no AccumulateGrad ran for them: one statement each."""
+    out = []
+    for r in results:
+        at_node = r["node"]
+        if at_node is not None and nodes[at_node]["name"] == "AccumulateGrad" and at_node in ran:
+            continue
+        buf = buffers.get((at_node, r["input_nr"])) if at_node is not None else None
+        said = "what the call returns for it" if buf is not None else "no path from the output reaches it"
+        out.append((f"grads[{string(r['name'])}] = {buf if buf is not None else 'None'}", said))
+    return out
 
 
 def _lines(nodes: list[dict[str, Any]], order: list[int]) -> dict[int, tuple[int, str | None]]:
@@ -337,6 +358,17 @@ def _helpers(node: dict[str, Any]) -> tuple[str, ...]:
     return entry.helpers if entry is not None and not node["custom"] else ()
 
 
+def _rendered(body: list[tuple[str, str]], width: int | None = None) -> list[str]:
+    """Statements as the script writes them, each with its comment (at `width`, else just after it)."""
+    lines: list[str] = []
+    for code, said in body:
+        if not code:  # a heading: the source line the next statements come from
+            lines += ["", f"# {said}"]
+        else:
+            lines.append(f"{code.ljust(width or 0)}  # {said}" if said else code)
+    return lines
+
+
 def _assemble(stem: str, title: str, loads: list[str], body: list[tuple[str, str]], helpers: list[str]) -> str:
     width = max([len(c) for c, _ in body if len(c) <= 88] + [40])
     width = min(width, 88)
@@ -357,11 +389,7 @@ def _assemble(stem: str, title: str, loads: list[str], body: list[tuple[str, str
     for h in helpers:
         lines += HELPERS[h].rstrip("\n").split("\n")
     lines += ["", *loads, "grads = {}", ""]
-    for code, said in body:
-        if not code:  # a heading: the source line the next statements come from
-            lines += ["", f"# {said}"]
-        else:
-            lines.append(f"{code.ljust(width)}  # {said}" if said else code)
+    lines += _rendered(body, width)
     lines += [
         "",
         "print(json.dumps({k: None if g is None else g.tolist() for k, g in grads.items()}))",

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 CODE_BYTES = 1_500_000  # bytes of tensors one call's script may load (a snippet's event travels in one frame)
+STEP_VALUES = 64  # elements of each cotangent kept for `vjp live`'s code view (shape and norm always)
 _SIGNED = 1 << 63  # autograd hands negative ints (dim=-1, ignore_index=-100) back as unsigned 64-bit values
 
 
@@ -39,6 +40,7 @@ class CodeCapture:
         self.saved: list[dict[str, Any]] = []
         self.order: list[int] = []
         self.got: dict[int, tuple[list[Any], list[Any], list[str | None], Any]] = {}
+        self.steps: dict[int, dict[str, Any]] = {}  # per node: the cotangent it received and what it sent
         self.handles: list[Any] = []
         self.tensors: dict[str, Any] = {}
         self.tensor_names: dict[str, str] = {}
@@ -78,6 +80,10 @@ class CodeCapture:
             got = [None if t is None else list(t.shape) for t in grad_outputs]
             kept = [None if t is None else self._key(t.detach().clone(), None) for t in grad_inputs] if keep else None
             self.got[key] = (sent, got, dtypes, kept)
+            try:
+                self.steps[key] = _step(grad_outputs, grad_inputs)
+            except Exception:  # noqa: BLE001 - the view's values only; never the snippet's backward failing
+                pass
 
         return hook
 
@@ -177,7 +183,31 @@ class CodeCapture:
         size = sum(t.numel() * t.element_size() for t in tensors.values())
         if size > limit:
             return {"skipped": f"its tensors hold {size:,} bytes, more than the {limit:,} a script is given"}
-        return {"record": record, "tensors": {k: encode(t) for k, t in tensors.items()}}
+        steps = {str(k): step for k, step in self.steps.items()}  # the view's values, never code
+        return {"record": record, "tensors": {k: encode(t) for k, t in tensors.items()}, "steps": steps}
+
+
+def _step(received: Any, sent: Any) -> dict[str, Any]:
+    """A node's cotangent in and out as plain data, for `vjp live`'s code view: each one's shape, norm and
+    first STEP_VALUES elements (flat), so that a big network's record stays small."""
+    return {"in": _glimpse(received[0]) if received else None, "out": [_glimpse(t) for t in sent]}
+
+
+def _glimpse(t: Any) -> dict[str, Any] | None:
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        return None
+    t = t.detach()
+    if t.layout != torch.strided:  # a sparse cotangent: its shape only
+        return {"shape": list(t.shape), "norm": 0.0, "values": [], "numel": t.numel()}
+    flat = t.reshape(-1)[:STEP_VALUES]
+    return {
+        "shape": list(t.shape),
+        "norm": float(t.abs().double().norm()) if t.numel() and not t.is_complex() else 0.0,
+        "values": [] if t.is_complex() else flat.double().tolist(),
+        "numel": t.numel(),
+    }
 
 
 def _is_custom(node: Any) -> bool:

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from ..result import Check, Result, TensorData, Tolerance, headline
 from ..result import index_label as label
+from ..verdicts import script_route
 from ..wording import API, CLI, option
 from .fit import NumberTable, ValueGrid
 from .numbers import DEFAULT_DIGITS, fmt, fmt_shape
@@ -380,7 +381,7 @@ def check_detail(c: Check, said_to: str = CLI) -> Text:
 
 def checks(r: Result) -> RenderableType:
     """The checks, then the verdict in one line: only independent routes count as evidence."""
-    said = headline(list(r.checks.values()))
+    said = headline([*r.checks.values(), *script_route(r.backward_code)])  # --code's script counts (issue 40)
     rows = check_rows(r.checks.values(), surface(r))
     return Group(Text("checks", style="bold underline"), rows, Text(said, style="bold"))
 

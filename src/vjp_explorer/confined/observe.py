@@ -113,16 +113,19 @@ class Observer:
         def recorded_apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
             rec.custom_depth += 1
             try:
-                return apply(cls, *args, **kwargs)
+                out = apply(cls, *args, **kwargs)
             finally:
                 rec.custom_depth -= 1
+            if rec.lines is not None:  # --code: its node made here, at the line that called apply
+                rec.mark(out)
+            return out
 
         torch.autograd.Function.apply = classmethod(recorded_apply)  # type: ignore[assignment]
         self.hooks.install()
         if self.graph:  # each node of the graph learns the snippet's line that made it
             _LineMode(self.line_now).__enter__()
-        elif self.code:  # each node keeps its forward's stack, our source of lines (code_capture.py)
-            torch.autograd.set_detect_anomaly(True, check_nan=False)
+        elif self.code:  # each node is told its line by the log's own mode: nothing the snippet could see
+            self.recorder.lines, self.recorder.line_key = self.line_now, LINE
         from .functional import install
 
         install(self)
@@ -574,7 +577,7 @@ class Observer:
         self.recorder.paused += 1
         self.depth += 1  # what runs here is not the snippet's
         try:
-            # anomaly mode (--code's lines) would keep a stack per replayed op: off while the log is read
+            # anomaly mode (the snippet's own) would keep a stack per replayed op: off while the log is read
             with (
                 checks.outside_the_log(),
                 torch._C.DisableTorchFunction(),

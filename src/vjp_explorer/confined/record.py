@@ -90,6 +90,11 @@ class Recorder(TorchDispatchMode):
         self.roots: set[int] = set()  # serials tracked without requiring grad: forward-mode AD's dual tensors
         self.on_leaf: Callable[[torch.Tensor], None] | None = None  # told of each leaf as the log first copies it
         self._on = False  # on the dispatch stack
+        # --code without --graph: each backward node made is told the snippet's line (observe.py sets both);
+        # here, in the mode the log is anyway, and not in a mode or anomaly mode the snippet could see
+        self.lines: Callable[[], int] | None = None
+        self.line_key = ""
+        self._unmarked: list[tuple[Any, int]] = []  # the last logged op's results (weak) and its line
 
     @property
     def on(self) -> bool:
@@ -123,6 +128,8 @@ class Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if self._unmarked:
+            self.mark_lines()
         # What runs without grad (an optimizer's step, torch.no_grad()), a detach, a mask or an index (x > 0,
         # argmax) is a constant to backward: not logged; a later logged op that reads its result copies it
         # then, as an input from outside, so the replay holds it fixed as autograd does.
@@ -141,10 +148,41 @@ class Recorder(TorchDispatchMode):
         if refs is None:
             return out
         try:
+            if self.lines is not None and self.custom_depth == 0:  # a custom Function's node: mark() after it
+                self._await_nodes(out)
             self._log(func, name, tensors, refs, out)
         except Exception as e:  # noqa: BLE001
             self._fail(name, e)
         return out
+
+    def _await_nodes(self, out: Any) -> None:
+        """Keep the results (weakly) with the line running now: autograd gives them their node only once the
+        op returns up through it, so the next op (or the next backward call) marks them (mark_lines)."""
+        import weakref
+
+        line = self.lines() if self.lines is not None else 0
+        self._unmarked = [(weakref.ref(o), line) for o in _leaves((out,), {}) if isinstance(o, torch.Tensor)]
+
+    def mark(self, out: Any) -> None:
+        """The results of a call that just returned (a custom Function's apply) marked with the line now."""
+        try:
+            self._await_nodes(out)
+        except Exception:  # noqa: BLE001 - as in mark_lines
+            return
+        self.mark_lines()
+
+    def mark_lines(self) -> None:
+        """The node each of the last op's results got is told the line that ran it (a node already told keeps
+        its line: an in-place op's later nodes are new ones)."""
+        unmarked, self._unmarked = self._unmarked, []
+        try:
+            for ref, line in unmarked:
+                t = ref()
+                node = None if t is None else t.grad_fn
+                if node is not None and line and self.line_key not in node.metadata:
+                    node.metadata[self.line_key] = line
+        except Exception:  # noqa: BLE001 - a line lost for a script's comment, never the snippet's error
+            pass
 
     def _fail(self, name: str, e: Exception) -> None:
         """The log could not record an operation (a sparse or unusual layout, a tensor it cannot copy): a

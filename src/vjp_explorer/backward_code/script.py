@@ -19,7 +19,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from .formulas import ATEN, FORMULAS, HELPERS, VIEWS, At, Unwritable, lit
+from .formulas import ATEN, FORMULAS, VIEWS, At, Unwritable, lit
+from .helpers import HELPERS
 
 _KEY = re.compile(r"t\d{1,7}")
 _WORD = re.compile(r"[a-z_]{1,20}")  # a saved string: an option such as "none", "tanh"
@@ -44,6 +45,7 @@ _ALIASING = set(VIEWS) - {
 }
 _ALIASING |= {"AddBackward0", "AddBackward1", "SubBackward0", "SubBackward1", "CloneBackward0", "AliasBackward0"}
 _ALIASING |= {"ToCopyBackward0", "AddmmBackward0", "WhereBackward0"}
+_ALIASING |= {"SumBackward0", "SumBackward1"}  # g.expand(...): one element in many places, += would write it twice
 
 
 class BadRecord(ValueError):

@@ -14,7 +14,7 @@ from .checks import outside_the_log
 
 def start(observer: Any, outs: list[Any], vs: list[Any], inputs: list[Any], line_key: str) -> CodeCapture:
     """Before the call runs: its graph walked, saved tensors read, hooks put on every node. `line_key`: the
-    metadata key under which --graph's hook left each node's line (observe.LINE)."""
+    metadata key under which --graph's hook left each node's line (record.LINE)."""
     import linecache
 
     made: dict[int, str] = {}

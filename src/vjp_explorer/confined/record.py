@@ -25,6 +25,7 @@ from torch.utils._pytree import tree_map
 from . import kinks
 
 # operations that draw random numbers: replayed from their recorded result, never drawn again
+LINE = "vjp_explorer.line"  # the key of a backward node's metadata that holds the snippet's line
 _RANDOM = ("bernoulli", "normal", "uniform", "rand", "randn", "randint", "randperm", "multinomial", "exponential")
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -93,7 +94,6 @@ class Recorder(TorchDispatchMode):
         # --code without --graph: each backward node made is told the snippet's line (observe.py sets both);
         # here, in the mode the log is anyway, and not in a mode or anomaly mode the snippet could see
         self.lines: Callable[[], int] | None = None
-        self.line_key = ""
         self._unmarked: list[tuple[Any, int]] = []  # the last logged op's results (weak) and its line
 
     @property
@@ -163,13 +163,17 @@ class Recorder(TorchDispatchMode):
         line = self.lines() if self.lines is not None else 0
         self._unmarked = [(weakref.ref(o), line) for o in _leaves((out,), {}) if isinstance(o, torch.Tensor)]
 
-    def mark(self, out: Any) -> None:
-        """The results of a call that just returned (a custom Function's apply) marked with the line now."""
+    def mark(self, out: Any) -> Any:
+        """The results of a call that just returned (a custom Function's apply) marked with the line now, where
+        lines are asked for; returns them."""
+        if self.lines is None:
+            return out
         try:
             self._await_nodes(out)
         except Exception:  # noqa: BLE001 - as in mark_lines
-            return
+            return out
         self.mark_lines()
+        return out
 
     def mark_lines(self) -> None:
         """The node each of the last op's results got is told the line that ran it (a node already told keeps
@@ -179,8 +183,8 @@ class Recorder(TorchDispatchMode):
             for ref, line in unmarked:
                 t = ref()
                 node = None if t is None else t.grad_fn
-                if node is not None and line and self.line_key not in node.metadata:
-                    node.metadata[self.line_key] = line
+                if node is not None and line and LINE not in node.metadata:
+                    node.metadata[LINE] = line
         except Exception:  # noqa: BLE001 - a line lost for a script's comment, never the snippet's error
             pass
 

@@ -31,7 +31,7 @@ class CodeCapture:
         input_names: list[str],
         describe: Callable[[Any], dict[str, Any]],
         name_of: Callable[[Any], str | None],
-        keeps_result: Callable[[str], bool] = lambda name: name != "AccumulateGrad",
+        keeps_result: Callable[..., bool] = lambda name, *_: name != "AccumulateGrad",
     ) -> None:
         self.outs, self.vs, self.inputs, self.input_names = outs, vs, inputs, input_names
         self.describe, self.name_of, self.keeps_result = describe, name_of, keeps_result
@@ -69,7 +69,7 @@ class CodeCapture:
 
     def _hook(self, node: Any) -> Callable[[Any, Any], None]:
         key = self.index[id(node)]
-        keep = self.keeps_result(type(node).__name__) or _is_custom(node)
+        name, custom = type(node).__name__, _is_custom(node)
 
         def hook(grad_inputs: Any, grad_outputs: Any) -> None:
             if key in self.got:  # a second call through a retained graph: the script is of the first
@@ -78,6 +78,10 @@ class CodeCapture:
             sent = [None if t is None else list(t.shape) for t in grad_inputs]
             dtypes = [None if t is None else str(t.dtype).removeprefix("torch.") for t in grad_inputs]
             got = [None if t is None else list(t.shape) for t in grad_outputs]
+            try:  # what the script will load: a node the table cannot write
+                keep = custom or self.keeps_result(name, self.saved[key], sent, got)
+            except Exception:  # noqa: BLE001 - the tool's own failure: keep it rather than fail the backward
+                keep = True
             kept = [None if t is None else self._key(t.detach().clone(), None) for t in grad_inputs] if keep else None
             self.got[key] = (sent, got, dtypes, kept)
             try:

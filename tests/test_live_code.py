@@ -48,6 +48,15 @@ def test_each_node_autograd_ran_is_one_step_in_its_order(seed_walk):
         assert s.leaf is not None or s.line == 1  # a program's one line made every node
 
 
+def test_one_step_per_node_the_graph_saw_run():
+    """The graph (--graph's probe: its own hooks, its own walk of the nodes) counts the nodes that ran; the code
+    view has one step for each, by the same names."""
+    s = session()
+    walk = code_walk(s.frame.code, s.frame.call)
+    ran = sorted(n["name"] for n in s.frame.graph if n["ran"])
+    assert sorted(step.node for step in walk.steps) == ran and len(ran) == 9
+
+
 def test_the_cotangents_in_and_out_are_the_chain_rules(seed_walk):
     steps = seed_walk.steps
     np.testing.assert_allclose(_values(steps[0].received), V, rtol=1e-6)  # v itself enters

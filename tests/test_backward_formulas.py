@@ -83,6 +83,22 @@ CASES = {
         lambda x: F.avg_pool2d(x, 2).sum((0, 2, 3)) + F.avg_pool2d(x, 3, stride=2, padding=1).sum((0, 2, 3)),
     ),
     "gelu tanh": ([(6,)], lambda a: F.gelu(a, approximate="tanh") * a),
+    "pad, topk and sort": (
+        [(3, 4)],
+        lambda a: (
+            F.pad(a, (1, 2)).sum(1)
+            + F.pad(a, (-1, 0, 1, 0))[1:].sum(1)
+            + a.topk(2, 1).values.prod(1)
+            + a.sort(1).values[:, 0] * a.sort(0, descending=True).values[:, 1]
+        ),
+    ),
+    "masked select and scatter": (
+        [(3, 4), (3, 1)],
+        lambda a, s: (
+            a.masked_select(a > 0).sum() * a[:, 0] + a.scatter(1, torch.tensor([[2], [0], [3]]), s).pow(2).sum(1)
+        ),
+    ),
+    "elu and hardtanh": ([(8,)], lambda a: F.elu(a * 2, alpha=0.7) + F.hardtanh(a * 2, -0.5, 1.2) + F.selu(a)),
     # SumBackward1's g.expand(...) gets NllLoss's part added (+=): it must be a copy, not a stride-0 view
     "label smoothing": ([(3, 4)], lambda a: F.cross_entropy(a, torch.tensor([1, 3, 0]), label_smoothing=0.2)),
     "conv and pool": (

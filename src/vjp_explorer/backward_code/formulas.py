@@ -566,7 +566,44 @@ NETWORKS: dict[str, Formula] = {
     "EmbeddingBackward0": Formula(_embedding, helpers=("embedding_grad",)),
 }
 
-FORMULAS: dict[str, Formula] = {**ARITHMETIC, **ELEMENTWISE, **REDUCTIONS, **VIEWS, **MATMUL, **NETWORKS}
+
+def _zeros_at(at: At, size: str, index: str) -> str:
+    """g put back where the node took it from (topk, sort): zeros of the input's size, g scattered in."""
+    return f"torch.zeros({at.lit(size)}, dtype={at.g}.dtype).scatter({at.v('dim')}, {at.t(index)}, {at.g})"
+
+
+def _elu(at: At) -> str:
+    x, a, s, i = at.t("self"), at.v("alpha"), at.v("scale"), at.v("input_scale")
+    return f"{at.g} * torch.where({x} > 0, {lit(s)}, {lit(a * s * i)} * torch.exp({x} * {lit(i)}))"
+
+
+# nodes that move or clip elements: each element's cotangent goes back to where it came from, or stops
+PICKS: dict[str, Formula] = {
+    "ConstantPadNdBackward0": Formula(
+        lambda at: [f"torch.nn.functional.pad({at.g}, {lit([-p for p in at.v('pad')])})"]
+    ),
+    "TopkBackward0": Formula(lambda at: [_zeros_at(at, "self_sym_sizes", "indices")]),
+    "SortBackward0": Formula(lambda at: [_zeros_at(at, "self_sym_sizes", "indices")]),
+    "MaskedSelectBackward0": Formula(
+        lambda at: [
+            f"torch.zeros(torch.broadcast_shapes({at.t('self')}.shape, {at.t('mask')}.shape), dtype={at.g}.dtype)"
+            f".masked_scatter({at.t('mask')}, {at.g})"
+        ],
+        broadcasts=True,
+    ),
+    "ScatterBackward0": Formula(
+        lambda at: [
+            f"{at.g}.scatter({at.v('dim')}, {at.t('index')}, 0.0)",
+            f"{at.g}.gather({at.v('dim')}, {at.t('index')})",
+        ]
+    ),
+    "HardtanhBackward0": Formula(
+        lambda at: [f"{at.g} * (({at.t('self')} > {at.lit('min_val')}) & ({at.t('self')} < {at.lit('max_val')}))"]
+    ),
+    "EluBackward0": Formula(lambda at: [_elu(at)]),
+}
+
+FORMULAS: dict[str, Formula] = {**ARITHMETIC, **ELEMENTWISE, **REDUCTIONS, **VIEWS, **MATMUL, **NETWORKS, **PICKS}
 
 
 def _aten_conv(at: At) -> list[str | None]:

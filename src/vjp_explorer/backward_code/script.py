@@ -45,7 +45,11 @@ _ALIASING = set(VIEWS) - {
 }
 _ALIASING |= {"AddBackward0", "AddBackward1", "SubBackward0", "SubBackward1", "CloneBackward0", "AliasBackward0"}
 _ALIASING |= {"ToCopyBackward0", "AddmmBackward0", "WhereBackward0"}
-_ALIASING |= {"SumBackward0", "SumBackward1"}  # g.expand(...): one element in many places, += would write it twice
+_ALIASING |= {
+    "SumBackward0",
+    "SumBackward1",
+    "ConstantPadNdBackward0",
+}  # g.expand(...): one element in many places, += would write it twice
 
 
 class BadRecord(ValueError):
@@ -128,6 +132,7 @@ def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, floa
     # where more than one contribution arrives: the first starts a copy, the rest add with +=
     arriving: dict[tuple[int, int], int] = {}
     ran = set(order)
+    mixed = len({e["dtype"] for i in order for e in nodes[i]["edges"] if e["dtype"]}) > 1  # see _cast
     for i in order:
         for e in nodes[i]["edges"]:
             if e["to"] is not None and e["shape"] is not None:
@@ -238,7 +243,7 @@ def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, floa
             if spread and received is not None and e["shape"] != received:
                 expr = f"({expr}).sum_to_size({lit(e['shape'])})"  # autograd's engine sums a broadcast input back
             aliasing = how == "recorded" or name in _ALIASING or expr.isidentifier()
-            parts.append(((e["to"], e["input_nr"]), expr, aliasing))
+            parts.append(((e["to"], e["input_nr"]), _cast(expr, e["dtype"]) if mixed else expr, aliasing))
         said = f"{comment(name, 60)}, {where}"
         if node["value_of"]:
             said += f" ({comment(node['value_of'], 40)})"
@@ -266,6 +271,12 @@ def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, floa
         recorded=recorded,
         steps=steps,
     )
+
+
+def _cast(expr: str, dtype: str | None) -> str:
+    """In a graph of several dtypes, a cotangent cast to its input's dtype, as autograd's engine casts each one
+    (float64 v through a float32 value is rounded there); in a graph of one dtype, no cast is written."""
+    return f"({expr}).to(torch.{dtype})" if dtype else expr
 
 
 def _steps(marks: list[tuple[int, int]], body: list[tuple[str, str]]) -> list[tuple[int, list[str]]]:

@@ -202,3 +202,33 @@ def test_a_call_with_no_capture_is_told_not_opened():
     result = run_snippet(TWO_CALLS, "two_calls.py", seed=0)  # without code: nothing captured
     drive(LiveApp(SnippetSession(result, ["two_calls.py"])), (100, 30), script)
     assert seen["screen"] != "CodeScreen" and any("not captured" in n for n in seen["notes"])
+
+
+def test_past_the_budget_no_values_travel_and_the_view_says_so(monkeypatch):
+    import torch
+
+    from vjp_explorer.engine import backward_capture
+    from vjp_explorer.render.live_code_view import code_page
+
+    monkeypatch.setattr(backward_capture, "STEP_BUDGET", 5)  # the seed's 9 nodes send more than 5 values
+    x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = (x * x).sum()
+    cap = backward_capture.CodeCapture([y], [torch.tensor(1.0)], [x], ["x"], lambda n: {}, lambda t: None)
+    cap.start()
+    y.backward()
+    cap.stop()
+    payload = cap.payload()
+    assert payload["steps"] == {}
+    walk = code_walk(payload, 1)
+    assert all(s.received is None for s in walk.steps)
+    assert "not recorded" in page_text_of(code_page(walk, "note"))
+
+
+def page_text_of(renderable) -> str:
+    import io
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()

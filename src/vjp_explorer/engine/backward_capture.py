@@ -17,6 +17,7 @@ from typing import Any
 
 CODE_BYTES = 1_500_000  # bytes of tensors one call's script may load (a snippet's event travels in one frame)
 STEP_VALUES = 64  # elements of each cotangent kept for `vjp live`'s code view (shape and norm always)
+STEP_BUDGET = 100_000  # values of all the steps of one call; past it none travel (a snippet's frame is 8 MB)
 _SIGNED = 1 << 63  # autograd hands negative ints (dim=-1, ignore_index=-100) back as unsigned 64-bit values
 
 
@@ -188,6 +189,8 @@ class CodeCapture:
         if size > limit:
             return {"skipped": f"its tensors hold {size:,} bytes, more than the {limit:,} a script is given"}
         steps = {str(k): step for k, step in self.steps.items()}  # the view's values, never code
+        if sum(len(c["values"]) for st in self.steps.values() for c in [st["in"], *st["out"]] if c) > STEP_BUDGET:
+            steps = {}  # the code view then says "not recorded" for each value
         return {"record": record, "tensors": {k: encode(t) for k, t in tensors.items()}, "steps": steps}
 
 

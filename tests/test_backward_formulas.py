@@ -18,13 +18,18 @@ import torch
 import torch.nn.functional as F
 
 from vjp_explorer.backward_code.files import decode
-from vjp_explorer.backward_code.formulas import FORMULAS
+from vjp_explorer.backward_code.formulas import FORMULAS, keeps_result
 from vjp_explorer.backward_code.script import build, check_record
 from vjp_explorer.engine.backward_capture import CodeCapture
 
 
 def _bn(x):
     return F.batch_norm(x, None, None, torch.rand(3, dtype=x.dtype) + 0.5, torch.randn(3, dtype=x.dtype), True)
+
+
+def _bn_eval(x, w, b):
+    stats = torch.rand(3, dtype=x.dtype) + 0.5, torch.rand(3, dtype=x.dtype) + 0.5
+    return F.batch_norm(x, stats[1] - 0.7, stats[0], w, b, False, eps=1e-3)
 
 
 # name -> (input shapes, the function of them); each input is a float64 leaf
@@ -71,6 +76,31 @@ CASES = {
     "nll sum": ([(4,)], lambda a: F.nll_loss(a.log_softmax(0)[None], torch.tensor([2]), reduction="sum")),
     "layer norm": ([(2, 3, 4), (4,), (4,)], lambda x, w, b: F.layer_norm(x, (4,), w, b).pow(2).sum((0, 2))),
     "batch norm": ([(5, 3)], lambda x: _bn(x).pow(2).sum(0)),
+    "batch norm in eval mode": ([(4, 3, 2), (3,), (3,)], lambda x, w, b: _bn_eval(x, w, b).pow(2).sum((0, 2))),
+    "group norm": ([(2, 4, 3), (4,), (4,)], lambda x, w, b: F.group_norm(x, 2, w, b).pow(2).sum((0, 2))),
+    "avg pool": (
+        [(2, 2, 6, 6)],
+        lambda x: F.avg_pool2d(x, 2).sum((0, 2, 3)) + F.avg_pool2d(x, 3, stride=2, padding=1).sum((0, 2, 3)),
+    ),
+    "gelu tanh": ([(6,)], lambda a: F.gelu(a, approximate="tanh") * a),
+    "pad, topk and sort": (
+        [(3, 4)],
+        lambda a: (
+            F.pad(a, (1, 2)).sum(1)
+            + F.pad(a, (-1, 0, 1, 0))[1:].sum(1)
+            + a.topk(2, 1).values.prod(1)
+            + a.sort(1).values[:, 0] * a.sort(0, descending=True).values[:, 1]
+        ),
+    ),
+    "masked select and scatter": (
+        [(3, 4), (3, 1)],
+        lambda a, s: (
+            a.masked_select(a > 0).sum() * a[:, 0] + a.scatter(1, torch.tensor([[2], [0], [3]]), s).pow(2).sum(1)
+        ),
+    ),
+    "elu and hardtanh": ([(8,)], lambda a: F.elu(a * 2, alpha=0.7) + F.hardtanh(a * 2, -0.5, 1.2) + F.selu(a)),
+    # SumBackward1's g.expand(...) gets NllLoss's part added (+=): it must be a copy, not a stride-0 view
+    "label smoothing": ([(3, 4)], lambda a: F.cross_entropy(a, torch.tensor([1, 3, 0]), label_smoothing=0.2)),
     "conv and pool": (
         [(2, 2, 6, 6), (3, 2, 3, 3), (3,)],
         lambda x, w, b: F.max_pool2d(F.conv2d(x, w, b, stride=1, padding=1), 2).sum((0, 2, 3)),
@@ -86,13 +116,13 @@ CASES = {
 }
 
 
-def capture(shapes, fn, seed):
+def capture(shapes, fn, seed, **keeps):
     gen = torch.Generator().manual_seed(seed)
     leaves = [torch.randn(*s, dtype=torch.float64, generator=gen).requires_grad_() for s in shapes]
     out = fn(*leaves)
     v = torch.randn(out.shape, dtype=torch.float64, generator=gen)
     names = [f"x{k}" for k in range(len(leaves))]
-    cap = CodeCapture([out], [v], leaves, names, lambda node: {}, lambda t: None)
+    cap = CodeCapture([out], [v], leaves, names, lambda node: {}, lambda t: None, **keeps)
     cap.start()
     out.backward(v)
     cap.stop()
@@ -154,3 +184,21 @@ def test_the_cases_reach_most_of_the_table(scripts):
     print("not reached:", missing)
     # entries whose nodes torch makes only in forms not built above (or not on this torch version)
     assert len(missing) <= 8, missing
+
+
+def test_a_node_neither_the_table_nor_aten_writes_is_loaded_as_recorded(tmp_path):
+    """Embedding with scale_grad_by_freq: its entry refuses that form and there is no ATen fallback, so the
+    capture must keep what the node sent (it once kept nothing: the script then wrote `pass` and no grad)."""
+    idx = torch.tensor([[1, 5], [1, 0]])
+    scaled = lambda w: F.embedding(idx, w, scale_grad_by_freq=True).sum((0, 1))  # noqa: E731
+    payload, grads = capture([(6, 3)], scaled, 3, keeps_result=keeps_result)  # what a snippet's capture keeps
+    record = check_record(payload["record"])
+    script = build(record, "call1", "embedding, scaled by frequency")
+    assert not script.covered and script.recorded == ["EmbeddingBackward0"]
+    tensors = {key: decode(t) for key, t in payload["tensors"].items()}
+    torch.save({key: tensors[key] for key in dict.fromkeys(script.keys)}, tmp_path / "call1.pt")
+    (tmp_path / "call1.py").write_text(script.code)
+    done = subprocess.run([sys.executable, "call1.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert torch.allclose(torch.tensor(printed["x0"]), torch.tensor(grads["x0"]), rtol=1e-12, atol=0)

@@ -61,6 +61,8 @@ class Frame:
     ledger_source: str = ""  # "sympy" or "autodiff", as vjp explain says
     readonly: str | None = None  # why v cannot be changed here
     pending: bool = False  # a background run for this v is under way
+    code: Any = None  # what the call's backward script is written from (live_code.py steps through it)
+    call: int = 1  # the call's number: its script is callN.py
 
     @property
     def m(self) -> int:
@@ -248,6 +250,7 @@ def program_frame(res: Result, label: str) -> Frame:
         grad_from="backward",
         graph=res.graph,
         graph_note="the cotangents backward(v) sent under this v",
+        code=res.backward_code,
         calls=res.backward_calls,
         dtype=res.dtype,
         ledger_source=res.explanation.ledger_source if res.explanation is not None else "",
@@ -262,7 +265,7 @@ class ProgramSession:
     def __init__(self, req: Any, argv: list[str]) -> None:
         from .api import explore
 
-        self.req = replace(req, explain=True, graph=True)
+        self.req = replace(req, explain=True, graph=True, code=True)  # code: the code view (n)
         self.argv = argv
         self.result = explore(self.req)
         self.frame = program_frame(self.result, self.result.grad_source)

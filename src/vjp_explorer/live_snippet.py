@@ -65,6 +65,8 @@ def event_frame(event: Any) -> Frame:
         grad_from="backward",
         graph=event.graph,
         graph_note="the cotangents of the recorded call (its own v)",
+        code=event.backward_code,
+        call=event.index,
         dtype=outs[0].dtype if outs else "float32",
         ledger_source="autodiff",
         readonly=readonly,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 # One format for an element's label everywhere (every door, the JSON and the text view): `W[0,1]`, no space,
@@ -100,3 +101,14 @@ def headline(checks: Sequence[Check]) -> str:
     if unsure:
         text += f"; {', '.join(unsure)} inconclusive"
     return text
+
+
+def script_route(code: Any) -> list[Check]:
+    """A call's --code script as a route for the verdict line: one agreeing independent check where it ran,
+    reproduced .grad, and every node came from the formula table (it then shares no kernel with autograd's
+    backward: docs/code.md), named by its file; else none (a script with a recorded or ATen node is not
+    independent, and one that did not reproduce says so under the call, not here)."""
+    if not isinstance(code, dict) or code.get("reproduces") is not True or code.get("independent") is not True:
+        return []
+    said = "independent: .grad vs the gradients the call's backward script computes, every node from the table"
+    return [Check(f"the backward script {code.get('file')}", "agree", said, code.get("max_abs_diff"), independent=True)]

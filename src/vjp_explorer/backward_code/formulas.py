@@ -10,7 +10,7 @@ been broadcast: their edge is summed back to the input's shape, as autograd's en
 A node with no entry here but one in ATEN is written as a call to the ATen backward op it maps to (the same
 kernel autograd ran: not independent); a node in neither loads the result autograd recorded (backward_code/
 script.py says which in each statement's comment). Helpers used by a few formulas are plain functions written
-into the script where used (HELPERS).
+into the script where used (helpers.py).
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ ELEMENTWISE: dict[str, Formula] = {
             f"{at.g} * torch.sigmoid({at.t('self')} * {at.lit('beta')}))"
         ]
     ),
-    "GeluBackward0": Formula(lambda at: [_gelu(at)], helpers=("gelu_grad",)),
+    "GeluBackward0": Formula(lambda at: [_gelu(at)], helpers=("gelu_grad", "gelu_tanh_grad")),
     # clamp passes the cotangent where the input lies within the bounds (ends included), else 0
     "ClampBackward1": Formula(lambda at: [f"torch.where({_within(at)}, {at.g}, 0.0)"]),
     "ClampMinBackward0": Formula(lambda at: [f"torch.where({at.t('self')} >= {at.lit('min')}, {at.g}, 0.0)"]),
@@ -238,9 +238,10 @@ def _within(at: At) -> str:
 
 
 def _gelu(at: At) -> str:
-    if at.v("approximate") != "none":
-        raise Unwritable("gelu's tanh approximation")
-    return f"{at.g} * gelu_grad({at.t('self')})"
+    form = {"none": "gelu_grad", "tanh": "gelu_tanh_grad"}.get(at.v("approximate"))
+    if form is None:
+        raise Unwritable("a gelu approximation the table does not know")
+    return f"{at.g} * {form}({at.t('self')})"
 
 
 # ---------------------------------------------------------------- reductions
@@ -494,9 +495,10 @@ def _layer_norm(at: At) -> list[str | None]:
 
 
 def _batch_norm(at: At) -> list[str | None]:
-    if not at.v("training"):
-        raise Unwritable("batch norm in eval mode")
     w = at.t("weight") if at.has("weight") else "None"
+    if not at.v("training"):  # eval mode: the running statistics are constants, so the map is affine
+        args = f"{at.g}, {at.t('input')}, {at.t('running_mean')}, {at.t('running_var')}, {at.lit('eps')}, {w}"
+        return _pick(at, f"batch_norm_eval_grad({args})", 3)
     args = f"{at.g}, {at.t('input')}, {at.t('result1')}, {at.t('result2')}, {w}"
     return _pick(at, f"batch_norm_grad({args})", 3)
 
@@ -508,6 +510,25 @@ def _conv(at: At) -> list[str | None]:
     args = f"{at.g}, {at.t('input')}, {at.t('weight')}, {at.lit('stride')}, {at.lit('padding')}, {at.lit('dilation')}"
     del weight_shape
     return _pick(at, f"conv2d_grad({args})", 3)
+
+
+def _group_norm(at: At) -> list[str | None]:
+    w = at.t("weight") if at.has("weight") else "None"
+    args = f"{at.g}, {at.t('input')}, {at.t('result1')}, {at.t('result2')}, {w}, {at.lit('group')}"
+    return _pick(at, f"group_norm_grad({args})", 3)
+
+
+def _avg_pool(at: At) -> list[str | None]:
+    padded = any(at.v("padding"))
+    if at.v("ceil_mode") or (padded and not at.v("count_include_pad")):
+        raise Unwritable("avg_pool2d with ceil_mode, or not counting its padding")
+    kernel = at.v("kernel_size")
+    kernel = list(kernel) * 2 if len(kernel) == 1 else kernel
+    stride = at.v("stride") or kernel  # () means the kernel's size
+    stride = list(stride) * 2 if len(stride) == 1 else stride
+    divisor = at.v("divisor_override") or math.prod(kernel)
+    args = f"{at.g}, {at.t('self')}, {lit(kernel)}, {lit(stride)}, {at.lit('padding')}, {lit(divisor)}"
+    return [f"avg_pool_grad({args})"]
 
 
 def _max_pool(at: At) -> list[str | None]:
@@ -537,100 +558,52 @@ NETWORKS: dict[str, Formula] = {
     "MseLossBackward0": Formula(_mse, broadcasts=True),
     "BinaryCrossEntropyWithLogitsBackward0": Formula(_bce_logits),
     "NativeLayerNormBackward0": Formula(_layer_norm, helpers=("layer_norm_grad",)),
-    "NativeBatchNormBackward0": Formula(_batch_norm, helpers=("batch_norm_grad",)),
+    "NativeBatchNormBackward0": Formula(_batch_norm, helpers=("batch_norm_grad", "batch_norm_eval_grad")),
+    "NativeGroupNormBackward0": Formula(_group_norm, helpers=("group_norm_grad",)),
+    "AvgPool2DBackward0": Formula(_avg_pool, helpers=("avg_pool_grad",)),
     "ConvolutionBackward0": Formula(_conv, helpers=("conv2d_grad",)),
     "MaxPool2DWithIndicesBackward0": Formula(_max_pool, helpers=("max_pool_grad",)),
     "EmbeddingBackward0": Formula(_embedding, helpers=("embedding_grad",)),
 }
 
-FORMULAS: dict[str, Formula] = {**ARITHMETIC, **ELEMENTWISE, **REDUCTIONS, **VIEWS, **MATMUL, **NETWORKS}
 
-# Helpers: plain torch functions written into a script that uses them (a formula too long for one line).
-HELPERS: dict[str, str] = {
-    "gelu_grad": '''
-def gelu_grad(x):
-    """d gelu(x)/dx = Φ(x) + x·φ(x)"""
-    return 0.5 * (1 + torch.erf(x / math.sqrt(2))) + x * torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-''',
-    "repeat_grad": '''
-def repeat_grad(g, sizes, repeats):
-    """each copy of the input in x.repeat(...) adds its block of g"""
-    lead = len(repeats) - len(sizes)
-    shape = list(g.shape[:lead])
-    for r, s in zip(repeats[lead:], sizes):
-        shape += [r, s]
-    g = g.reshape(shape)
-    return g.sum(tuple(range(lead)) + tuple(lead + 2 * k for k in range(len(sizes))))
-''',
-    "prod_grad": '''
-def prod_grad(g, x, dim, keepdim):
-    """each element's cotangent times the product of the others (zeros included): the products to its left
-    and to its right, as exclusive cumulative products"""
-    if dim is None:
-        return prod_grad(g.reshape(1), x.reshape(-1), 0, True).reshape(x.shape)
-    if not keepdim:
-        g = g.unsqueeze(dim)
-    ones = torch.ones_like(x.narrow(dim, 0, 1))
-    left = torch.cat([ones, x.narrow(dim, 0, x.shape[dim] - 1)], dim).cumprod(dim)
-    right = torch.cat([x.narrow(dim, 1, x.shape[dim] - 1), ones], dim).flip(dim).cumprod(dim).flip(dim)
-    return g * left * right
-''',
-    "nll_loss_grad": '''
-def nll_loss_grad(g, logp, target, weight, reduction, ignore_index, total_weight):
-    """-log p[target] per sample: the cotangent lands on the target's class only, weighted, masked"""
-    w = torch.ones(logp.shape[-1 if logp.dim() == 1 else 1], dtype=logp.dtype) if weight is None else weight
-    safe = torch.where(target == ignore_index, 0, target)
-    coef = -w[safe] * (target != ignore_index)
-    coef = coef * g / total_weight if reduction == "mean" else coef * g
-    dim = 0 if logp.dim() == 1 else 1
-    return torch.zeros_like(logp).scatter(dim, safe.unsqueeze(dim), coef.unsqueeze(dim))
-''',
-    "layer_norm_grad": '''
-def layer_norm_grad(g, x, normalized_shape, mean, rstd, weight):
-    """y = (x - mean)·rstd·weight + bias over the last len(normalized_shape) dims"""
-    dims = tuple(range(x.dim() - len(normalized_shape), x.dim()))
-    xhat = (x - mean) * rstd
-    gx = g * weight if weight is not None else g
-    grad_x = rstd * (gx - gx.mean(dims, keepdim=True) - xhat * (gx * xhat).mean(dims, keepdim=True))
-    rows = tuple(range(x.dim() - len(normalized_shape)))
-    return grad_x, (g * xhat).sum(rows), g.sum(rows)
-''',
-    "batch_norm_grad": '''
-def batch_norm_grad(g, x, mean, invstd, weight):
-    """training-mode batch norm: statistics over every dim but the channels (dim 1)"""
-    dims = (0,) + tuple(range(2, x.dim()))
-    shape = [1, -1] + [1] * (x.dim() - 2)
-    xhat = (x - mean.reshape(shape)) * invstd.reshape(shape)
-    gx = g * weight.reshape(shape) if weight is not None else g
-    grad_x = invstd.reshape(shape) * (gx - gx.mean(dims, keepdim=True) - xhat * (gx * xhat).mean(dims, keepdim=True))
-    return grad_x, (g * xhat).sum(dims), g.sum(dims)
-''',
-    "conv2d_grad": '''
-def conv2d_grad(g, x, weight, stride, padding, dilation):
-    """conv2d as a matrix product over unfolded patches: out = W · cols, so both grads are matrix products"""
-    n, o = g.shape[0], g.shape[1]
-    k = weight.shape[2:]
-    cols = torch.nn.functional.unfold(x, k, dilation=dilation, padding=padding, stride=stride)
-    g2 = g.reshape(n, o, -1)
-    grad_w = (g2 @ cols.transpose(1, 2)).sum(0).reshape(weight.shape)
-    grad_cols = weight.reshape(o, -1).t() @ g2
-    grad_x = torch.nn.functional.fold(grad_cols, x.shape[2:], k, dilation=dilation, padding=padding, stride=stride)
-    return grad_x, grad_w, g.sum((0, 2, 3))
-''',
-    "max_pool_grad": '''
-def max_pool_grad(g, x, indices):
-    """each window's cotangent goes to the element its max came from (indices into each flattened plane)"""
-    flat = torch.zeros(x.shape[:-2] + (x.shape[-2] * x.shape[-1],), dtype=g.dtype)
-    return flat.scatter_add(-1, indices.flatten(-2), g.flatten(-2)).reshape(x.shape)
-''',
-    "embedding_grad": '''
-def embedding_grad(g, indices, num_weights, padding_idx):
-    """each looked-up row adds its cotangent to the row of the table it came from"""
-    d = g.shape[-1]
-    rows = g.reshape(-1, d) * (indices.reshape(-1, 1) != padding_idx)
-    return torch.zeros(num_weights, d, dtype=g.dtype).index_add(0, indices.reshape(-1), rows)
-''',
+def _zeros_at(at: At, size: str, index: str) -> str:
+    """g put back where the node took it from (topk, sort): zeros of the input's size, g scattered in."""
+    return f"torch.zeros({at.lit(size)}, dtype={at.g}.dtype).scatter({at.v('dim')}, {at.t(index)}, {at.g})"
+
+
+def _elu(at: At) -> str:
+    x, a, s, i = at.t("self"), at.v("alpha"), at.v("scale"), at.v("input_scale")
+    return f"{at.g} * torch.where({x} > 0, {lit(s)}, {lit(a * s * i)} * torch.exp({x} * {lit(i)}))"
+
+
+# nodes that move or clip elements: each element's cotangent goes back to where it came from, or stops
+PICKS: dict[str, Formula] = {
+    "ConstantPadNdBackward0": Formula(
+        lambda at: [f"torch.nn.functional.pad({at.g}, {lit([-p for p in at.v('pad')])})"]
+    ),
+    "TopkBackward0": Formula(lambda at: [_zeros_at(at, "self_sym_sizes", "indices")]),
+    "SortBackward0": Formula(lambda at: [_zeros_at(at, "self_sym_sizes", "indices")]),
+    "MaskedSelectBackward0": Formula(
+        lambda at: [
+            f"torch.zeros(torch.broadcast_shapes({at.t('self')}.shape, {at.t('mask')}.shape), dtype={at.g}.dtype)"
+            f".masked_scatter({at.t('mask')}, {at.g})"
+        ],
+        broadcasts=True,
+    ),
+    "ScatterBackward0": Formula(
+        lambda at: [
+            f"{at.g}.scatter({at.v('dim')}, {at.t('index')}, 0.0)",
+            f"{at.g}.gather({at.v('dim')}, {at.t('index')})",
+        ]
+    ),
+    "HardtanhBackward0": Formula(
+        lambda at: [f"{at.g} * (({at.t('self')} > {at.lit('min_val')}) & ({at.t('self')} < {at.lit('max_val')}))"]
+    ),
+    "EluBackward0": Formula(lambda at: [_elu(at)]),
 }
+
+FORMULAS: dict[str, Formula] = {**ARITHMETIC, **ELEMENTWISE, **REDUCTIONS, **VIEWS, **MATMUL, **NETWORKS, **PICKS}
 
 
 def _aten_conv(at: At) -> list[str | None]:
@@ -674,6 +647,33 @@ ATEN: dict[str, Rule] = {
 }
 
 
-def keeps_result(name: str) -> bool:
-    """Whether a capture keeps what a node sent (a node outside the table, whose script loads it)."""
-    return name not in FORMULAS and name not in ATEN and name != "AccumulateGrad"
+def keeps_result(name: str, saved: dict[str, Any], sent: list[Any], received: list[Any]) -> bool:
+    """Whether a capture keeps what a node sent: a node outside the table, or one in a form neither its entry
+    nor its ATen call writes (batch norm in eval mode), whose script then loads it. `saved` is the node's
+    saved values as the capture keeps them, `sent` and `received` the shapes of its cotangents (None: none)."""
+    if name == "AccumulateGrad":
+        return False
+    at = At(
+        grads=[None if r is None else "g" for r in received] or [None],
+        saved=saved,
+        names=_Echo(),
+        edges=[{"shape": s, "dtype": None} for s in sent],
+        received=received,
+    )
+    entry = FORMULAS.get(name)
+    for rule in (entry.rule if entry is not None else None, ATEN.get(name)):
+        if rule is None:
+            continue
+        try:
+            rule(at)
+            return False
+        except (Unwritable, KeyError, TypeError, IndexError, ValueError, ZeroDivisionError):
+            continue
+    return True
+
+
+class _Echo(dict):  # type: ignore[type-arg]
+    """A saved tensor's key as its own name: enough to try a formula (keeps_result)."""
+
+    def __missing__(self, key: str) -> str:
+        return str(key)

@@ -19,7 +19,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from .formulas import ATEN, FORMULAS, HELPERS, VIEWS, At, Unwritable, lit
+from .formulas import ATEN, FORMULAS, VIEWS, At, Unwritable, lit
+from .helpers import HELPERS
 
 _KEY = re.compile(r"t\d{1,7}")
 _WORD = re.compile(r"[a-z_]{1,20}")  # a saved string: an option such as "none", "tanh"
@@ -44,6 +45,11 @@ _ALIASING = set(VIEWS) - {
 }
 _ALIASING |= {"AddBackward0", "AddBackward1", "SubBackward0", "SubBackward1", "CloneBackward0", "AliasBackward0"}
 _ALIASING |= {"ToCopyBackward0", "AddmmBackward0", "WhereBackward0"}
+_ALIASING |= {
+    "SumBackward0",
+    "SumBackward1",
+    "ConstantPadNdBackward0",
+}  # g.expand(...): one element in many places, += would write it twice
 
 
 class BadRecord(ValueError):
@@ -61,6 +67,8 @@ class Script:
     covered: bool  # every node from the formula table
     aten: list[str] = field(default_factory=list)  # nodes written as a call to autograd's own ATen op
     recorded: list[str] = field(default_factory=list)  # nodes whose recorded result the script loads
+    # per node in the order autograd ran them: its index in the record and the script's lines it wrote
+    steps: list[tuple[int, list[str]]] = field(default_factory=list)
 
 
 def comment(text: Any, width: int = 100) -> str:
@@ -124,6 +132,7 @@ def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, floa
     # where more than one contribution arrives: the first starts a copy, the rest add with +=
     arriving: dict[tuple[int, int], int] = {}
     ran = set(order)
+    mixed = len({e["dtype"] for i in order for e in nodes[i]["edges"] if e["dtype"]}) > 1  # see _cast
     for i in order:
         for e in nodes[i]["edges"]:
             if e["to"] is not None and e["shape"] is not None:
@@ -189,7 +198,9 @@ def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, floa
     lines = _lines(nodes, order)
     shown_line = None
     statements = 0
+    marks: list[tuple[int, int]] = []  # (node, where its statements start in body)
     for i in order:
+        marks.append((i, len(body)))
         node = nodes[i]
         name = node["name"]
         line, source = lines.get(i, (None, None))
@@ -232,7 +243,7 @@ def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, floa
             if spread and received is not None and e["shape"] != received:
                 expr = f"({expr}).sum_to_size({lit(e['shape'])})"  # autograd's engine sums a broadcast input back
             aliasing = how == "recorded" or name in _ALIASING or expr.isidentifier()
-            parts.append(((e["to"], e["input_nr"]), expr, aliasing))
+            parts.append(((e["to"], e["input_nr"]), _cast(expr, e["dtype"]) if mixed else expr, aliasing))
         said = f"{comment(name, 60)}, {where}"
         if node["value_of"]:
             said += f" ({comment(node['value_of'], 40)})"
@@ -246,13 +257,8 @@ def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, floa
             continue
         contribute(parts, said)
 
-    for r in results:  # autograd.grad returns its inputs' cotangents; no AccumulateGrad ran for them
-        at_node = r["node"]
-        if at_node is not None and nodes[at_node]["name"] == "AccumulateGrad" and at_node in ran:
-            continue
-        buf = buffers.get((at_node, r["input_nr"])) if at_node is not None else None
-        said = "what the call returns for it" if buf is not None else "no path from the output reaches it"
-        body.append((f"grads[{string(r['name'])}] = {buf if buf is not None else 'None'}", said))
+    steps = _steps(marks, body)
+    body += _returned(results, nodes, ran, buffers)
 
     used = sorted({h for n in (nodes[i] for i in order) for h in _helpers(n)})
     code = _assemble(stem, title, loads, body, used)
@@ -263,7 +269,35 @@ def build(record: dict[str, Any], stem: str, title: str, numbers: dict[str, floa
         covered=not aten and not recorded,
         aten=aten,
         recorded=recorded,
+        steps=steps,
     )
+
+
+def _cast(expr: str, dtype: str | None) -> str:
+    """In a graph of several dtypes, a cotangent cast to its input's dtype, as autograd's engine casts each one
+    (float64 v through a float32 value is rounded there); in a graph of one dtype, no cast is written."""
+    return f"({expr}).to(torch.{dtype})" if dtype else expr
+
+
+def _steps(marks: list[tuple[int, int]], body: list[tuple[str, str]]) -> list[tuple[int, list[str]]]:
+    """Each node's statements (headings left out), from where each node's statements start in `body`."""
+    ends = [start for _, start in marks[1:]] + [len(body)]
+    return [(i, _rendered([b for b in body[start:end] if b[0]])) for (i, start), end in zip(marks, ends, strict=True)]
+
+
+def _returned(
+    results: list[dict[str, Any]], nodes: list[dict[str, Any]], ran: set[int], buffers: dict[tuple[int, int], str]
+) -> list[tuple[str, str]]:
+    """autograd.grad returns its inputs' cotangents; no AccumulateGrad ran for them: one statement each."""
+    out = []
+    for r in results:
+        at_node = r["node"]
+        if at_node is not None and nodes[at_node]["name"] == "AccumulateGrad" and at_node in ran:
+            continue
+        buf = buffers.get((at_node, r["input_nr"])) if at_node is not None else None
+        said = "what the call returns for it" if buf is not None else "no path from the output reaches it"
+        out.append((f"grads[{string(r['name'])}] = {buf if buf is not None else 'None'}", said))
+    return out
 
 
 def _lines(nodes: list[dict[str, Any]], order: list[int]) -> dict[int, tuple[int, str | None]]:
@@ -337,6 +371,17 @@ def _helpers(node: dict[str, Any]) -> tuple[str, ...]:
     return entry.helpers if entry is not None and not node["custom"] else ()
 
 
+def _rendered(body: list[tuple[str, str]], width: int | None = None) -> list[str]:
+    """Statements as the script writes them, each with its comment (at `width`, else just after it)."""
+    lines: list[str] = []
+    for code, said in body:
+        if not code:  # a heading: the source line the next statements come from
+            lines += ["", f"# {said}"]
+        else:
+            lines.append(f"{code.ljust(width or 0)}  # {said}" if said else code)
+    return lines
+
+
 def _assemble(stem: str, title: str, loads: list[str], body: list[tuple[str, str]], helpers: list[str]) -> str:
     width = max([len(c) for c, _ in body if len(c) <= 88] + [40])
     width = min(width, 88)
@@ -357,11 +402,7 @@ def _assemble(stem: str, title: str, loads: list[str], body: list[tuple[str, str
     for h in helpers:
         lines += HELPERS[h].rstrip("\n").split("\n")
     lines += ["", *loads, "grads = {}", ""]
-    for code, said in body:
-        if not code:  # a heading: the source line the next statements come from
-            lines += ["", f"# {said}"]
-        else:
-            lines.append(f"{code.ljust(width)}  # {said}" if said else code)
+    lines += _rendered(body, width)
     lines += [
         "",
         "print(json.dumps({k: None if g is None else g.tolist() for k, g in grads.items()}))",

@@ -286,7 +286,11 @@ def live_cmd(ctx: typer.Context, **o: Any) -> None:
     expression, file = o.pop("expression"), o.pop("file")
     try:
         if o.pop("code", None) is not None:
-            raise UsageError("--code writes the scripts of a printed run; vjp live shows none.", hint="Use vjp run.")
+            raise UsageError(
+                "--code DIR writes the scripts of a printed run; vjp live shows each call's script node by node "
+                "with the key n, and writes none.",
+                hint="Use vjp run ... --code DIR for the files.",
+            )
         check_settings(o)
         from .live import live_command
 

@@ -44,7 +44,7 @@ def live_session(ctx: Any, expression: str | None, file: Path | None, o: dict[st
         from ..live_snippet import SnippetSession
         from .snippet import snippet_result
 
-        return SnippetSession(snippet_result(ctx, expression, o), argv)
+        return SnippetSession(snippet_result(ctx, expression, o, code=True), argv)  # code: the code view (n)
     for key, flag in (("trust", "--trust"), ("allow_read", "--allow-read")):
         if o.get(key):
             raise UsageError(f"{flag} applies to a snippet (a .py file or --snippet); a program runs no code.")

@@ -70,9 +70,15 @@ def snippet_command(
 
 
 def snippet_result(
-    ctx: Any, expression: str | None, o: dict[str, Any], graph: bool = True, keep_partial: bool = False
+    ctx: Any,
+    expression: str | None,
+    o: dict[str, Any],
+    graph: bool = True,
+    keep_partial: bool = False,
+    code: bool | None = None,
 ) -> Any:
-    """The snippet's run (a SnippetResult), after refusing the options that belong to programs."""
+    """The snippet's run (a SnippetResult), after refusing the options that belong to programs; `code`: capture
+    each call's backward for a script (default: as --code asks)."""
     for problem in ctx.meta.get("vjp_problems", []):
         raise UsageError(problem)
     names = [f"--{n}" for n, _ in ctx.meta.get("vjp_variables", [])]
@@ -96,7 +102,7 @@ def snippet_result(
         allow_read=[str(p) for p in o.get("allow_read") or ()],
         trust=bool(o.get("trust")),
         keep_partial=keep_partial,
-        code=o.get("code") is not None,
+        code=o.get("code") is not None if code is None else code,
     )
 
 

@@ -14,7 +14,7 @@ from .checks import outside_the_log
 
 def start(observer: Any, outs: list[Any], vs: list[Any], inputs: list[Any], line_key: str) -> CodeCapture:
     """Before the call runs: its graph walked, saved tensors read, hooks put on every node. `line_key`: the
-    metadata key under which --graph's hook left each node's line (observe.LINE)."""
+    metadata key under which --graph's hook left each node's line (record.LINE)."""
     import linecache
 
     made: dict[int, str] = {}
@@ -40,6 +40,7 @@ def start(observer: Any, outs: list[Any], vs: list[Any], inputs: list[Any], line
             name = observer.name_of(t)
         return None if name is None or name.startswith("tensor[") else name
 
+    observer.recorder.mark_lines()  # the forward's last op: its node was made after the log saw it
     names = [observer.name_of(x) for x in inputs]
     capture = CodeCapture(outs, vs, inputs, names, describe, name_of, keeps_result)
     observer.recorder.paused += 1  # reading the saved tensors is not the forward
@@ -65,7 +66,8 @@ def finish(capture: CodeCapture) -> dict[str, Any]:
 
 
 def _stack_line(node: Any, filename: str) -> int:
-    """The snippet's innermost line in the forward stack anomaly mode kept for the node, else 0."""
+    """The snippet's innermost line in the forward stack anomaly mode kept for the node (where the snippet
+    turned anomaly mode on itself and the log's mark is missing), else 0."""
     stack = node.metadata.get("traceback_") or []
     mark = f'File "{filename}", line '
     for frame in reversed(list(stack)):

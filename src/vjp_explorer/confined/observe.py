@@ -33,7 +33,7 @@ from . import checks, oplog, payload, protocol
 from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, grad_of, info, sparse_grad, values_of
 from .hooks import HookWatch
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
-from .record import NotReplayable, Recorder, serial
+from .record import LINE, NotReplayable, Recorder, serial
 from .words import event_notes
 
 Send = Callable[[dict[str, Any]], None]
@@ -113,16 +113,17 @@ class Observer:
         def recorded_apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
             rec.custom_depth += 1
             try:
-                return apply(cls, *args, **kwargs)
+                out = apply(cls, *args, **kwargs)
             finally:
                 rec.custom_depth -= 1
+            return rec.mark(out)  # --code: its node is made here, at the line that called apply
 
         torch.autograd.Function.apply = classmethod(recorded_apply)  # type: ignore[assignment]
         self.hooks.install()
         if self.graph:  # each node of the graph learns the snippet's line that made it
             _LineMode(self.line_now).__enter__()
-        elif self.code:  # each node keeps its forward's stack, our source of lines (code_capture.py)
-            torch.autograd.set_detect_anomaly(True, check_nan=False)
+        elif self.code:  # each node is told its line by the log's own mode: nothing the snippet could see
+            self.recorder.lines = self.line_now
         from .functional import install
 
         install(self)
@@ -574,7 +575,7 @@ class Observer:
         self.recorder.paused += 1
         self.depth += 1  # what runs here is not the snippet's
         try:
-            # anomaly mode (--code's lines) would keep a stack per replayed op: off while the log is read
+            # anomaly mode (the snippet's own) would keep a stack per replayed op: off while the log is read
             with (
                 checks.outside_the_log(),
                 torch._C.DisableTorchFunction(),
@@ -615,9 +616,6 @@ class Observer:
 
 FULL_PER_LINE = 3  # calls of one line explained in full (render/snippet_view.py folds the rest: FOLD_AFTER)
 SAMPLE = 10  # past those, every SAMPLE-th call of the line gets the cheap checks (past 100 calls, every 100th)
-
-
-LINE = "vjp_explorer.line"  # the key of a backward node's metadata that holds the snippet's line
 
 
 class _LineMode(TorchFunctionMode):

@@ -25,6 +25,7 @@ from torch.utils._pytree import tree_map
 from . import kinks
 
 # operations that draw random numbers: replayed from their recorded result, never drawn again
+LINE = "vjp_explorer.line"  # the key of a backward node's metadata that holds the snippet's line
 _RANDOM = ("bernoulli", "normal", "uniform", "rand", "randn", "randint", "randperm", "multinomial", "exponential")
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -90,6 +91,10 @@ class Recorder(TorchDispatchMode):
         self.roots: set[int] = set()  # serials tracked without requiring grad: forward-mode AD's dual tensors
         self.on_leaf: Callable[[torch.Tensor], None] | None = None  # told of each leaf as the log first copies it
         self._on = False  # on the dispatch stack
+        # --code without --graph: each backward node made is told the snippet's line (observe.py sets both);
+        # here, in the mode the log is anyway, and not in a mode or anomaly mode the snippet could see
+        self.lines: Callable[[], int] | None = None
+        self._unmarked: list[tuple[Any, int]] = []  # the last logged op's results (weak) and its line
 
     @property
     def on(self) -> bool:
@@ -123,6 +128,8 @@ class Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if self._unmarked:
+            self.mark_lines()
         # What runs without grad (an optimizer's step, torch.no_grad()), a detach, a mask or an index (x > 0,
         # argmax) is a constant to backward: not logged; a later logged op that reads its result copies it
         # then, as an input from outside, so the replay holds it fixed as autograd does.
@@ -141,10 +148,45 @@ class Recorder(TorchDispatchMode):
         if refs is None:
             return out
         try:
+            if self.lines is not None and self.custom_depth == 0:  # a custom Function's node: mark() after it
+                self._await_nodes(out)
             self._log(func, name, tensors, refs, out)
         except Exception as e:  # noqa: BLE001
             self._fail(name, e)
         return out
+
+    def _await_nodes(self, out: Any) -> None:
+        """Keep the results (weakly) with the line running now: autograd gives them their node only once the
+        op returns up through it, so the next op (or the next backward call) marks them (mark_lines)."""
+        import weakref
+
+        line = self.lines() if self.lines is not None else 0
+        self._unmarked = [(weakref.ref(o), line) for o in _leaves((out,), {}) if isinstance(o, torch.Tensor)]
+
+    def mark(self, out: Any) -> Any:
+        """The results of a call that just returned (a custom Function's apply) marked with the line now, where
+        lines are asked for; returns them."""
+        if self.lines is None:
+            return out
+        try:
+            self._await_nodes(out)
+        except Exception:  # noqa: BLE001 - as in mark_lines
+            return out
+        self.mark_lines()
+        return out
+
+    def mark_lines(self) -> None:
+        """The node each of the last op's results got is told the line that ran it (a node already told keeps
+        its line: an in-place op's later nodes are new ones)."""
+        unmarked, self._unmarked = self._unmarked, []
+        try:
+            for ref, line in unmarked:
+                t = ref()
+                node = None if t is None else t.grad_fn
+                if node is not None and line and LINE not in node.metadata:
+                    node.metadata[LINE] = line
+        except Exception:  # noqa: BLE001 - a line lost for a script's comment, never the snippet's error
+            pass
 
     def _fail(self, name: str, e: Exception) -> None:
         """The log could not record an operation (a sparse or unusual layout, a tensor it cannot copy): a

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 CODE_BYTES = 1_500_000  # bytes of tensors one call's script may load (a snippet's event travels in one frame)
+STEP_VALUES = 64  # elements of each cotangent kept for `vjp live`'s code view (shape and norm always)
+STEP_BUDGET = 100_000  # values of all the steps of one call; past it none travel (a snippet's frame is 8 MB)
 _SIGNED = 1 << 63  # autograd hands negative ints (dim=-1, ignore_index=-100) back as unsigned 64-bit values
 
 
@@ -30,7 +32,7 @@ class CodeCapture:
         input_names: list[str],
         describe: Callable[[Any], dict[str, Any]],
         name_of: Callable[[Any], str | None],
-        keeps_result: Callable[[str], bool] = lambda name: name != "AccumulateGrad",
+        keeps_result: Callable[..., bool] = lambda name, *_: name != "AccumulateGrad",
     ) -> None:
         self.outs, self.vs, self.inputs, self.input_names = outs, vs, inputs, input_names
         self.describe, self.name_of, self.keeps_result = describe, name_of, keeps_result
@@ -39,6 +41,7 @@ class CodeCapture:
         self.saved: list[dict[str, Any]] = []
         self.order: list[int] = []
         self.got: dict[int, tuple[list[Any], list[Any], list[str | None], Any]] = {}
+        self.steps: dict[int, dict[str, Any]] = {}  # per node: the cotangent it received and what it sent
         self.handles: list[Any] = []
         self.tensors: dict[str, Any] = {}
         self.tensor_names: dict[str, str] = {}
@@ -67,7 +70,7 @@ class CodeCapture:
 
     def _hook(self, node: Any) -> Callable[[Any, Any], None]:
         key = self.index[id(node)]
-        keep = self.keeps_result(type(node).__name__) or _is_custom(node)
+        name, custom = type(node).__name__, _is_custom(node)
 
         def hook(grad_inputs: Any, grad_outputs: Any) -> None:
             if key in self.got:  # a second call through a retained graph: the script is of the first
@@ -76,8 +79,16 @@ class CodeCapture:
             sent = [None if t is None else list(t.shape) for t in grad_inputs]
             dtypes = [None if t is None else str(t.dtype).removeprefix("torch.") for t in grad_inputs]
             got = [None if t is None else list(t.shape) for t in grad_outputs]
+            try:  # what the script will load: a node the table cannot write
+                keep = custom or self.keeps_result(name, self.saved[key], sent, got)
+            except Exception:  # noqa: BLE001 - the tool's own failure: keep it rather than fail the backward
+                keep = True
             kept = [None if t is None else self._key(t.detach().clone(), None) for t in grad_inputs] if keep else None
             self.got[key] = (sent, got, dtypes, kept)
+            try:
+                self.steps[key] = _step(grad_outputs, grad_inputs)
+            except Exception:  # noqa: BLE001 - the view's values only; never the snippet's backward failing
+                pass
 
         return hook
 
@@ -177,7 +188,33 @@ class CodeCapture:
         size = sum(t.numel() * t.element_size() for t in tensors.values())
         if size > limit:
             return {"skipped": f"its tensors hold {size:,} bytes, more than the {limit:,} a script is given"}
-        return {"record": record, "tensors": {k: encode(t) for k, t in tensors.items()}}
+        steps = {str(k): step for k, step in self.steps.items()}  # the view's values, never code
+        if sum(len(c["values"]) for st in self.steps.values() for c in [st["in"], *st["out"]] if c) > STEP_BUDGET:
+            steps = {}  # the code view then says "not recorded" for each value
+        return {"record": record, "tensors": {k: encode(t) for k, t in tensors.items()}, "steps": steps}
+
+
+def _step(received: Any, sent: Any) -> dict[str, Any]:
+    """A node's cotangent in and out as plain data, for `vjp live`'s code view: each one's shape, norm and
+    first STEP_VALUES elements (flat), so that a big network's record stays small."""
+    return {"in": _glimpse(received[0]) if received else None, "out": [_glimpse(t) for t in sent]}
+
+
+def _glimpse(t: Any) -> dict[str, Any] | None:
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        return None
+    t = t.detach()
+    if t.layout != torch.strided:  # a sparse cotangent: its shape only
+        return {"shape": list(t.shape), "norm": 0.0, "values": [], "numel": t.numel()}
+    flat = t.reshape(-1)[:STEP_VALUES]
+    return {
+        "shape": list(t.shape),
+        "norm": float(t.abs().double().norm()) if t.numel() and not t.is_complex() else 0.0,
+        "values": [] if t.is_complex() else flat.double().tolist(),
+        "numel": t.numel(),
+    }
 
 
 def _is_custom(node: Any) -> bool:

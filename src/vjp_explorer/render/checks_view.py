@@ -85,10 +85,15 @@ def verdict_line(checks: Sequence[Check], after: str = "") -> Text:
     return Text(headline(checks) + after, style="bold")
 
 
-def checks_section(checks: Sequence[Check], said_to: str = CLI, brief: bool = False, after: str = "") -> Group:
-    """The checks' heading, their rows and the verdict line: a call's checks, in every view."""
+def checks_section(
+    checks: Sequence[Check], said_to: str = CLI, brief: bool = False, after: str = "", counted: Sequence[Check] = ()
+) -> Group:
+    """The checks' heading, their rows and the verdict line: a call's checks, in every view. `counted` are routes
+    shown elsewhere (--code's script, under its code) that the verdict line counts too."""
     return Group(
-        Text("checks", style="bold underline"), check_rows(checks, said_to, brief), verdict_line(checks, after)
+        Text("checks", style="bold underline"),
+        check_rows(checks, said_to, brief),
+        verdict_line([*checks, *counted], after),
     )
 
 

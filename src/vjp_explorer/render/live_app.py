@@ -55,6 +55,7 @@ PALETTE = [
     ("u", "v from a loss", "v = dL/dy for a loss typed in, e.g. sum(y**2) (programs)", "upstream"),
     ("v", "edit v", "type v: numbers of the output's shape; Enter applies, Esc leaves", "focus_v"),
     ("g", "backward graph", "the nodes torch ran, each with the cotangent it received", "graph"),
+    ("n", "backward as code", "the call's backward script, node by node, with each cotangent in and out", "code"),
     ("s", "save as SVG", "the screen as it is, to --svg FILE or vjp-live.svg", "save"),
     ("c", "print the vjp run command", "quit, and print the vjp run command of this state", "command"),
     ("?", "keys", "every key of the live view", "keys"),
@@ -83,6 +84,45 @@ class TextScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
+class CodeScreen(ModalScreen[None]):
+    """The call's backward as code, one node at a time (live_code.py's walk, live_code_view.py's page)."""
+
+    BINDINGS = [
+        Binding("n,right,space,down", "step(1)", "next node"),
+        Binding("p,left,up", "step(-1)", "previous"),
+        Binding("home", "go(0)", "first", show=False),
+        Binding("end", "go(-1)", "last", show=False),
+        Binding("escape,q", "dismiss", "close"),
+        Binding("ctrl+c", "app.quit_live", "quit", show=False, priority=True),
+    ]
+    DEFAULT_CSS = "CodeScreen { background: $background; } CodeScreen VerticalScroll { padding: 0 1; }"
+
+    def __init__(self, walk: Any, note: str, digits: int) -> None:
+        super().__init__(name="code")
+        self.walk, self.note, self.digits = walk, note, digits
+
+    @property
+    def renderable(self) -> Any:
+        from .live_code_view import code_page
+
+        return code_page(self.walk, self.note, self.digits)
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(self.renderable, id="page")
+        yield Footer()
+
+    def action_step(self, by: int) -> None:
+        self.action_go(self.walk.at + by)
+
+    def action_go(self, k: int) -> None:
+        self.walk = self.walk.go(k if k >= 0 else len(self.walk.steps) - 1)
+        self.query_one("#page", Static).update(self.renderable)
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(None)
+
+
 class LiveApp(App[str | None]):
     """The explorer of one session (a program's, or a snippet's events)."""
 
@@ -98,6 +138,7 @@ class LiveApp(App[str | None]):
         Binding("r", "random", "random"),
         Binding("u", "upstream", "loss", show=False),
         Binding("g", "graph", "graph"),
+        Binding("n", "code", "code", show=False),  # in ? and the palette: the footer is full at 80 columns
         Binding("s", "save", "svg", show=False),
         Binding("c", "command", "command", show=False),
         Binding("question_mark", "keys", "keys"),
@@ -327,6 +368,17 @@ class LiveApp(App[str | None]):
 
     def action_graph(self) -> None:
         self.push_screen(TextScreen(L.graph_view(self.session.frame), "graph"))
+
+    def action_code(self) -> None:
+        from ..live_code import NoCode, code_walk
+
+        f = self.session.frame
+        try:
+            walk = code_walk(f.code, f.call)
+        except NoCode as e:
+            self.notify(str(e), severity="warning", timeout=8)
+            return
+        self.push_screen(CodeScreen(walk, f.graph_note, self.digits))
 
     def action_keys(self) -> None:
         self.push_screen(TextScreen(L.keys_view(), "keys"))

@@ -37,6 +37,7 @@ KEYS = [
     ("e, Esc", "a snippet: into its list of events, and out of it (to the elements)"),
     ("← →", "the previous or next leaf"),
     ("g", "the backward graph, with each node's cotangent"),
+    ("n", "the call's backward as code, node by node (n, p step), each node's cotangent in and out"),
     ("PgUp PgDn", "scroll the view (the checks are at the bottom)"),
     ("s", "save the view as SVG"),
     ("c", "quit and print the vjp run command of this state"),

@@ -258,7 +258,8 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
         parts.append(_results_table(e, full))
     if e.checks:
         # the one renderer of check rows and the verdict line (checks_view.py); run is brief, explain says all
-        parts += [check_rows(e.checks, brief=not explain), verdict_line(e.checks)]
+        # --code's script counts in the verdict where it reproduced with the table alone (verdicts.script_route)
+        parts += [check_rows(e.checks, brief=not explain), verdict_line([*e.checks, *_script_checks(e)])]
     if e.diagnosis:
         parts.append(Text(("diagnosis: " if e.call == "check" else "") + visible(e.diagnosis), style="yellow"))
     if e.graph is not None:
@@ -273,6 +274,36 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
         for n in e.notes:
             parts.append(Text("note: " + n, style="dim"))
     return Group(*parts)
+
+
+def _script_checks(e: Event) -> list[Any]:
+    """--code's script as a check, where it reproduced with the table alone (verdicts.script_route); else none."""
+    from ..verdicts import script_route
+
+    return script_route(e.backward_code)
+
+
+def _independently_agrees(e: Event) -> bool:
+    """An independent check agrees, --code's script included where it counts (verdicts.script_route)."""
+    return any(c.independent and c.status == "agree" for c in [*e.checks, *_script_checks(e)])
+
+
+def _by_script_alone(events: list[Event]) -> str:
+    """The calls whose one independent route is --code's script, and which scripts (verdicts.script_route)."""
+    from ..verdicts import script_route
+
+    files = [
+        str(e.backward_code.get("file"))
+        for e in events
+        if isinstance(e.backward_code, dict)
+        and script_route(e.backward_code)
+        and not any(c.independent and c.status == "agree" for c in e.checks)
+    ]
+    if not files:
+        return ""
+    return (
+        f"; {len(files)} checked by {'its' if len(files) == 1 else 'their'} backward script alone ({', '.join(files)})"
+    )
 
 
 def _grad_table(e: Event, full: bool) -> NumberTable:
@@ -405,9 +436,7 @@ def _summary(r: SnippetResult) -> Text:
     elif n:
         # only independent checks count as evidence; where none ran, say so, and why
         sampled = [e for e in r.events if e.checks and all(c.status == "skipped" for c in e.checks) and _folded(e)]
-        unchecked = [
-            e for e in r.events if e not in sampled and not any(c.independent and c.status == "agree" for c in e.checks)
-        ]
+        unchecked = [e for e in r.events if e not in sampled and not _independently_agrees(e)]
         consistent = sum(1 for e in unchecked if any(c.status == "agree" for c in e.checks))
         if not unchecked:
             text += "; every independent check agrees"
@@ -421,4 +450,5 @@ def _summary(r: SnippetResult) -> Text:
             text += f"; {short} not checked for lack of memory (--limit snippet_memory_bytes=N gives more)"
         if sampled:
             text += f"; {len(sampled)} folded calls of a loop not checked (every 10th is, every 100th past 100)"
+        text += _by_script_alone(r.events)
     return Text(text, style="bold red" if bad else "bold")

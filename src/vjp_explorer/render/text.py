@@ -15,6 +15,7 @@ from rich.text import Text
 
 from ..result import Result, TensorData
 from ..result import index_label as label
+from ..verdicts import script_route
 from ..wording import API, CLI, option
 from .checks_view import checks_section
 from .fit import NumberTable, ValueGrid
@@ -326,8 +327,9 @@ def probe_section(r: Result, view: View) -> RenderableType | None:
 
 
 def checks(r: Result) -> RenderableType:
-    """The checks, then the verdict in one line (the one renderer of every door: render/checks_view.py)."""
-    return checks_section(list(r.checks.values()), surface(r))
+    """The checks, then the verdict in one line (the one renderer of every door: render/checks_view.py); --code's
+    script counts as a route where it reproduced with the table alone (issue 40)."""
+    return checks_section(list(r.checks.values()), surface(r), counted=script_route(r.backward_code))
 
 
 def notes(r: Result) -> list[RenderableType]:

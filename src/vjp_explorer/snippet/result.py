@@ -156,6 +156,7 @@ class SnippetResult:
     stopped: Any = None  # an errors.VjpError
     at_exit: AtExit | None = None  # output of the snippet's atexit functions (also the end of `stdout`)
     diagnoses: list[Diagnosis] = field(default_factory=list)  # why it failed (docs/why.md), after its own error
+    manual: Any = None  # snippet/manual.py's Manual: its hand-written gradients judged; None where it has none
 
     @property
     def exit_code(self) -> int:
@@ -219,6 +220,7 @@ class SnippetResult:
                 else {"message": self.stopped.message, "hint": self.stopped.hint},
                 "notes": list(self.notes),
                 "diagnoses": [d.to_dict() for d in self.diagnoses],
+                **(self.manual.to_json() if self.manual is not None else {}),  # docs/manual.md
                 "exit_code": self.exit_code,
             },
         }

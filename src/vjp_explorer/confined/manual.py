@@ -1,0 +1,161 @@
+"""The learner's hand-written gradients, read in the child: autograd's own gradient of each paired tensor,
+copied by a tensor hook at the backward call (no `retain_grad()`: `.grad` reads stay as the snippet wrote
+them), and after the snippet's last statement, one "manual" frame per pair with the numbers the parent
+judges (snippet/manual.py): the learner's value, autograd's, and the learner's statements run once more with
+the upstream hand-written names bound to autograd's true gradients (their own formula, on right inputs).
+
+Nothing is judged here: the snippet shares this process and could change anything it computes.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from . import checks
+from .manual_source import Pair, pairs
+
+Send = Callable[[dict[str, Any]], None]
+
+MAX_NUMBERS = 100_000  # elements of one array sent; a larger gradient is sent without its values
+
+
+class ManualWatch:
+    """Watches the paired tensors at each backward call and, at the end, sends what the parent compares."""
+
+    def __init__(self, send: Send, source: str, filename: str, namespace: dict[str, Any]) -> None:
+        self.send, self.filename, self.namespace = send, filename, namespace
+        self.pairs: list[Pair] = pairs(source)
+        self.register_hook = torch.Tensor.register_hook  # torch's own, held before hooks.py wraps it
+        self.hooked: dict[str, Any] = {}  # name -> weakref of the tensor its hook is on
+        self.grads: dict[str, torch.Tensor] = {}  # name -> autograd's gradient of it, at its latest call
+        self.uses: dict[str, int] = {}  # name -> how many edges of the graph read it (a value used twice: 2)
+
+    def at_backward(self, outs: list[torch.Tensor]) -> None:
+        """Before a backward call runs: a copying hook on each paired tensor the snippet's namespace names."""
+        counts, leaves, _alive = _edges_into(outs)  # the nodes held alive while their ids are compared
+        for pair in self.pairs:
+            t = self.namespace.get(pair.of)
+            if not isinstance(t, torch.Tensor) or not t.requires_grad:
+                continue
+            node = t.grad_fn if t.grad_fn is not None else leaves.get(id(t))
+            if node is None or id(node) not in counts:
+                continue  # not in this call's graph
+            self.uses[pair.of] = counts[id(node)]
+            ref = self.hooked.get(pair.of)
+            if ref is not None and ref() is t:
+                continue  # hooked at an earlier call: the same hook copies this call's gradient too
+            try:
+                self.register_hook(t, self._copier(pair.of))
+            except RuntimeError:
+                continue  # a tensor that takes no hook
+            self.hooked[pair.of] = weakref.ref(t)
+
+    def _copier(self, name: str) -> Callable[[torch.Tensor], None]:
+        grads = self.grads
+
+        def copy(grad: torch.Tensor) -> None:  # returns None: the gradient goes on unchanged
+            with checks.outside_the_log():
+                grads[name] = grad.detach().clone()
+
+        return copy
+
+    def finish(self) -> None:
+        """After the snippet's last statement: one "manual" frame per pair whose tensor got a gradient."""
+        true = dict(self.grads)
+        by_name = {p.name: p for p in self.pairs}
+        for pair in self.pairs:
+            if pair.of not in true:
+                continue
+            written = self.namespace.get(pair.name)
+            if isinstance(written, (int, float)) and not isinstance(written, bool):
+                written = torch.tensor(float(written), dtype=torch.float64)
+            if not isinstance(written, torch.Tensor) or written.is_complex() or written.layout != torch.strided:
+                continue
+            shown = _array(written)  # before the statements run again
+            upstream = {u: true[by_name[u].of] for u in pair.reads if by_name[u].of in true}
+            again = self._again(pair, upstream)
+            self.send(
+                {
+                    "type": "manual",
+                    "manual": {
+                        "name": pair.name,
+                        "of": pair.of,
+                        "line": pair.line,
+                        "reads": list(pair.reads),
+                        "accumulated": pair.accumulated,
+                        "uses": self.uses.get(pair.of, 1),
+                        "written": shown,
+                        "autograd": _array(true[pair.of]),
+                        "again": None if again is None else _array(again),
+                    },
+                }
+            )
+
+    def _again(self, pair: Pair, upstream: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The pair's statements run once more on a copy of the namespace where the upstream hand-written
+        gradients are autograd's: what this line gives when its inputs are right (None where it fails)."""
+        if not pair.stmts or not isinstance(pair.stmts[0], _FRESH):
+            return None
+        scope = dict(self.namespace)
+        scope.update({u: g.clone() for u, g in upstream.items()})
+        quiet = io.StringIO()
+        shown = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = quiet  # what the statements print was printed once already
+        try:
+            with torch.no_grad(), checks.outside_the_log():
+                for stmt in pair.stmts:
+                    code = compile(ast.Module([stmt], type_ignores=[]), self.filename, "exec")
+                    exec(code, scope)  # the snippet's own statement, in the confined child that runs it
+        except Exception:  # noqa: BLE001 - a statement that fails again: no second value, nothing more
+            return None
+        finally:
+            sys.stdout, sys.stderr = shown
+        value = scope.get(pair.name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return torch.tensor(float(value), dtype=torch.float64)
+        return value if isinstance(value, torch.Tensor) and not value.is_complex() else None
+
+
+# a first statement that binds the gradient afresh (`dX = ...`): run again on a copy of the namespace, it
+# changes nothing the snippet holds; a loop's `dX[i] += ...` first would add to the snippet's own dX
+_FRESH = (ast.Assign, ast.AnnAssign)
+
+
+def _edges_into(outs: list[torch.Tensor]) -> tuple[dict[int, int], dict[int, Any], list[Any]]:
+    """id(node) -> how many edges of the backward graph from `outs` lead into it; id(leaf) -> the leaf's
+    AccumulateGrad node; and every node met, which the caller holds so that no id is reused meanwhile."""
+    counts: dict[int, int] = {}
+    leaves: dict[int, Any] = {}
+    alive: list[Any] = []
+    seen: set[int] = set()
+    stack = [o.grad_fn for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+    for node in stack:
+        counts[id(node)] = counts.get(id(node), 0) + 1
+    while stack:
+        node = stack.pop()
+        alive.append(node)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            leaves[id(variable)] = node
+        for nxt, _ in getattr(node, "next_functions", ()):
+            if nxt is not None:
+                counts[id(nxt)] = counts.get(id(nxt), 0) + 1
+                stack.append(nxt)
+    return counts, leaves, alive
+
+
+def _array(t: torch.Tensor) -> dict[str, Any]:
+    """A tensor as the channel carries it: shape, dtype and its values flat (float64), None past MAX_NUMBERS."""
+    t = t.detach()
+    flat = t.reshape(-1).to(torch.float64).tolist() if t.numel() <= MAX_NUMBERS else None
+    return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "values": flat}

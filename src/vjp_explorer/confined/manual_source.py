@@ -27,7 +27,7 @@ class Pair:
     of: str
     line: int  # where `name` is last assigned
     reads: list[str] = field(default_factory=list)  # other hand-written gradients its statements read
-    accumulated: bool = False  # assigned by more than one statement, or added to (`+=`)
+    accumulated: bool = False  # made by more than one statement, added to (`+=`), or from two upstream gradients
     # the statements that make it, in order (a loop whole): run again in the child with true upstream grads
     stmts: list[ast.stmt] = field(default_factory=list, repr=False, compare=False)
 
@@ -54,11 +54,14 @@ def pairs(source: str) -> list[Pair]:
         if of is None or of == name or of not in assigned:
             continue
         stmts = list(dict.fromkeys(stmt for _, stmt in made))
+        if any(_autograd_made(stmt) for stmt in stmts):
+            continue  # `df = torch.autograd.grad(f, x)[0]`, `dW = W.grad`: autograd's gradient, not the learner's
         augmented = any(isinstance(stmt, ast.AugAssign) for stmt in stmts)
         found[name] = Pair(name, of, max(lines), accumulated=len(made) > 1 or augmented, stmts=stmts)
     for pair in found.values():
         read = {n.id for stmt in pair.stmts for n in ast.walk(stmt) if isinstance(n, ast.Name)}
         pair.reads = sorted(other for other in read if other in found and other != pair.name)
+        pair.accumulated = pair.accumulated or len(pair.reads) >= 2  # `dx = dy * w + dz` sums two uses at once
     return sorted(found.values(), key=lambda p: p.line)
 
 
@@ -80,6 +83,16 @@ def _first_backward(tree: ast.Module) -> int | None:
                 ):
                     return stmt.end_lineno or stmt.lineno
     return None
+
+
+def _autograd_made(stmt: ast.stmt) -> bool:
+    """Whether a statement reads a `.grad` or calls `grad(...)` or `.backward(...)`: autograd computes it."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Attribute) and node.attr in ("grad", "backward"):
+            return True
+        if isinstance(node, ast.Name) and node.id == "grad" and isinstance(node.ctx, ast.Load):
+            return True
+    return False
 
 
 def _writes(tree: ast.Module) -> dict[str, list[tuple[int, ast.stmt]]]:

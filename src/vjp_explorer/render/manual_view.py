@@ -30,7 +30,7 @@ def render(manual: Manual | None) -> list[RenderableType]:
             visible(m.name),
             str(m.exact),
             str(m.approximate),
-            fmt(m.max_abs_diff, 4),
+            "—" if m.max_abs_diff is None else fmt(m.max_abs_diff, 4),
             Text(_verdict(m), style=STYLES.get(m.verdict, "")),
         )
     parts: list[RenderableType] = [Text(""), table]

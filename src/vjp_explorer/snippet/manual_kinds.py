@@ -15,7 +15,7 @@ from ..engine.tolerance import TOLERANCES, dtype_name
 
 VERDICTS = ("agree", "disagree", "shape")
 # every kind of mistake, in the order they are tried (the shape-only ones first)
-KINDS = ("keepdim", "missing_sum", "transposed", "sign", "factor", "wrong_index", "missing_accumulation", "other")
+KINDS = ("keepdim", "missing_sum", "transposed", "missing_accumulation", "sign", "factor", "wrong_index", "other")
 
 
 def bound(truth: np.ndarray, *dtypes: str) -> float:
@@ -58,13 +58,13 @@ def kind(written: np.ndarray, truth: np.ndarray, allowed: float, uses: int = 1, 
         return "other"
     if written.ndim == 2 and written.shape[0] == written.shape[1] and close(written.T, truth, allowed):
         return "transposed"
+    if uses >= 2 and not accumulated:  # before factor: a scalar's wrong value is always some factor of the right
+        return "missing_accumulation"
     c = factor_of(written, truth)
     if c is not None and close(written, c * truth, allowed * max(1.0, abs(c))):
         return "sign" if abs(c + 1) < 1e-3 else "factor"
     if _moved(written, truth, allowed):
         return "wrong_index"
-    if uses >= 2 and not accumulated:
-        return "missing_accumulation"
     return "other"
 
 
@@ -107,11 +107,12 @@ def _moved(written: np.ndarray, truth: np.ndarray, allowed: float) -> bool:
 
 def cmp(written: np.ndarray, truth: np.ndarray) -> dict[str, Any]:
     """What the learners' `cmp(s, dt, t)` prints: exact (every entry equal after broadcasting), approximate
-    (torch.allclose's defaults, rtol 1e-5 and atol 1e-8) and the largest difference."""
+    (torch.allclose's defaults, rtol 1e-5 and atol 1e-8) and the largest difference (None where the shapes
+    do not broadcast)."""
     try:
         a, b = np.broadcast_arrays(written, truth)
-    except ValueError:
-        return {"exact": False, "approximate": False, "max_abs_diff": float("inf")}
+    except ValueError:  # where cmp itself raises: shapes that do not broadcast (a transposed gradient)
+        return {"exact": False, "approximate": False, "max_abs_diff": None}
     diff = np.abs(a - b)
     return {
         "exact": bool(np.all(a == b)),

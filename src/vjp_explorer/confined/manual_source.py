@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 _GRAD_OF = re.compile(r"#\s*grad(?:ient)?\s+of\s+([A-Za-z_]\w*)", re.IGNORECASE)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_NAMED = re.compile(r"d.|.+_grad$|grad_.")  # the names `_named_of` reads: dX, X_grad, grad_X
 
 
 @dataclass
@@ -42,9 +43,11 @@ def pairs(source: str) -> list[Pair]:
     first_backward = _first_backward(tree)
     if first_backward is None:
         return []
-    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    comments = _grad_comments(source)
+    comments = _grad_comments(source) if _GRAD_OF.search(source) else {}  # tokenize only where one may be
     writes = _writes(tree)
+    if not comments and not any(_NAMED.match(name) for name in writes):
+        return []  # the usual snippet: one walk of its tree, and nothing changes
+    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     found: dict[str, Pair] = {}
     for name, made in writes.items():
         lines = [line for line, _ in made]

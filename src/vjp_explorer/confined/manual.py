@@ -1,8 +1,10 @@
-"""The learner's hand-written gradients, read in the child: autograd's own gradient of each paired tensor,
-copied by a tensor hook at the backward call (no `retain_grad()`: `.grad` reads stay as the snippet wrote
-them), and after the snippet's last statement, one "manual" frame per pair with the numbers the parent
-judges (snippet/manual.py): the learner's value, autograd's, and the learner's statements run once more with
-the upstream hand-written names bound to autograd's true gradients (their own formula, on right inputs).
+"""The learner's hand-written gradients, read in the child: autograd's gradient of each, and what to judge.
+
+Autograd's own gradient of each paired tensor is copied by a tensor hook at the backward call (no
+`retain_grad()`: `.grad` reads stay as the snippet wrote them). After the snippet's last statement, one
+"manual" frame per pair carries the numbers the parent judges (snippet/manual.py): the learner's value,
+autograd's, and the learner's statements run once more with the upstream hand-written names bound to
+autograd's true gradients (the line's own formula, on right inputs).
 
 Nothing is judged here: the snippet shares this process and could change anything it computes.
 """

@@ -1,5 +1,6 @@
-"""A snippet's hand-written gradients (snippet/manual.py) -> Rich: the learners' cmp table, then the first
-wrong line with its diagnosis (docs/manual.md)."""
+"""A snippet's hand-written gradients (snippet/manual.py) -> Rich: the learners' cmp table, the first wrong line.
+
+The table has a row per hand-written gradient; below it, the first wrong line's diagnosis (docs/manual.md)."""
 
 from __future__ import annotations
 

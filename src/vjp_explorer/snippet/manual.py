@@ -1,6 +1,8 @@
-"""The learner's hand-written gradients judged, in the parent: the child's "manual" frames (confined/manual.py)
-checked field by field, each paired gradient compared with autograd's (manual_kinds.py), the first wrong line
-found and diagnosed, and the lines after it that only inherit its error marked so (docs/manual.md).
+"""The learner's hand-written gradients judged in the parent: each against autograd's, the first wrong line.
+
+The child's "manual" frames (confined/manual.py) are checked field by field; each paired gradient is
+compared with autograd's (manual_kinds.py), the first wrong line found and diagnosed, and the lines after it
+that only inherit its error marked so (docs/manual.md).
 """
 
 from __future__ import annotations

@@ -80,6 +80,8 @@ def test_makemore_missing_keepdim_that_cmp_passes_is_shape_keepdim():
     r = run_snippet(text, "makemore.py", seed=0)
     m = by_name(r)["dbnmeani"]
     assert (m.verdict, m.kind, m.shape, m.expected_shape) == ("shape", "keepdim", [64], [1, 64])
+    # bndiff = hprebn - bnmeani broadcasts bnmeani over the batch: minus the gradient, summed back to [1, 64]
+    assert m.expected == "dbnmeani = (-dbndiff).sum_to_size((1, 64))"
     assert m.approximate  # the learners' cmp passes it: broadcasting [64] against [1, 64]
     assert_cmp_as_learners(r, text, MAKEMORE_PAIRS)
     assert_planted(r, text, {"dbnmeani = (-dbndiff).sum(0)": "keepdim"}, "dbnmeani = (-dbndiff).sum(0)")
@@ -107,6 +109,8 @@ def test_makemore_sign_early_then_own_mistakes_deeper():
     assert_planted(r, text, planted, "dprobs = -(1.0/probs) * dlogprobs")
     got = by_name(r)
     assert got["dlogprobs"].verdict == "agree"
+    assert got["dprobs"].expected == "dprobs = dlogprobs / probs"  # d log(p) / dp = 1 / p
+    assert "autograd's formula: dprobs = dlogprobs / probs" in _screen(r)
     # everything below dprobs reads it: each line whose own formula is right inherits line 45's error
     assert (got["dh"].kind, got["dh"].inherits_from) == ("inherits", line_of(text, "dprobs = -(1.0/probs) * dlogprobs"))
     assert_cmp_as_learners(r, text, MAKEMORE_PAIRS)

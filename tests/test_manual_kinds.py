@@ -13,6 +13,7 @@ from vjp_explorer.confined.manual_source import pairs
 from vjp_explorer.snippet import manual_kinds as k
 from vjp_explorer.snippet.checked import Malformed
 from vjp_explorer.snippet.manual import judge
+from vjp_explorer.snippet.manual_formula import expression
 from vjp_explorer.snippet.source import read_source
 
 RNG = np.random.default_rng(0)
@@ -123,6 +124,34 @@ def test_no_snippet_of_the_corpora_writes_gradients_by_hand():
     assert [f.name for f in files if pairs(read_source(f.read_text(), f.name).code)] == []
 
 
+# logprobs = probs.log(), as the child describes the one node that reads probs
+LOG = {
+    "node": "LogBackward0",
+    "edge": 0,
+    "grad": "dlogprobs",
+    "saved": {"self": {"tensor": "probs"}},
+    "edges": [{"shape": [4, 5], "dtype": "float32"}],
+    "received": [[4, 5]],
+}
+# probs = counts * counts_sum_inv: counts_sum_inv ([4, 1]) is broadcast over the columns
+MUL = {
+    "node": "MulBackward0",
+    "edge": 1,
+    "grad": "dprobs",
+    "saved": {"self": {"tensor": "counts"}, "other": {"tensor": "counts_sum_inv"}},
+    "edges": [{"shape": [], "dtype": None}, {"shape": [4, 1], "dtype": "float32"}],
+    "received": [[4, 5]],
+}
+
+
+def test_the_right_expression_from_the_formula_table():
+    assert expression(LOG, [4, 5]) == "dlogprobs / probs"  # d log(p) / dp = 1 / p
+    assert expression(MUL, [4, 1]) == "(dprobs * counts).sum_to_size((4, 1))"  # d(a·b)/db = a, summed back
+    assert expression({**LOG, "saved": {"self": {"tensor": None}}}, [4, 5]) is None  # a saved tensor unnamed
+    assert expression({**LOG, "node": "NoSuchBackward0"}, [4, 5]) is None
+    assert expression(None, [4, 5]) is None
+
+
 def _array(a):
     if isinstance(a, dict):  # a forged one, as given
         return a
@@ -141,6 +170,7 @@ def _frame(name="dx", of="x", written=(1.0, 2.0), truth=(1.0, 2.0), **kw):
         "written": _array(written),
         "autograd": _array(truth),
         "again": None,
+        "formula": None,
     }
     return {**frame, **kw}
 
@@ -161,6 +191,9 @@ def test_judge_reads_only_what_the_parent_expects():
         _frame(written={"shape": [2], "dtype": "float32", "values": ["1", 2.0]}),
         _frame(written={"shape": [-2], "dtype": "float32", "values": []}),
         "not an object",
+        _frame(formula={"node": "LogBackward0"}),
+        _frame(formula={**LOG, "saved": {"self": {"tensor": "os.system('x')"}}}),
+        _frame(formula={**LOG, "grad": "1 + 1"}),
     ],
 )
 def test_forged_frames_are_malformed(forged):

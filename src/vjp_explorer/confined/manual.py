@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from ..engine.backward_capture import id_of, names_by_storage
 from . import checks
 from .manual_source import Pair, pairs
 
@@ -38,10 +39,11 @@ class ManualWatch:
         self.hooked: dict[str, Any] = {}  # name -> weakref of the tensor its hook is on
         self.grads: dict[str, torch.Tensor] = {}  # name -> autograd's gradient of it, at its latest call
         self.uses: dict[str, int] = {}  # name -> how many edges of the graph read it (a value used twice: 2)
+        self.formulas: dict[str, dict[str, Any] | None] = {}  # name -> the node that read it, as plain data
 
     def at_backward(self, outs: list[torch.Tensor]) -> None:
         """Before a backward call runs: a copying hook on each paired tensor the snippet's namespace names."""
-        counts, leaves, _alive = _edges_into(outs)  # the nodes held alive while their ids are compared
+        counts, leaves, into = _edges_into(outs)
         for pair in self.pairs:
             t = self.namespace.get(pair.of)
             if not isinstance(t, torch.Tensor) or not t.requires_grad:
@@ -50,6 +52,9 @@ class ManualWatch:
             if node is None or id(node) not in counts:
                 continue  # not in this call's graph
             self.uses[pair.of] = counts[id(node)]
+            readers = into.get(id(node), [])  # none for the output backward started from
+            if len(readers) == 1:  # one use: the formula of the node that read it gives the right line
+                self.formulas[pair.of] = self._formula(t, readers[0])
             ref = self.hooked.get(pair.of)
             if ref is not None and ref() is t:
                 continue  # hooked at an earlier call: the same hook copies this call's gradient too
@@ -58,6 +63,37 @@ class ManualWatch:
             except RuntimeError:
                 continue  # a tensor that takes no hook
             self.hooked[pair.of] = weakref.ref(t)
+
+    def _formula(self, t: torch.Tensor, reader: tuple[Any, int]) -> dict[str, Any] | None:
+        """The one node that reads `t` as plain data for the formula table (backward_code/formulas.py), read
+        before backward frees what it saved: its name, the edge from `t`, its saved values with each tensor
+        named as the snippet names it, and the learner's name for the gradient it receives; None where the
+        node's output is not a tensor whose gradient the learner wrote."""
+        node, edge = reader
+        grad = next((p.name for p in self.pairs if getattr(self.namespace.get(p.of), "grad_fn", None) is node), None)
+        out = next((self.namespace[p.of] for p in self.pairs if p.name == grad), None)
+        if grad is None or not isinstance(out, torch.Tensor):
+            return None
+        names = names_by_storage(self.namespace)
+        saved: dict[str, Any] = {}
+        for attr in dir(node):
+            if attr.startswith("_saved_"):
+                try:
+                    saved[attr.removeprefix("_saved_")] = _plain(getattr(node, attr), names)
+                except Exception:  # noqa: BLE001 - freed or unreadable: the formula then cannot be written
+                    return None
+        edges: list[dict[str, Any] | None] = [
+            None if n is None else {"shape": [], "dtype": None} for n, _ in node.next_functions
+        ]
+        edges[edge] = {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+        return {
+            "node": type(node).__name__,
+            "edge": edge,
+            "grad": grad,
+            "saved": saved,
+            "edges": edges,
+            "received": [list(out.shape)],
+        }
 
     def _copier(self, name: str) -> Callable[[torch.Tensor], None]:
         grads = self.grads
@@ -96,6 +132,7 @@ class ManualWatch:
                         "written": shown,
                         "autograd": _array(true[pair.of]),
                         "again": None if again is None else _array(again),
+                        "formula": self.formulas.get(pair.of),
                     },
                 }
             )
@@ -130,30 +167,45 @@ class ManualWatch:
 _FRESH = (ast.Assign, ast.AnnAssign)
 
 
-def _edges_into(outs: list[torch.Tensor]) -> tuple[dict[int, int], dict[int, Any], list[Any]]:
+def _edges_into(outs: list[torch.Tensor]) -> tuple[dict[int, int], dict[int, Any], dict[int, list[Any]]]:
     """id(node) -> how many edges of the backward graph from `outs` lead into it; id(leaf) -> the leaf's
-    AccumulateGrad node; and every node met, which the caller holds so that no id is reused meanwhile."""
+    AccumulateGrad node; id(node) -> the (node, edge) pairs that lead into it, which also hold every node
+    alive, so that no id is reused while the caller compares them."""
     counts: dict[int, int] = {}
     leaves: dict[int, Any] = {}
-    alive: list[Any] = []
+    into: dict[int, list[Any]] = {}
     seen: set[int] = set()
     stack = [o.grad_fn for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
     for node in stack:
         counts[id(node)] = counts.get(id(node), 0) + 1
     while stack:
         node = stack.pop()
-        alive.append(node)
         if id(node) in seen:
             continue
         seen.add(id(node))
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
             leaves[id(variable)] = node
-        for nxt, _ in getattr(node, "next_functions", ()):
+        for k, (nxt, _) in enumerate(getattr(node, "next_functions", ())):
             if nxt is not None:
                 counts[id(nxt)] = counts.get(id(nxt), 0) + 1
+                into.setdefault(id(nxt), []).append((node, k))
                 stack.append(nxt)
-    return counts, leaves, alive
+    return counts, leaves, into
+
+
+def _plain(value: Any, names: dict[Any, str]) -> Any:
+    """A saved value as plain data: a tensor as {"tensor": the snippet's name for it, or None}."""
+    if isinstance(value, torch.Tensor):
+        return {"tensor": names.get(id_of(value.detach()))}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, names) for v in value]
+    if value is None or isinstance(value, (bool, float, str)):
+        return value
+    if isinstance(value, int) or type(value).__name__ == "SymInt":
+        n = int(value)
+        return n - (1 << 64) if n >= 1 << 63 else n  # autograd hands negative ints back unsigned
+    return {"unreadable": type(value).__name__}
 
 
 def _array(t: torch.Tensor) -> dict[str, Any]:

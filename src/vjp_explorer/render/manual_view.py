@@ -43,6 +43,8 @@ def render(manual: Manual | None) -> list[RenderableType]:
     head.append(f"{visible(first.name)} ({first.kind or first.verdict})", style="red")
     parts.append(head)
     parts.append(Text(visible(first.why)))
+    if first.expected is not None:  # from the formula table of --code (docs/code.md)
+        parts.append(Text("autograd's formula: " + visible(first.expected), style="green"))
     return parts
 
 

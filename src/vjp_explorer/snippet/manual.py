@@ -15,6 +15,7 @@ import numpy as np
 
 from . import manual_kinds as kinds
 from .checked import Malformed
+from .manual_formula import expression
 
 MAX_SHOWN = 64  # characters of a name shown
 
@@ -36,6 +37,7 @@ class ManualLine:
     inherits_from: int | None = None  # the line of the first wrong gradient this one only inherits from
     why: str = ""  # the diagnosis in words
     factor: float | None = None  # for kind "factor": written = factor · autograd's
+    expected: str | None = None  # a wrong line's right expression, where the formula table writes it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,6 +107,7 @@ class _Pair:
     truth: np.ndarray | None
     truth_dtype: str
     again: np.ndarray | None
+    expected: str | None  # the right expression, from the formula table (manual_formula.py)
 
 
 def _line(p: _Pair, before: dict[str, ManualLine]) -> ManualLine:
@@ -135,6 +138,7 @@ def _line(p: _Pair, before: dict[str, ManualLine]) -> ManualLine:
     if m.kind == "factor":
         m.factor = kinds.factor_of(mine, p.truth)
     m.why = _why(m, p)
+    m.expected = None if p.expected is None else f"{p.name} = {p.expected}"
     return m
 
 
@@ -175,7 +179,7 @@ def _shape(shape: list[int]) -> str:
 
 def _read(frame: Any) -> _Pair:
     """A "manual" frame's object, checked: exactly the fields confined/manual.py sends, each of its type."""
-    fields = {"name", "of", "line", "reads", "accumulated", "uses", "written", "autograd", "again"}
+    fields = {"name", "of", "line", "reads", "accumulated", "uses", "written", "autograd", "again", "formula"}
     if type(frame) is not dict or set(frame) != fields:
         raise Malformed("a manual frame without exactly its fields")
     name, of = _text(frame["name"], "name"), _text(frame["of"], "of")
@@ -187,6 +191,7 @@ def _read(frame: Any) -> _Pair:
     written, written_dtype = _array(frame["written"], "written")
     truth, truth_dtype = _array(frame["autograd"], "autograd")
     again = None if frame["again"] is None else _array(frame["again"], "again")[0]
+    expected = expression(frame["formula"], frame["autograd"]["shape"])
     return _Pair(
         name=name,
         of=of,
@@ -199,6 +204,7 @@ def _read(frame: Any) -> _Pair:
         truth=truth,
         truth_dtype=truth_dtype,
         again=again,
+        expected=expected,
     )
 
 

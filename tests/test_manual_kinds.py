@@ -199,3 +199,26 @@ def test_judge_reads_only_what_the_parent_expects():
 def test_forged_frames_are_malformed(forged):
     with pytest.raises(Malformed):
         judge([forged], {("dx", "x")})
+
+
+TRAINING_LOOP = """\
+import torch
+w = torch.randn(3, requires_grad=True)
+for step in range(5):
+    C = w * 1.0
+    loss = (C * C).sum()
+    w.grad = None
+    loss.backward()
+    dC = torch.zeros(3)
+    for i in range(3):
+        dC[i] += 2 * C[i]
+    with torch.no_grad():
+        w -= 0.1 * dC
+"""
+
+
+def test_a_training_loop_pairs_its_lines_not_the_whole_loop():
+    """Inside a loop that calls backward, each gradient's own statement runs again (not the training loop,
+    which calls backward); a loop that starts after backward runs again whole."""
+    found = {p.name: (p.of, p.line, [(type(s).__name__, s.lineno) for s in p.stmts]) for p in pairs(TRAINING_LOOP)}
+    assert found == {"dC": ("C", 10, [("Assign", 8), ("For", 9)])}

@@ -40,10 +40,12 @@ class ManualWatch:
         self.grads: dict[str, torch.Tensor] = {}  # name -> autograd's gradient of it, at its latest call
         self.uses: dict[str, int] = {}  # name -> how many edges of the graph read it (a value used twice: 2)
         self.formulas: dict[str, dict[str, Any] | None] = {}  # name -> the node that read it, as plain data
+        self._names: dict[Any, str] | None = None  # the snippet's tensors by storage, at the current call
 
     def at_backward(self, outs: list[torch.Tensor]) -> None:
         """Before a backward call runs: a copying hook on each paired tensor the snippet's namespace names."""
         counts, leaves, into = _edges_into(outs)
+        self._names = None  # read again at each call, if a formula needs it
         for pair in self.pairs:
             t = self.namespace.get(pair.of)
             if not isinstance(t, torch.Tensor) or not t.requires_grad:
@@ -53,7 +55,9 @@ class ManualWatch:
                 continue  # not in this call's graph
             self.uses[pair.of] = counts[id(node)]
             readers = into.get(id(node), [])  # none for the output backward started from
-            if len(readers) == 1:  # one use: the formula of the node that read it gives the right line
+            # one use: the formula of the node that read it gives the right line; read at the first call only
+            # (a training loop's steps build the same graph, and dir() of a node on every step costs)
+            if len(readers) == 1 and pair.of not in self.formulas:
                 self.formulas[pair.of] = self._formula(t, readers[0])
             ref = self.hooked.get(pair.of)
             if ref is not None and ref() is t:
@@ -74,7 +78,9 @@ class ManualWatch:
         out = next((self.namespace[p.of] for p in self.pairs if p.name == grad), None)
         if grad is None or not isinstance(out, torch.Tensor):
             return None
-        names = names_by_storage(self.namespace)
+        if self._names is None:
+            self._names = names_by_storage(self.namespace)
+        names = self._names
         saved: dict[str, Any] = {}
         for attr in dir(node):
             if attr.startswith("_saved_"):

@@ -44,7 +44,7 @@ def pairs(source: str) -> list[Pair]:
     if first_backward is None:
         return []
     comments = _grad_comments(source) if _GRAD_OF.search(source) else {}  # tokenize only where one may be
-    writes = _writes(tree)
+    writes = _writes(tree, first_backward)
     if not comments and not any(_NAMED.match(name) for name in writes):
         return []  # the usual snippet: one walk of its tree, and nothing changes
     assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
@@ -77,15 +77,15 @@ def _named_of(name: str, assigned: set[str]) -> str | None:
 
 
 def _first_backward(tree: ast.Module) -> int | None:
-    """The last line of the first top-level statement that calls `.backward(...)` or `autograd.grad(...)`."""
-    for stmt in tree.body:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                if node.func.attr == "backward" or (
-                    node.func.attr == "grad" and isinstance(node.func.value, ast.Attribute)
-                ):
-                    return stmt.end_lineno or stmt.lineno
-    return None
+    """The last line of the first call to `.backward(...)` or `autograd.grad(...)` (inside a training loop too)."""
+    lines = [
+        node.end_lineno or node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and (node.func.attr == "backward" or (node.func.attr == "grad" and isinstance(node.func.value, ast.Attribute)))
+    ]
+    return min(lines, default=None)
 
 
 def _autograd_made(stmt: ast.stmt) -> bool:
@@ -98,16 +98,18 @@ def _autograd_made(stmt: ast.stmt) -> bool:
     return False
 
 
-def _writes(tree: ast.Module) -> dict[str, list[tuple[int, ast.stmt]]]:
+def _writes(tree: ast.Module, backward: int) -> dict[str, list[tuple[int, ast.stmt]]]:
     """Each name bound (or written into, `dC[ix] += ...`) by an assignment: its lines and the statement to run
-    again for it: the assignment itself, or the outermost loop around it (a loop's body runs as a whole)."""
+    again for it: the assignment itself, or the outermost loop around it that starts after the first backward
+    call (`for k in ...: dC[ix] += ...` runs as a whole; a training loop does not run again)."""
     writes: dict[str, list[tuple[int, ast.stmt]]] = {}
 
     def visit(stmts: list[ast.stmt], loop: ast.stmt | None) -> None:
         for stmt in stmts:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue  # a function's own locals are not the snippet's variables
-            outer = loop if loop is not None else stmt if isinstance(stmt, _LOOPS) else None
+            starts = isinstance(stmt, _LOOPS) and stmt.lineno > backward
+            outer = loop if loop is not None else stmt if starts else None
             for name in _targets(stmt):
                 writes.setdefault(name, []).append((stmt.lineno, outer or stmt))
             for body in ("body", "orelse", "finalbody"):

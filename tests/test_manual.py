@@ -15,6 +15,7 @@ from rich.console import Console
 
 from manual_chains import MAKEMORE, MICROGRAD, TWO_LAYER, line_of, oracle, plant
 from vjp_explorer.confined.manual_source import pairs
+from vjp_explorer.errors import ProgramError
 from vjp_explorer.render import snippet_view
 from vjp_explorer.snippet import run_snippet
 
@@ -195,3 +196,28 @@ def _screen(r) -> str:
     console = Console(file=io.StringIO(), width=100, color_system=None)
     console.print(snippet_view.render(r))
     return console.file.getvalue()
+
+
+FORGED = """\
+import json, os, struct
+import torch
+import vjp_explorer.confined.protocol as protocol
+real_write = protocol.write_frame
+held = {}
+def grab(fd, message):
+    held["fd"] = fd
+    real_write(fd, message)
+protocol.write_frame = grab
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+(x * x).sum().backward()
+dx = 2 * x
+body = json.dumps({"type": "manual", "manual": {"name": "dx", "of": "x", "line": "6"}}).encode()
+os.write(held["fd"], struct.pack(">I", len(body)) + body)
+"""
+
+
+def test_a_forged_manual_frame_is_a_broken_channel():
+    """The snippet shares the child's process and can write on its channel: a "manual" frame that is not
+    what confined/manual.py sends stops the run with exit 2, never an exception in the parent."""
+    with pytest.raises(ProgramError, match="broke the channel"):
+        run_snippet(FORGED, "forged.py", seed=0)

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ..engine.backward_capture import id_of, names_by_storage
-from . import checks
+from . import checks, protocol
 from .manual_source import Pair, pairs
 
 Send = Callable[[dict[str, Any]], None]
@@ -117,15 +117,13 @@ class ManualWatch:
         for pair in self.pairs:
             if pair.of not in true:
                 continue
-            written = self.namespace.get(pair.name)
-            if isinstance(written, (int, float)) and not isinstance(written, bool):
-                written = torch.tensor(float(written), dtype=torch.float64)
-            if not isinstance(written, torch.Tensor) or written.is_complex() or written.layout != torch.strided:
+            written = _as_tensor(self.namespace.get(pair.name))
+            if written is None:
                 continue
             shown = _array(written)  # before the statements run again
             upstream = {u: true[by_name[u].of] for u in pair.reads if by_name[u].of in true}
             again = self._again(pair, upstream)
-            self.send(
+            self._send_one(
                 {
                     "type": "manual",
                     "manual": {
@@ -142,6 +140,16 @@ class ManualWatch:
                     },
                 }
             )
+
+    def _send_one(self, frame: dict[str, Any]) -> None:
+        """One pair's frame; one past the channel's frame size is sent without its arrays' values."""
+        try:
+            self.send(frame)
+        except protocol.FrameTooLarge:
+            for key in ("written", "autograd", "again"):
+                if frame["manual"][key] is not None:
+                    frame["manual"][key]["values"] = None
+            self.send(frame)
 
     def _again(self, pair: Pair, upstream: dict[str, torch.Tensor]) -> torch.Tensor | None:
         """The pair's statements run once more on a copy of the namespace where the upstream hand-written
@@ -162,15 +170,24 @@ class ManualWatch:
             return None
         finally:
             sys.stdout, sys.stderr = shown
-        value = scope.get(pair.name)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return torch.tensor(float(value), dtype=torch.float64)
-        return value if isinstance(value, torch.Tensor) and not value.is_complex() else None
+        return _as_tensor(scope.get(pair.name))
 
 
 # a first statement that binds the gradient afresh (`dX = ...`): run again on a copy of the namespace, it
 # changes nothing the snippet holds; a loop's `dX[i] += ...` first would add to the snippet's own dX
 _FRESH = (ast.Assign, ast.AnnAssign)
+
+
+def _as_tensor(value: Any) -> torch.Tensor | None:
+    """A hand-written gradient as a real dense tensor: a Python number or a numpy array too; else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return torch.tensor(float(value), dtype=torch.float64)
+    numpy = sys.modules.get("numpy")  # imported by the snippet, if it uses numpy arrays at all
+    if numpy is not None and isinstance(value, numpy.ndarray) and value.dtype.kind in "fiu":
+        value = torch.from_numpy(value.astype("float64"))
+    if not isinstance(value, torch.Tensor) or value.is_complex() or value.layout != torch.strided:
+        return None
+    return value.detach()
 
 
 def _edges_into(outs: list[torch.Tensor]) -> tuple[dict[int, int], dict[int, Any], dict[int, list[Any]]]:

@@ -329,8 +329,15 @@ def snippet_to_dict(r: SnippetResult) -> dict[str, Any]:
             "at_exit": None if r.at_exit is None else asdict(r.at_exit),
             "stopped": None if r.stopped is None else {"message": r.stopped.message, "hint": r.stopped.hint},
             "diagnoses": [d.to_dict() for d in r.diagnoses],
+            **_manual(r),
         }
     return _json_safe(_document(r.kind, r.torch_version, events, notes, r.exit_code, run))
+
+
+def _manual(r: SnippetResult) -> dict[str, Any]:
+    """The learner's hand-written gradients (docs/manual.md): `manual`, one object per line, and
+    `manual_first_wrong`, the line of the first that does not agree (null where all agree or there are none)."""
+    return {"manual": [], "manual_first_wrong": None} if r.manual is None else r.manual.to_json()
 
 
 def probe_to_dict(p: Probe, values: Callable[[TensorData], Any]) -> dict[str, Any]:

@@ -68,7 +68,11 @@ def main() -> int:
     elif snippet.get("observe"):
         from .observe import observer_for  # imports torch: after the confinement, as a snippet's import would
 
-        observe = observer_for(send, snippet["filename"], snippet.get("seed"), dict(snippet.get("explain") or {}))
+        manual = None
+        if snippet.get("manual"):  # the parent found hand-written gradients in the text (manual_source.py)
+            manual = runner.transcript_source(snippet["text"]) if snippet["mode"] == "repl" else snippet["text"]
+        explain = dict(snippet.get("explain") or {})
+        observe = observer_for(send, snippet["filename"], snippet.get("seed"), explain, manual)
     runner.run(
         snippet["text"],
         send,

@@ -71,6 +71,7 @@ class Refused:
 
 
 _MAX_REFUSED = 20
+_MAX_MANUAL = 1000  # hand-written gradients read back from one run (one frame each)
 
 
 @dataclass
@@ -91,6 +92,7 @@ class Outcome:
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0
     unverified: list[str] = field(default_factory=list)  # calls the judge could not vouch for, and why
+    manual: list[dict[str, Any]] = field(default_factory=list)  # hand-written gradients (confined/manual.py)
 
     @property
     def stdout(self) -> str:
@@ -200,13 +202,15 @@ def run_confined(
     graph: bool = False,
     diagnose: bool = False,
     code: bool = False,
+    manual: bool = False,
 ) -> Outcome:
     """Run `text` in a fresh child process, confined unless `trust`, and say what happened.
 
     mode "script" runs it as `python FILE.py`, "repl" as the REPL ran a transcript. `on_message` sees each
     checked frame as it arrives (for a live view). Raises ConfinementUnavailableError before anything runs
     where the machine cannot confine; every other way a run ends is in the Outcome. `diagnose`: the second
-    run of a snippet that failed, with confined/diagnose.py's instruments (its "diagnosis" frames).
+    run of a snippet that failed, with confined/diagnose.py's instruments (its "diagnosis" frames). `manual`:
+    the snippet writes gradients by hand, which the child pairs with autograd's (its "manual" frames).
     """
     if mode not in ("script", "repl"):
         raise ValueError(f"mode must be 'script' or 'repl', not {mode!r}")
@@ -242,6 +246,8 @@ def run_confined(
             "code": code,  # --code: each explained call's backward graph, for its script (code_capture.py)
         }
         session.extra = {"observe": observe, "seed": seed, "explain": explain, "diagnose": diagnose}
+        if manual:  # only then: a snippet without hand-written gradients gets the frame it always got
+            session.extra["manual"] = True
         outcome = session.talk(text, mode, filename)
         if judge is not None:
             deadline = session.started + limits.snippet_seconds
@@ -453,6 +459,11 @@ class _Session:
                 return
             if not self._calls(frame):
                 return
+        elif kind == "manual":
+            if len(self.outcome.manual) >= _MAX_MANUAL:
+                self._kill(_protocol_error(ProtocolError(f"more than {_MAX_MANUAL} 'manual' frames")))
+                return
+            self.outcome.manual.append(frame["manual"])
         elif kind == "done":
             self.ended = True
         if self.on_message is not None and self.killed_for is None:

@@ -67,6 +67,7 @@ class Observer:
         self.active = 0  # observed calls running now, in any thread (autograd's threads write .grad too)
         self.said: set[int] = set()  # lines already reported for a backward that ran unobserved
         self.watched: set[int] = set()  # the leaves whose .grad autograd tells us of
+        self.manual: Any = None  # manual.ManualWatch where the snippet writes gradients by hand
 
     @property
     def depth(self) -> int:
@@ -205,6 +206,18 @@ class Observer:
         """The runner's hook; events are sent as they happen. The names of tensors may change now."""
         self._names.clear()
 
+    def after_run(self) -> None:
+        """The runner's hook after the snippet's last statement: the hand-written gradients (manual.py)."""
+        if self.manual is not None:
+            self._manual(self.manual.finish)
+
+    def _manual(self, step: Callable[[], None]) -> None:
+        """A step of manual.py: the tool's own failure there is never the snippet's exception."""
+        try:
+            step()
+        except Exception:  # noqa: BLE001,S110 - then the parent gets fewer "manual" frames, and says nothing
+            pass
+
     # ------------------------------------------------------------------ one call
 
     def call(self, qualname: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -235,6 +248,8 @@ class Observer:
         for started in (c.watch, c.probe):
             if started is not None:
                 started.start()
+        if self.manual is not None:
+            self._manual(lambda: self.manual.at_backward(c.outs))
         code = self._code_start(c) if self.code and c.explain else None
         self.hooks.reset()
         self.started += 1
@@ -764,9 +779,10 @@ def _seq(x: Any) -> list[Any]:
 
 
 def observer_for(
-    send: Send, filename: str, seed: int | None, explain: dict[str, Any]
+    send: Send, filename: str, seed: int | None, explain: dict[str, Any], manual: str | None = None
 ) -> Callable[[dict[str, Any]], Any]:
-    """What the runner calls with the snippet's namespace: seeds the generators (with --seed), then observes."""
+    """What the runner calls with the snippet's namespace: seeds the generators (with --seed), then observes;
+    `manual`, the code that runs where it writes gradients by hand, has them watched too (manual.py)."""
 
     def make(namespace: dict[str, Any]) -> Observer:
         if seed is not None:
@@ -779,6 +795,10 @@ def observer_for(
 
                 numpy.random.seed(seed % 2**32)
         observer = Observer(send, filename, namespace, explain)
+        if manual is not None:  # before install: the watch holds torch's own register_hook
+            from .manual import ManualWatch
+
+            observer.manual = ManualWatch(send, manual, filename, namespace)
         observer.install()
         return observer
 

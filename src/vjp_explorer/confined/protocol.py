@@ -178,6 +178,9 @@ FRAMES: dict[str, dict[str, Check]] = {
     "unobserved": {"line": _int, "what": _str},
     # the judge's answer about one call (confined/judge.py; checked field by field against calls.VERDICT)
     "verdict": {"verdict": lambda d: isinstance(d, dict)},
+    # one hand-written gradient after the snippet's last statement (manual.py); checked field by field where
+    # it is read (snippet/manual.py)
+    "manual": {"manual": lambda d: isinstance(d, dict)},
     # every statement ran
     "done": {},
 }

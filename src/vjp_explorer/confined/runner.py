@@ -179,6 +179,10 @@ def run(
             if stopped is not None:
                 end = stopped
                 break
+        for observer in observers:  # after the snippet's last statement: the hand-written gradients
+            after_run = getattr(observer, "after_run", None)
+            if after_run is not None:
+                after_run()
         with gate:
             flusher.set()
         _run_at_exit(send, stdout, stderr, current)

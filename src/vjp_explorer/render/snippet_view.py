@@ -17,7 +17,7 @@ from ..events import Event, LeafGrad, element_index
 from ..snippet.result import SnippetResult, Step
 from ..snippet.source import verdict_of, visible
 from ..wording import API, CLI, option
-from . import why_view
+from . import manual_view, why_view
 from .checks_view import check_rows, verdict_line
 from .fit import NumberTable, ValueGrid
 from .numbers import fmt, fmt_shape
@@ -58,6 +58,7 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False, surface:
             parts.append(Text(e.explanation))
         parts.append(Text("The snippet stops here, as Python would (exit 4).", style="dim"))
     parts.extend(why_view.render(r.diagnoses))  # why it failed (docs/why.md), after PyTorch's own words
+    parts.extend(manual_view.render(r.manual))  # the hand-written gradients (docs/manual.md)
     if r.at_exit is not None:
         parts.append(Text("at exit (functions registered with atexit):", style="dim"))
         if r.at_exit.stdout:

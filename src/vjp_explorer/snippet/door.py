@@ -57,7 +57,8 @@ def run_snippet(
         filename=label,
         seed=drawn,
     )
-    outcome = again(observe=True, graph=graph, code=code)
+    written = _hand_written(src.code)  # gradients the learner writes by hand (docs/manual.md): usually none
+    outcome = again(observe=True, graph=graph, code=code, manual=bool(written))
     if outcome.unverified and outcome.stopped is None:  # never exit 0 on a verdict the judge cannot vouch for
         outcome.stopped = _unverified(outcome.unverified)
     if outcome.stopped is not None and not keep_partial:
@@ -121,7 +122,30 @@ def run_snippet(
         at_exit=at_exit,
         notes=_session_note(src) + _refused_notes(outcome, error),
         diagnoses=diagnoses,
+        manual=_manual(outcome.manual, written) if written else None,
     )
+
+
+def _hand_written(code: str) -> set[tuple[str, str]]:
+    """The (gradient, tensor) pairs the text writes by hand, read with ast (confined/manual_source.py)."""
+    from ..confined.manual_source import pairs
+
+    return {(p.name, p.of) for p in pairs(code)}
+
+
+def _manual(frames: list[dict[str, Any]], written: set[tuple[str, str]]) -> Any:
+    """The hand-written gradients judged against autograd's (snippet/manual.py); a forged frame is a broken
+    channel, as a forged event is."""
+    from .checked import Malformed
+    from .manual import judge
+
+    try:
+        return judge(frames, written)
+    except Malformed as e:
+        raise ProgramError(
+            f"the snippet broke the channel vjp reads its results from ({str(e)[:200]}); it was stopped",
+            hint="A snippet that writes to the tool's channel (file descriptor 3) forges its messages.",
+        ) from None
 
 
 def _diagnoses(outcome: Any, events: list[Event], src: Source, lines: list[str], again: Any, safe: Any) -> list[Any]:

@@ -94,6 +94,7 @@ class SnippetResult:
     stopped: Any = None  # an errors.VjpError
     at_exit: AtExit | None = None  # output of the snippet's atexit functions (also the end of `stdout`)
     diagnoses: list[Diagnosis] = field(default_factory=list)  # why it failed (docs/why.md), after its own error
+    manual: Any = None  # snippet/manual.py's Manual: its hand-written gradients judged; None where it has none
 
     @property
     def exit_code(self) -> int:

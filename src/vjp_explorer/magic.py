@@ -107,6 +107,7 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
     import torch.autograd.graph
     import torch.func
     from torch.autograd.function import _HookMixin
+    from torch.autograd.variable import Variable
 
     from .confined.observe import Observer
 
@@ -121,6 +122,7 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
         _HookMixin,  # a node's register_hook (confined/hooks.py)
         torch.func,
         torch.nn.Module,
+        Variable,  # its _execution_engine (observe._engine): left wrapped, the judging after the cell was observed
     ]
     before = [dict(vars(obj)) for obj in patched]
     observer = Observer(send, filename, _UserNames(namespace), {"graph": False})

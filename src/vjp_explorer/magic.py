@@ -40,7 +40,7 @@ def explain_cell(cell: str, namespace: dict[str, Any]) -> tuple[Any, BaseExcepti
     """Run `cell` in `namespace`, observed: (the SnippetResult of its calls, the exception it raised or None)."""
     import torch
 
-    from .confined.judging import merge
+    from .confined.judging import merge, paired
     from .confined.protocol import safe_text
     from .confined.verdict import verdict
     from .snippet.door import _event
@@ -56,7 +56,7 @@ def explain_cell(cell: str, namespace: dict[str, Any]) -> tuple[Any, BaseExcepti
             run_cell(cell, namespace, filename)
         except Exception as error:  # the cell's own error: shown after the calls that ran before it
             raised = error
-    sent = [f["event"] for f in frames if f["type"] == "event"]
+    sent = paired(frames)  # each event with its record
     for raw in sent:  # the cell is the user's own code in their own kernel: judged here, as the judge would
         merge(raw, cast("Verdict", verdict(raw)) if raw.get("record") is not None else None)
     events = [_event(raw, k + 1, safe_text) for k, raw in enumerate(sent)]

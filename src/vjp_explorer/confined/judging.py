@@ -21,9 +21,9 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from ..calls import RecordError, Verdict, validate_event, validate_verdict
+from ..calls import RecordError, Verdict, validate_event, validate_record, validate_verdict
 from ..limits import Limits
 from . import protocol
 from .payload import joined
@@ -33,6 +33,9 @@ from .protocol import FrameReader, ProtocolError, safe_text
 JUDGED = ("Tensor.backward", "torch.autograd.backward", "torch.autograd.grad", "engine.run_backward")
 _LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", "snippet_open_files")
 FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
+# bytes of records handed to the judge's writer but not yet written to its pipe: past it the parent waits
+# (and the child with it), so what it holds of records stays bounded however long the run
+IN_FLIGHT = 2 * protocol.MAX_RECORD_FRAME
 
 
 @dataclass
@@ -53,8 +56,13 @@ class Judge:
         self.verdicts: dict[int, Verdict] = {}
         self.failure: str | None = None  # why the judge could not answer (its answers are then skipped checks)
         self.calls = Calls()
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._queue: queue.Queue[bytes | None] = queue.Queue()
         self.proc: subprocess.Popen[bytes] | None = None
+        self._pending: tuple[int | None, Any] | None = None  # the record frame before its event: (call, record)
+        self._room = threading.Condition()  # the writer's progress: in_flight shrinks
+        self.in_flight = 0  # bytes queued for the judge, not yet written
+        self.peak_in_flight = 0
+        self.deadline = time.monotonic() + limits.snippet_seconds
 
     def start(self) -> None:
         """Start the judge now, so that its import of torch overlaps the child's."""
@@ -84,7 +92,7 @@ class Judge:
             "trust": self.trust,
             "parent_pid": os.getpid(),
         }
-        self._queue.put(config)
+        self._queue.put(protocol.encode(config))
         self._writer = threading.Thread(target=self._write, daemon=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._writer.start()
@@ -101,19 +109,64 @@ class Judge:
             self.calls.ended[frame["call"]] = frame["ok"]
         elif kind == "unobserved":
             self.calls.unobserved.append(f"line {frame['line']}: {safe_text(frame['what'][:500])}")
+        elif kind == "record":  # the record of the call whose event comes next
+            self._pending = (frame["call"], validate_record(frame["record"]))
+        elif kind == "record_over":  # a record past snippet_record_bytes, left undecoded (protocol.FrameReader)
+            self._pending = (None, None)
         elif kind == "event":
             event = validate_event(frame["event"])
             if event["started"] is not None:
                 self.calls.reported.add(event["started"])
-            if event["record"] is not None and self.proc is not None:
-                self._queue.put({"type": "record", "event": event})
+            self._hand(cast(dict[str, Any], event))
+
+    def _hand(self, event: dict[str, Any]) -> None:
+        """Pass the event's record (sent before it, or, as a forged event may, inside it) to the judge, and
+        keep of it only what merge() reads: the record itself is let go once written to the judge's pipe."""
+        pending, self._pending = self._pending, None
+        record = event["record"]
+        why = None
+        if record is None and pending is not None and pending[0] == event["index"]:
+            record = pending[1]
+        elif record is None and pending == (None, None):
+            why = (
+                f"not checked: the records this run sent to the judge passed {self.limits.snippet_record_bytes:,} "
+                "bytes, the limit (--limit snippet_record_bytes=N raises it)"
+            )
+        if record is not None and self.proc is not None:
+            why = self._queued({"type": "record", "event": {**event, "record": record}})
+        if record is None and why is None:
+            event["record"] = None
+            return
+        hook, customs = (record["hook"], record["customs"]) if record is not None else (None, [])
+        event["record"] = {"hook": hook, "customs": customs, "why": why}  # what merge() reads of it
+
+    def _queued(self, message: dict[str, Any]) -> str | None:
+        """The judge's frame queued for the writer, once the bytes in flight leave room for it (the parent
+        waits for the judge, until the run's deadline); why it was dropped instead, or None."""
+        data = protocol.encode(message)
+        with self._room:
+            while self.in_flight and self.in_flight + len(data) > IN_FLIGHT:
+                left = self.deadline - time.monotonic()
+                if not self._writer.is_alive():
+                    return f"not checked: {self.failure or 'the judge stopped reading'}"
+                if left <= 0:
+                    return "not checked: the judge fell behind the snippet until the run's time was up"
+                self._room.wait(min(left, 0.5))
+            self.in_flight += len(data)
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        self._queue.put(data)
+        return None
 
     def _write(self) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         try:
-            while (message := self._queue.get()) is not None:
-                self.proc.stdin.write(protocol.encode(message))
+            while (data := self._queue.get()) is not None:
+                self.proc.stdin.write(data)
                 self.proc.stdin.flush()
+                with self._room:
+                    self.in_flight -= len(data)
+                    self._room.notify_all()
+                del data  # the record's bytes go now, not with the next one
         except (BrokenPipeError, OSError):
             pass
         finally:
@@ -172,9 +225,9 @@ class Judge:
     def _merge(self, event: dict[str, Any]) -> str | None:
         """The judge's checks in place of the child's; why the call is unverified, or None."""
         if event["call"] in JUDGED and event["record"] is not None and event["index"] not in self.verdicts:
-            why = self.failure or "the judge gave no verdict for it"
+            why = event["record"].get("why") or f"not checked: {self.failure or 'the judge gave no verdict for it'}"
             event.pop("record")
-            event["checks"] = [_skipped(f"not checked: {why}")]
+            event["checks"] = [_skipped(why)]
             return None  # the judge's own budget or failure: a skipped check, never a verdict
         return merge(event, self.verdicts.get(event["index"]))
 
@@ -195,6 +248,22 @@ class Judge:
 def _environment(scratch: str) -> dict[str, str]:
     """The judge's environment: what Python needs, one thread (the snippet's child has the other core)."""
     return {"PATH": "/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1"}
+
+
+def paired(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events among an observer's frames, each with its record (sent in a frame of its own just before
+    it) put back in: what a judge in this very process reads (the %%vjp magic's)."""
+    events, pending = [], None
+    for frame in frames:
+        if frame["type"] == "record":
+            pending = frame
+        elif frame["type"] == "event":
+            event = frame["event"]
+            if event["record"] is None and pending is not None and pending["call"] == event["index"]:
+                event["record"] = pending["record"]
+            events.append(event)
+            pending = None
+    return events
 
 
 def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:

@@ -91,6 +91,9 @@ class Outcome:
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0
     unverified: list[str] = field(default_factory=list)  # calls the judge could not vouch for, and why
+    # the calls' records the child sent for the judge: (records passed on, their bytes, records past
+    # snippet_record_bytes left undecoded); none of them is kept (judging.Judge lets each go once written)
+    records: tuple[int, int, int] = (0, 0, 0)
 
     @property
     def stdout(self) -> str:
@@ -238,6 +241,7 @@ def run_confined(
         explain = {
             "calls": limits.snippet_explained_calls,
             "jacobian_rows": limits.snippet_jacobian_rows,
+            "record_bytes": limits.snippet_record_bytes,  # the records' own budget (observe._send_record)
             "graph": graph,
             "code": code,  # --code: each explained call's backward graph, for its script (code_capture.py)
         }
@@ -266,7 +270,7 @@ class _Session:
         self.limits = limits
         self.on_message = on_message
         self.outcome = Outcome()
-        self.reader = FrameReader()
+        self.reader = FrameReader(record_budget=limits.snippet_record_bytes)
         self.output_chars = 0
         self.message_bytes = 0  # all that came on the message pipe
         self.pending: dict[str, str] = {"stdout": "", "stderr": ""}
@@ -382,6 +386,7 @@ class _Session:
     def _on_messages(self, data: bytes) -> None:
         self.message_bytes += len(data)
         budget = self.limits.snippet_event_bytes + 6 * self.limits.snippet_output_chars + _OTHER_FRAME_BYTES
+        budget += self.limits.snippet_record_bytes + protocol.MAX_RECORD_FRAME  # the records: their own budget
         if self.message_bytes > budget:  # counted before decoding: what the parent holds stays near these bytes
             said = f"the snippet sent more than {budget:,} bytes of frames, more than vjp reads back from one run"
             self._kill(_events_error("snippet_event_bytes", self.limits.snippet_event_bytes, said))
@@ -445,6 +450,9 @@ class _Session:
         elif kind == "refused":
             if len(self.outcome.refused) < _MAX_REFUSED:
                 self.outcome.refused.append(Refused(frame["kind"], safe_text(frame["what"][:200]), frame["line"]))
+        elif kind in ("record", "record_over"):  # for the judge only: passed on, not kept, not shown
+            self._calls(frame)
+            return
         elif kind in ("event", "started", "ended", "unobserved", "verdict"):
             if kind == "event" and len(self.outcome.events) >= self.limits.snippet_events:
                 count = self.limits.snippet_events
@@ -463,7 +471,7 @@ class _Session:
         from ..calls import RecordError
 
         try:
-            if frame["type"] == "verdict" or self.judge is None and frame["type"] != "event":
+            if frame["type"] == "verdict" or self.judge is None and frame["type"] not in ("event", "record_over"):
                 raise RecordError(f"a {frame['type']!r} frame, which only the judge may send")
             if self.judge is not None:
                 self.judge.take(frame)
@@ -511,6 +519,7 @@ class _Session:
         status, usage = _reap(self.proc, kill_after=5.0)
         self.status = status
         self.outcome.wall_seconds = time.monotonic() - self.started
+        self.outcome.records = (self.reader.records, self.reader.record_bytes, self.reader.records_over)
         self.outcome.cpu_seconds = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
         for fd in (self.message_fd, self.output_fd):
             os.close(fd)

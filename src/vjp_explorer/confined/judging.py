@@ -92,7 +92,9 @@ class Judge:
             "trust": self.trust,
             "parent_pid": os.getpid(),
         }
-        self._queue.put(protocol.encode(config))
+        data = protocol.encode(config)
+        self.in_flight += len(data)  # the writer takes off what it wrote, this too
+        self._queue.put(data)
         self._writer = threading.Thread(target=self._write, daemon=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._writer.start()

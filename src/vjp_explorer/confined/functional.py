@@ -44,6 +44,8 @@ _COMPARES = "{kind}() vs central differences of the snippet's function (float64,
 _COMPARES_2 = "{kind}() vs central second differences of the snippet's function (float64, no autograd)"
 _SPECS: weakref.WeakKeyDictionary[Any, _Spec] = weakref.WeakKeyDictionary()  # the transforms' results
 _SKIP = [""]  # why the event being made gets no reference (a loop's call past the checked ones)
+_CHEAP = [False]  # the event being made is past the calls explained in full: the judge's cheap checks
+_RECORD: list[dict[str, Any] | None] = [None]  # the record of the event being made, for the judge (_judged)
 _REF = {"active": 0, "used": 0}  # while a reference is computed: derivative calls the function makes itself
 
 
@@ -95,16 +97,18 @@ def _passing(observer: Any) -> bool:
 
 def _emit(observer: Any, line: int, make: Any) -> None:
     """Build an event and send it (the tool's failure is never the snippet's); checked as observer._plan says."""
-    _, checked, every = observer._plan(line)
+    explain, checked, every = observer._plan(line)
     _SKIP[0] = "" if checked else f"past the first calls of a line, every {every}th is checked"
+    _CHEAP[0], _RECORD[0] = not explain, None
     try:
         event = make()
     except Exception:  # noqa: BLE001
         event = None
+    record, _RECORD[0] = _RECORD[0], None
     if event is not None:  # a result too large to show is named in a note, not shown as None
         event.results = [r for r in event.results if r.values is not None]
         event.reference = [r for r in event.reference if r.values is not None]
-        observer.emit(event)
+        observer.emit(event, record)
 
 
 def _functional(observer: Any, name: str, real: Any) -> Any:
@@ -489,12 +493,20 @@ def _transform_event(
     found, independent, order = _spec_reference(observer, spec, xs, kw, MAX_EVALS)
     compares = (_COMPARES_2 if order == 2 else _COMPARES).format(kind=spec.kind)
     _compare(event, spec.kind, found, got, _leaves(xs, nums)[0].dtype, compares, independent)
+    if spec.kind == "grad":  # Jᵀ1 of a function with one output number: the judge's check
+        plain = _spec_of(spec.func) is None
+        f = _fixing(spec.func, xs, kw, nums, spec.has_aux, widen=False) if plain else None
+        _judged(observer, event, f, _leaves(xs, nums), None, got)
     return event
 
 
-def _fixing(func: Any, xs: tuple[Any, ...], kw: Any, nums: tuple[int, ...], aux: bool) -> Any:
-    """func as a function of the tensors of xs[nums] alone, the other arguments held fixed (in float64)."""
-    fixed = pytree.tree_map(lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t, xs)
+def _fixing(func: Any, xs: tuple[Any, ...], kw: Any, nums: tuple[int, ...], aux: bool, widen: bool = True) -> Any:
+    """func as a function of the tensors of xs[nums] alone, the other arguments held fixed (in float64,
+    unless not `widen`: as the call had them)."""
+    wide = widen
+    fixed = pytree.tree_map(
+        lambda t: t.double() if wide and isinstance(t, torch.Tensor) and t.is_floating_point() else t, xs
+    )
     shape = pytree.tree_structure([xs[k] for k in nums])
 
     def f(*sel: Any) -> Any:
@@ -698,6 +710,8 @@ def _check(observer: Any, event: Event, kind: str, func: Any, inputs: Any, vs: l
     else:
         refs, independent = _quietly(observer, lambda: _reference(kind, func, xs, vs, MAX_EVALS), func)
     _compare(event, kind, refs, got, xs[0].dtype, compares, independent)
+    if kind == "vjp":  # Jᵀv: the judge's check (of a derivative's vjp, this process's own, so marked)
+        _judged(observer, event, func if spec is None else None, xs, vs, got)
 
 
 def _hessian_reference(func: Any, xs: list[torch.Tensor]) -> list[tuple[Any, Any]] | str:
@@ -891,3 +905,81 @@ def _info(name: str, t: torch.Tensor) -> TensorInfo:
     big = t.numel() > MAX_VALUES  # a batch of Hessians: its shape, not its millions of numbers
     values = None if big else (t.detach().to(torch.float64) if t.is_floating_point() else t.detach()).tolist()
     return TensorInfo(name, list(t.shape), str(t.dtype).removeprefix("torch."), values)
+
+
+def _judged(
+    observer: Any, event: Event, func: Any, xs: list[torch.Tensor], vs: list[Any] | None, got: list[torch.Tensor]
+) -> None:
+    """The record of a first derivative by reverse mode (Jᵀv: a vjp, a grad) for the judge, which checks it
+    out of the snippet's reach as it checks a backward call: the function's forward recorded once more at the
+    call's inputs (run quietly, its state put back), v, the inputs and the call's result as the grads. The
+    parent takes this call's checks from the judge only (judging.JUDGED); those made above stay for the view
+    where the judge's answer does not replace them. `func` None: a derivative of a derivative, which the
+    judge has no reference for yet (calls.CHECKED_IN_CHILD)."""
+    from ..calls import CHECKED_IN_CHILD
+
+    def without(why: str) -> dict[str, Any]:
+        empty: dict[str, Any] = {"outputs": [], "v": [], "at": [], "grads": [], "before": [], "names": []}
+        more = {"cheap": _CHEAP[0], "jacobian_rows": observer.jacobian_rows, "hook": None, "customs": []}
+        return {"forward": None, "unreplayable": why, **empty, **more}
+
+    if func is None:
+        _RECORD[0] = without(CHECKED_IN_CHILD)
+        return
+    if _SKIP[0]:
+        _RECORD[0] = without(_SKIP[0])
+        return
+    try:
+        _RECORD[0] = _recorded(observer, event, func, xs, vs, got)
+    except Exception as e:  # noqa: BLE001 - the log's own failure: the check is skipped, saying why
+        why = str(e) if type(e).__name__ == "NotReplayable" else f"the recorded forward could not be written down ({e})"
+        _RECORD[0] = without(why.splitlines()[0][:300] if why else "the function could not be recorded")
+
+
+def _recorded(
+    observer: Any, event: Event, func: Any, xs: list[torch.Tensor], vs: list[Any] | None, got: list[torch.Tensor]
+) -> dict[str, Any]:
+    from . import checks, oplog
+    from .nonfinite import custom_functions
+    from .record import NotReplayable
+
+    if len(got) != len(xs) or any(g.shape != x.shape for g, x in zip(got, xs, strict=True)):
+        raise NotReplayable("the call's result does not have its inputs' shapes")
+    leaves = [x.detach().clone().requires_grad_(True) for x in xs]
+    rec = observer.recorder
+    was_on = rec.on
+    observer.depth += 1  # the function's own autograd calls are not events
+    try:
+        with untouched(func), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            rec.switch(True)
+            with torch.enable_grad():
+                out = func(*leaves)
+            rec.switch(was_on)
+        if not isinstance(out, torch.Tensor):
+            raise NotReplayable("the function returns more than one tensor")
+        v = [out.new_ones(())] if vs is None else [t.detach() for t in vs]
+        if len(v) != 1 or not isinstance(v[0], torch.Tensor) or v[0].shape != out.shape:
+            raise NotReplayable("v does not have the output's shape")
+        forward = observer._forward(event, [out], leaves, got)
+        made = forward.pop("made")
+        customs = custom_functions([out])
+    finally:
+        observer.depth -= 1
+        rec.switch(was_on)
+        with contextlib.suppress(Exception):
+            rec.forget(rec.slice_for([out], leaves))
+    with checks.outside_the_log(), torch._C.DisableTorchFunction():
+        return {
+            "forward": forward,
+            "unreplayable": None,
+            "outputs": [oplog.array(m) for m in made],
+            "v": [oplog.array(t) for t in v],
+            "at": [oplog.array(x) for x in xs],
+            "grads": [oplog.array(g.detach()) for g in got],
+            "before": [None for _ in xs],
+            "names": [observer.name_of(x) for x in xs],
+            "cheap": _CHEAP[0],
+            "jacobian_rows": observer.jacobian_rows,
+            "hook": None,
+            "customs": list(customs),
+        }

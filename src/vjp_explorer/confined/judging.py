@@ -23,14 +23,23 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..calls import RecordError, Verdict, validate_event, validate_record, validate_verdict
+from ..calls import CHECKED_IN_CHILD, RecordError, Verdict, validate_event, validate_record, validate_verdict
 from ..limits import Limits
 from . import protocol
 from .payload import joined
 from .protocol import FrameReader, ProtocolError, safe_text
 
-# the calls whose checks only the judge makes (a functional call's checks still come from the child)
-JUDGED = ("Tensor.backward", "torch.autograd.backward", "torch.autograd.grad", "engine.run_backward")
+# the calls whose checks only the judge makes: backward calls, and the functional calls whose result is
+# Jᵀv (confined/functional._judged); the other functional calls' checks still come from the child
+JUDGED = (
+    "Tensor.backward",
+    "torch.autograd.backward",
+    "torch.autograd.grad",
+    "engine.run_backward",
+    "torch.autograd.functional.vjp",
+    "torch.func.vjp",
+    "torch.func.grad",
+)
 _LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", "snippet_open_files")
 FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
 # bytes of records handed to the judge's writer but not yet written to its pipe: past it the parent waits
@@ -134,13 +143,13 @@ class Judge:
                 f"not checked: the records this run sent to the judge passed {self.limits.snippet_record_bytes:,} "
                 "bytes, the limit (--limit snippet_record_bytes=N raises it)"
             )
-        if record is not None and self.proc is not None:
+        if record is not None and self.proc is not None and not _own(record):
             why = self._queued({"type": "record", "event": {**event, "record": record}})
         if record is None and why is None:
             event["record"] = None
             return
         hook, customs = (record["hook"], record["customs"]) if record is not None else (None, [])
-        event["record"] = {"hook": hook, "customs": customs, "why": why}  # what merge() reads of it
+        event["record"] = {"hook": hook, "customs": customs, "why": why, "own": _own(record)}  # what merge() reads
 
     def _queued(self, message: dict[str, Any]) -> str | None:
         """The judge's frame queued for the writer, once the bytes in flight leave room for it (the parent
@@ -226,7 +235,8 @@ class Judge:
 
     def _merge(self, event: dict[str, Any]) -> str | None:
         """The judge's checks in place of the child's; why the call is unverified, or None."""
-        if event["call"] in JUDGED and event["record"] is not None and event["index"] not in self.verdicts:
+        own = event["record"] is not None and event["record"]["own"]
+        if event["call"] in JUDGED and event["record"] is not None and event["index"] not in self.verdicts and not own:
             why = event["record"].get("why") or f"not checked: {self.failure or 'the judge gave no verdict for it'}"
             event.pop("record")
             event["checks"] = [_skipped(why)]
@@ -275,6 +285,12 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
     record = event.pop("record")
     if event["call"] not in JUDGED:
         return None  # a functional call: checked in the child still (docs/confinement.md says so)
+    if record is not None and _own(record):  # a derivative of a derivative: the child's check, said so
+        event["notes"].append(
+            "Checked in the snippet's own process (second differences of its function), not by the judge, which "
+            "has no reference for a derivative of a derivative yet: this check is the snippet's word."
+        )
+        return None
     if record is None or verdict is None:
         event["checks"] = [_skipped("the call came without its record: nothing to replay")]
         return "it came without the record of its forward"
@@ -287,6 +303,12 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
         event["notes"] = joined(event["notes"], note)
     _after(event, record)
     return verdict["unverified"]
+
+
+def _own(record: dict[str, Any]) -> bool:
+    """Whether a record (whole, or as the parent keeps it) says its call was checked in the child itself."""
+    whole = record.get("forward", 0) is None and record.get("unreplayable") == CHECKED_IN_CHILD
+    return bool(record.get("own")) or whole
 
 
 def _after(event: dict[str, Any], record: dict[str, Any]) -> None:

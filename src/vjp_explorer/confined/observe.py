@@ -176,11 +176,11 @@ class Observer:
         except RuntimeError:
             pass  # a leaf that cannot take a hook: nothing to watch
 
-    def emit(self, event: Event) -> None:
-        """Number an event made elsewhere (a functional call) and send it."""
+    def emit(self, event: Event, record: dict[str, Any] | None = None) -> None:
+        """Number an event made elsewhere (a functional call) and send it, with its record for the judge."""
         self.count += 1
         event.index = self.count
-        self.send_event(event)
+        self.send_event(event, record)
 
     def send_event(self, event: Event, record: dict[str, Any] | None = None, started: int | None = None) -> None:
         """Send a call's record (in a frame of its own, for the judge: not an event, see _send_record), then

@@ -1,5 +1,6 @@
 """Functional calls judged out of the snippet's reach: a planted wrong custom backward (4x where 2x is right)
-reached through torch.func.vjp, torch.autograd.functional.vjp and torch.func.grad, run by snippets that
+reached through torch.func.vjp, torch.autograd.functional.vjp, torch.func.grad, torch.func.jacrev and
+torch.autograd.functional.jacobian (J, judged as Jᵀv for a random v), run by snippets that
 attack the tool inside their own process, as a hostile snippet would write them.
 
 These calls were checked in the snippet's process (confined/functional.py), so patching its comparison or
@@ -46,10 +47,18 @@ _, vjp_fn = torch.func.vjp(Square.apply, x)
 (g1,) = vjp_fn(torch.ones(3))
 _, g2 = torch.autograd.functional.vjp(Square.apply, x, torch.ones(3))
 g3 = torch.func.grad(lambda t: Square.apply(t).sum())(x)
-print(g1, g2, g3)
+J1 = torch.func.jacrev(Square.apply)(x)
+J2 = torch.autograd.functional.jacobian(Square.apply, x)
+print(g1, g2, g3, J1.diagonal(), J2.diagonal())
 """
-NAMES = ["torch.func.vjp", "torch.autograd.functional.vjp", "torch.func.grad"]
-PLANTED_GRADS = "tensor([ 4.,  8., 12.]) tensor([ 4.,  8., 12.]) tensor([ 4.,  8., 12.])"  # plain torch, 4x
+NAMES = [
+    "torch.func.vjp",
+    "torch.autograd.functional.vjp",
+    "torch.func.grad",
+    "torch.func.jacrev",
+    "torch.autograd.functional.jacobian",
+]
+PLANTED_GRADS = " ".join(["tensor([ 4.,  8., 12.])"] * 5)  # plain torch: 4x, and J's diagonal 4x
 
 ROUTES = {
     **{name: REWRITES[name] for name in ("frame writer", "comparison routine", "finite-difference reference")},

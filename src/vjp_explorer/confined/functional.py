@@ -493,10 +493,10 @@ def _transform_event(
     found, independent, order = _spec_reference(observer, spec, xs, kw, MAX_EVALS)
     compares = (_COMPARES_2 if order == 2 else _COMPARES).format(kind=spec.kind)
     _compare(event, spec.kind, found, got, _leaves(xs, nums)[0].dtype, compares, independent)
-    if spec.kind == "grad":  # Jᵀ1 of a function with one output number: the judge's check
+    if spec.kind in ("grad", "jacrev", "jacfwd"):  # Jᵀ1, or J itself: the judge's check
         plain = _spec_of(spec.func) is None
         f = _fixing(spec.func, xs, kw, nums, spec.has_aux, widen=False) if plain else None
-        _judged(observer, event, f, _leaves(xs, nums), None, got)
+        _judged(observer, event, f, _leaves(xs, nums), None, got, whole=spec.kind != "grad")
     return event
 
 
@@ -710,8 +710,8 @@ def _check(observer: Any, event: Event, kind: str, func: Any, inputs: Any, vs: l
     else:
         refs, independent = _quietly(observer, lambda: _reference(kind, func, xs, vs, MAX_EVALS), func)
     _compare(event, kind, refs, got, xs[0].dtype, compares, independent)
-    if kind == "vjp":  # Jᵀv: the judge's check (of a derivative's vjp, this process's own, so marked)
-        _judged(observer, event, func if spec is None else None, xs, vs, got)
+    if kind in ("vjp", "jacobian"):  # Jᵀv, or J itself: the judge's check (of a derivative, this process's own)
+        _judged(observer, event, func if spec is None else None, xs, vs, got, whole=kind == "jacobian")
 
 
 def _hessian_reference(func: Any, xs: list[torch.Tensor]) -> list[tuple[Any, Any]] | str:
@@ -908,14 +908,22 @@ def _info(name: str, t: torch.Tensor) -> TensorInfo:
 
 
 def _judged(
-    observer: Any, event: Event, func: Any, xs: list[torch.Tensor], vs: list[Any] | None, got: list[torch.Tensor]
+    observer: Any,
+    event: Event,
+    func: Any,
+    xs: list[torch.Tensor],
+    vs: list[Any] | None,
+    got: list[torch.Tensor],
+    whole: bool = False,
 ) -> None:
     """The record of a first derivative by reverse mode (Jᵀv: a vjp, a grad) for the judge, which checks it
     out of the snippet's reach as it checks a backward call: the function's forward recorded once more at the
     call's inputs (run quietly, its state put back), v, the inputs and the call's result as the grads. The
     parent takes this call's checks from the judge only (judging.JUDGED); those made above stay for the view
     where the judge's answer does not replace them. `func` None: a derivative of a derivative, which the
-    judge has no reference for yet (calls.CHECKED_IN_CHILD)."""
+    judge has no reference for yet (calls.CHECKED_IN_CHILD). `whole`: the result is J itself (jacobian,
+    jacrev, jacfwd), which goes to the judge as Jᵀv for a random v (seeded by the call's line): a wrong entry
+    of J shows in it but for a set of v of measure zero."""
     from ..calls import CHECKED_IN_CHILD
 
     def without(why: str) -> dict[str, Any]:
@@ -930,20 +938,26 @@ def _judged(
         _RECORD[0] = without(_SKIP[0])
         return
     try:
-        _RECORD[0] = _recorded(observer, event, func, xs, vs, got)
+        _RECORD[0] = _recorded(observer, event, func, xs, vs, got, whole)
     except Exception as e:  # noqa: BLE001 - the log's own failure: the check is skipped, saying why
         why = str(e) if type(e).__name__ == "NotReplayable" else f"the recorded forward could not be written down ({e})"
         _RECORD[0] = without(why.splitlines()[0][:300] if why else "the function could not be recorded")
 
 
 def _recorded(
-    observer: Any, event: Event, func: Any, xs: list[torch.Tensor], vs: list[Any] | None, got: list[torch.Tensor]
+    observer: Any,
+    event: Event,
+    func: Any,
+    xs: list[torch.Tensor],
+    vs: list[Any] | None,
+    got: list[torch.Tensor],
+    whole: bool,
 ) -> dict[str, Any]:
     from . import checks, oplog
     from .nonfinite import custom_functions
     from .record import NotReplayable
 
-    if len(got) != len(xs) or any(g.shape != x.shape for g, x in zip(got, xs, strict=True)):
+    if len(got) != len(xs) or not whole and any(g.shape != x.shape for g, x in zip(got, xs, strict=True)):
         raise NotReplayable("the call's result does not have its inputs' shapes")
     leaves = [x.detach().clone().requires_grad_(True) for x in xs]
     rec = observer.recorder
@@ -958,6 +972,11 @@ def _recorded(
         if not isinstance(out, torch.Tensor):
             raise NotReplayable("the function returns more than one tensor")
         v = [out.new_ones(())] if vs is None else [t.detach() for t in vs]
+        if whole:
+            v, got = _contracted(out, xs, got, event.line)
+            event.notes.append(
+                "The judge checks J through Jᵀv for a random v (seeded by the line): a wrong entry of J shows there."
+            )
         if len(v) != 1 or not isinstance(v[0], torch.Tensor) or v[0].shape != out.shape:
             raise NotReplayable("v does not have the output's shape")
         forward = observer._forward(event, [out], leaves, got)
@@ -983,3 +1002,22 @@ def _recorded(
             "hook": None,
             "customs": list(customs),
         }
+
+
+def _contracted(
+    out: torch.Tensor, xs: list[torch.Tensor], blocks: list[torch.Tensor], line: int
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """J's blocks (shape: the output's, then the input's) as Jᵀv for a random v: ([v], one Jᵀv per input)."""
+    from .record import NotReplayable
+
+    for J, x in zip(blocks, xs, strict=True):
+        if tuple(J.shape) != (*out.shape, *x.shape):
+            raise NotReplayable("the call's J does not have the output's and the inputs' shapes")
+    gen = torch.Generator().manual_seed(line)  # not the snippet's generator: its random state is its own
+    v = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out.dtype)  # as the record carries it
+    v64 = v.to(torch.float64)
+    jtv = [
+        torch.tensordot(v64, J.detach().to(torch.float64), dims=out.dim()).to(x.dtype)
+        for J, x in zip(blocks, xs, strict=True)
+    ]
+    return [v], jtv

@@ -30,15 +30,18 @@ from .payload import joined
 from .protocol import FrameReader, ProtocolError, safe_text
 
 # the calls whose checks only the judge makes: backward calls, and the functional calls whose result is
-# Jᵀv (confined/functional._judged); the other functional calls' checks still come from the child
+# Jᵀv or J (confined/functional._judged); the other functional calls' checks still come from the child
 JUDGED = (
     "Tensor.backward",
     "torch.autograd.backward",
     "torch.autograd.grad",
     "engine.run_backward",
     "torch.autograd.functional.vjp",
+    "torch.autograd.functional.jacobian",
     "torch.func.vjp",
     "torch.func.grad",
+    "torch.func.jacrev",
+    "torch.func.jacfwd",
 )
 _LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", "snippet_open_files")
 FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"

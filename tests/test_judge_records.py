@@ -54,7 +54,7 @@ def test_a_loop_whose_records_pass_the_event_budget_runs_to_the_end_all_judged(m
         tracemalloc.stop()
     assert out.stopped is None, out.stopped and out.stopped.message
     assert out.unverified == []
-    records, record_bytes, over = out.records
+    records, record_bytes, over = out.channel.records, out.channel.record_bytes, out.channel.records_over
     assert (records, over) == (1 + STEPS, 0)  # one per call, the unchecked ones without a forward
     # what the records measure: each checked call's carries its model's arrays, so together they pass the
     # event budget by far (before, they counted against it, and the run was stopped at the 3rd checked call)

@@ -7,6 +7,10 @@ quietly (output muted, observation suspended), under no_grad, in float64, at per
 column by central differences (engine/finite_diff.jacobian_of), never autograd; from J, J, Jᵀv or Jv. A second
 derivative (hessian, jacrev(jacrev(f)), jvp(grad(f))) is checked against central second differences of the
 function. A transform inside vmap sees batched tensors: no event; vmap(grad(f))(xs) is one, sample by sample.
+
+A first derivative by reverse mode (vjp, grad) and J itself (jacobian, jacrev, jacfwd) also get a record
+(functional_judged.py): their checks are the judge's, out of the snippet's reach; the ones made here stay
+only where the judge does not check (second derivatives, forward mode, vmap) and for the view's reference.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from torch.utils import _pytree as pytree
 
 from ..engine.tolerance import ROUNDOFF_UNITS, eps, tolerance
 from ..snippet.result import Check, Event, TensorInfo
+from .functional_judged import judged
+from .functional_state import untouched, widened
 
 MAX_EVALS = 4_000  # calls of the snippet's function for one reference
 MAX_EVALS_2 = 1_000  # for a second derivative: 8 calls per entry (half of them where it is symmetric)
@@ -496,7 +502,7 @@ def _transform_event(
     if spec.kind in ("grad", "jacrev", "jacfwd"):  # Jᵀ1, or J itself: the judge's check
         plain = _spec_of(spec.func) is None
         f = _fixing(spec.func, xs, kw, nums, spec.has_aux, widen=False) if plain else None
-        _judged(observer, event, f, _leaves(xs, nums), None, got, whole=spec.kind != "grad")
+        _RECORD[0] = judged(observer, event, f, _leaves(xs, nums), None, got, spec.kind != "grad", _SKIP[0], _CHEAP[0])
     return event
 
 
@@ -570,115 +576,6 @@ def _quietly(observer: Any, compute: Any, func: Any = None) -> tuple[Any, bool]:
     return found, _REF["used"] == used
 
 
-_NARROW = (torch.float16, torch.bfloat16, torch.float32)
-
-
-def _code_of(func: Any) -> tuple[Any, Any]:
-    """The plain Python function behind func (a partial, a bound method, a wrapper), and its globals."""
-    seen = 0
-    while seen < 8:
-        seen += 1
-        inner = getattr(func, "__wrapped__", None) or getattr(func, "func", None) or getattr(func, "__func__", None)
-        if inner is None or inner is func:
-            break
-        func = inner
-    return (func, func.__globals__) if inspect.isfunction(func) else (None, None)
-
-
-def _modules_of(func: Any) -> list[torch.nn.Module]:
-    """The modules a function computes with: itself, the object of a bound method, those it closes over or
-    names as globals."""
-    found = [m for m in (func, getattr(func, "__self__", None)) if isinstance(m, torch.nn.Module)]
-    plain, names = _code_of(func)
-    if plain is not None:
-        cells = [c.cell_contents for c in plain.__closure__ or () if _full(c)]
-        named = [names[n] for n in plain.__code__.co_names if n in names]
-        found += [m for m in (*cells, *named) if isinstance(m, torch.nn.Module)]
-    return found
-
-
-def _full(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018 - an empty cell raises
-    except ValueError:
-        return False
-    return True
-
-
-@contextlib.contextmanager
-def untouched(func: Any) -> Any:
-    """While references re-evaluate func many times: afterwards the globals it rebinds, the lists and dicts
-    it fills, the cells it writes (nonlocal) and the random generators hold what the real call left there,
-    as they would after `python FILE.py` (the re-evaluations happen on copies of the snippet's view)."""
-    import random
-
-    plain, names = _code_of(func)
-    kept = dict(names) if names is not None else None
-    filled = [
-        (v, list(v) if isinstance(v, list) else dict(v))
-        for v in (kept or {}).values()
-        if isinstance(v, (list, dict)) and v is not names
-    ]
-    cells = [(c, c.cell_contents) for c in (plain.__closure__ or ()) if _full(c)] if plain is not None else []
-    rng = (torch.get_rng_state(), random.getstate())
-    try:
-        yield
-    finally:
-        if names is not None and kept is not None:
-            for k in [k for k in names if k not in kept]:
-                del names[k]
-            names.update(kept)
-        for container, was in filled:
-            if isinstance(container, list):
-                container[:] = was
-            else:
-                container.clear()
-                container.update(was)
-        for cell, value in cells:
-            cell.cell_contents = value
-        torch.set_rng_state(rng[0])
-        random.setstate(rng[1])
-
-
-@contextlib.contextmanager
-def widened(func: Any) -> Any:
-    """func's float constants in float64 while a reference runs (and restored): a float32 tensor it closes
-    over, names as a global, holds as a parameter or makes (torch.ones(3): the default dtype) would
-    otherwise win type promotion over a float64 input of no dimensions, and the differences would run in
-    float32."""
-    plain, names = _code_of(func)
-    cells = [c for c in (plain.__closure__ or ()) if _full(c)] if plain is not None else []
-    was_cells = [(c, c.cell_contents) for c in cells if _narrow(c.cell_contents)]
-    was_names = [
-        (n, names[n])
-        for n in (plain.__code__.co_names if plain is not None else ())
-        if n in (names or {}) and _narrow(names[n])
-    ]
-    was_data = [(t, t.data) for m in _modules_of(func) for t in [*m.parameters(), *m.buffers()] if _narrow(t)]
-    default = torch.get_default_dtype()
-    try:
-        torch.set_default_dtype(torch.float64)
-        for c, t in was_cells:
-            c.cell_contents = t.detach().double()
-        for n, t in was_names:
-            names[n] = t.detach().double()
-        for t, data in was_data:
-            t.data = data.double()
-        yield
-    finally:
-        torch.set_default_dtype(default)
-        for c, t in was_cells:
-            c.cell_contents = t
-        for n, t in was_names:
-            names[n] = t
-        for t, data in was_data:
-            t.data = data
-
-
-def _narrow(t: Any) -> bool:
-    return isinstance(t, torch.Tensor) and t.dtype in _NARROW
-
-
 def _event(
     qualname: str, line: int, source: str, func: Any, inputs: Any, vs: list[Any], what: str | None = None
 ) -> Event | None:
@@ -711,7 +608,8 @@ def _check(observer: Any, event: Event, kind: str, func: Any, inputs: Any, vs: l
         refs, independent = _quietly(observer, lambda: _reference(kind, func, xs, vs, MAX_EVALS), func)
     _compare(event, kind, refs, got, xs[0].dtype, compares, independent)
     if kind in ("vjp", "jacobian"):  # Jᵀv, or J itself: the judge's check (of a derivative, this process's own)
-        _judged(observer, event, func if spec is None else None, xs, vs, got, whole=kind == "jacobian")
+        f = func if spec is None else None
+        _RECORD[0] = judged(observer, event, f, xs, vs, got, kind == "jacobian", _SKIP[0], _CHEAP[0])
 
 
 def _hessian_reference(func: Any, xs: list[torch.Tensor]) -> list[tuple[Any, Any]] | str:
@@ -905,119 +803,3 @@ def _info(name: str, t: torch.Tensor) -> TensorInfo:
     big = t.numel() > MAX_VALUES  # a batch of Hessians: its shape, not its millions of numbers
     values = None if big else (t.detach().to(torch.float64) if t.is_floating_point() else t.detach()).tolist()
     return TensorInfo(name, list(t.shape), str(t.dtype).removeprefix("torch."), values)
-
-
-def _judged(
-    observer: Any,
-    event: Event,
-    func: Any,
-    xs: list[torch.Tensor],
-    vs: list[Any] | None,
-    got: list[torch.Tensor],
-    whole: bool = False,
-) -> None:
-    """The record of a first derivative by reverse mode (Jᵀv: a vjp, a grad) for the judge, which checks it
-    out of the snippet's reach as it checks a backward call: the function's forward recorded once more at the
-    call's inputs (run quietly, its state put back), v, the inputs and the call's result as the grads. The
-    parent takes this call's checks from the judge only (judging.JUDGED); those made above stay for the view
-    where the judge's answer does not replace them. `func` None: a derivative of a derivative, which the
-    judge has no reference for yet (calls.CHECKED_IN_CHILD). `whole`: the result is J itself (jacobian,
-    jacrev, jacfwd), which goes to the judge as Jᵀv for a random v (seeded by the call's line): a wrong entry
-    of J shows in it but for a set of v of measure zero."""
-    from ..calls import CHECKED_IN_CHILD
-
-    def without(why: str) -> dict[str, Any]:
-        empty: dict[str, Any] = {"outputs": [], "v": [], "at": [], "grads": [], "before": [], "names": []}
-        more = {"cheap": _CHEAP[0], "jacobian_rows": observer.jacobian_rows, "hook": None, "customs": []}
-        return {"forward": None, "unreplayable": why, **empty, **more}
-
-    if func is None:
-        _RECORD[0] = without(CHECKED_IN_CHILD)
-        return
-    if _SKIP[0]:
-        _RECORD[0] = without(_SKIP[0])
-        return
-    try:
-        _RECORD[0] = _recorded(observer, event, func, xs, vs, got, whole)
-    except Exception as e:  # noqa: BLE001 - the log's own failure: the check is skipped, saying why
-        why = str(e) if type(e).__name__ == "NotReplayable" else f"the recorded forward could not be written down ({e})"
-        _RECORD[0] = without(why.splitlines()[0][:300] if why else "the function could not be recorded")
-
-
-def _recorded(
-    observer: Any,
-    event: Event,
-    func: Any,
-    xs: list[torch.Tensor],
-    vs: list[Any] | None,
-    got: list[torch.Tensor],
-    whole: bool,
-) -> dict[str, Any]:
-    from . import checks, oplog
-    from .nonfinite import custom_functions
-    from .record import NotReplayable
-
-    if len(got) != len(xs) or not whole and any(g.shape != x.shape for g, x in zip(got, xs, strict=True)):
-        raise NotReplayable("the call's result does not have its inputs' shapes")
-    leaves = [x.detach().clone().requires_grad_(True) for x in xs]
-    rec = observer.recorder
-    was_on = rec.on
-    observer.depth += 1  # the function's own autograd calls are not events
-    try:
-        with untouched(func), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            rec.switch(True)
-            with torch.enable_grad():
-                out = func(*leaves)
-            rec.switch(was_on)
-        if not isinstance(out, torch.Tensor):
-            raise NotReplayable("the function returns more than one tensor")
-        v = [out.new_ones(())] if vs is None else [t.detach() for t in vs]
-        if whole:
-            v, got = _contracted(out, xs, got, event.line)
-            event.notes.append(
-                "The judge checks J through Jᵀv for a random v (seeded by the line): a wrong entry of J shows there."
-            )
-        if len(v) != 1 or not isinstance(v[0], torch.Tensor) or v[0].shape != out.shape:
-            raise NotReplayable("v does not have the output's shape")
-        forward = observer._forward(event, [out], leaves, got)
-        made = forward.pop("made")
-        customs = custom_functions([out])
-    finally:
-        observer.depth -= 1
-        rec.switch(was_on)
-        with contextlib.suppress(Exception):
-            rec.forget(rec.slice_for([out], leaves))
-    with checks.outside_the_log(), torch._C.DisableTorchFunction():
-        return {
-            "forward": forward,
-            "unreplayable": None,
-            "outputs": [oplog.array(m) for m in made],
-            "v": [oplog.array(t) for t in v],
-            "at": [oplog.array(x) for x in xs],
-            "grads": [oplog.array(g.detach()) for g in got],
-            "before": [None for _ in xs],
-            "names": [observer.name_of(x) for x in xs],
-            "cheap": _CHEAP[0],
-            "jacobian_rows": observer.jacobian_rows,
-            "hook": None,
-            "customs": list(customs),
-        }
-
-
-def _contracted(
-    out: torch.Tensor, xs: list[torch.Tensor], blocks: list[torch.Tensor], line: int
-) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """J's blocks (shape: the output's, then the input's) as Jᵀv for a random v: ([v], one Jᵀv per input)."""
-    from .record import NotReplayable
-
-    for J, x in zip(blocks, xs, strict=True):
-        if tuple(J.shape) != (*out.shape, *x.shape):
-            raise NotReplayable("the call's J does not have the output's and the inputs' shapes")
-    gen = torch.Generator().manual_seed(line)  # not the snippet's generator: its random state is its own
-    v = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out.dtype)  # as the record carries it
-    v64 = v.to(torch.float64)
-    jtv = [
-        torch.tensordot(v64, J.detach().to(torch.float64), dims=out.dim()).to(x.dtype)
-        for J, x in zip(blocks, xs, strict=True)
-    ]
-    return [v], jtv

@@ -63,7 +63,7 @@ class Calls:
 class Judge:
     """One judge process for one snippet run."""
 
-    def __init__(self, limits: Limits, trust: bool) -> None:
+    def __init__(self, limits: Limits, trust: bool, deadline: float | None = None) -> None:
         self.limits, self.trust = limits, trust
         self.verdicts: dict[int, Verdict] = {}
         self.failure: str | None = None  # why the judge could not answer (its answers are then skipped checks)
@@ -74,7 +74,7 @@ class Judge:
         self._room = threading.Condition()  # the writer's progress: in_flight shrinks
         self.in_flight = 0  # bytes queued for the judge, not yet written
         self.peak_in_flight = 0
-        self.deadline = time.monotonic() + limits.snippet_seconds
+        self.deadline = time.monotonic() + limits.snippet_seconds if deadline is None else deadline  # the run's
 
     def start(self) -> None:
         """Start the judge now, so that its import of torch overlaps the child's."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..calls import RecordError
 from ..errors import LimitError, ProgramError, UsageError, VjpError
 from ..limits import DEFAULT_LIMITS, Limits
 from . import protocol, sandbox, scratch
@@ -91,9 +92,7 @@ class Outcome:
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0
     unverified: list[str] = field(default_factory=list)  # calls the judge could not vouch for, and why
-    # the calls' records the child sent for the judge: (records passed on, their bytes, records past
-    # snippet_record_bytes left undecoded); none of them is kept (judging.Judge lets each go once written)
-    records: tuple[int, int, int] = (0, 0, 0)
+    channel: FrameReader | None = None  # what the child sent, counted: its records for the judge (none kept)
 
     @property
     def stdout(self) -> str:
@@ -234,22 +233,21 @@ def run_confined(
         if observe:  # the checks are made out of the snippet's reach, by a process started beside it
             from .judging import Judge
 
-            session.judge = judge = Judge(limits, trust)
+            session.judge = judge = Judge(limits, trust, deadline=session.started + limits.snippet_seconds)
             with _recording():  # a Ctrl-C kills the judge and removes its folder too (abandon)
                 judge.start()
                 _live.runs[judge.scratch] = judge.proc
         explain = {
             "calls": limits.snippet_explained_calls,
             "jacobian_rows": limits.snippet_jacobian_rows,
-            "record_bytes": limits.snippet_record_bytes,  # the records' own budget (observe._send_record)
+            "record_bytes": limits.snippet_record_bytes,  # the records' own budget (records.py)
             "graph": graph,
             "code": code,  # --code: each explained call's backward graph, for its script (code_capture.py)
         }
         session.extra = {"observe": observe, "seed": seed, "explain": explain, "diagnose": diagnose}
         outcome = session.talk(text, mode, filename)
         if judge is not None:
-            deadline = session.started + limits.snippet_seconds
-            outcome.unverified = judge.settle(outcome.events, deadline, stopped=outcome.stopped is not None)
+            outcome.unverified = judge.settle(outcome.events, judge.deadline, stopped=outcome.stopped is not None)
         return outcome
     finally:
         if judge is not None:
@@ -269,8 +267,8 @@ class _Session:
     def __init__(self, limits: Limits, on_message: OnMessage | None) -> None:
         self.limits = limits
         self.on_message = on_message
-        self.outcome = Outcome()
-        self.reader = FrameReader(record_budget=limits.snippet_record_bytes)
+        self.outcome = Outcome(channel=FrameReader(record_budget=limits.snippet_record_bytes))
+        self.reader: FrameReader = self.outcome.channel  # type: ignore[assignment]
         self.output_chars = 0
         self.message_bytes = 0  # all that came on the message pipe
         self.pending: dict[str, str] = {"stdout": "", "stderr": ""}
@@ -450,10 +448,7 @@ class _Session:
         elif kind == "refused":
             if len(self.outcome.refused) < _MAX_REFUSED:
                 self.outcome.refused.append(Refused(frame["kind"], safe_text(frame["what"][:200]), frame["line"]))
-        elif kind in ("record", "record_over"):  # for the judge only: passed on, not kept, not shown
-            self._calls(frame)
-            return
-        elif kind in ("event", "started", "ended", "unobserved", "verdict"):
+        elif kind in ("event", "started", "ended", "unobserved", "verdict", "record", "record_over"):
             if kind == "event" and len(self.outcome.events) >= self.limits.snippet_events:
                 count = self.limits.snippet_events
                 said = f"the snippet sent more than {count:,} events, the most vjp reads back from one run"
@@ -463,13 +458,11 @@ class _Session:
                 return
         elif kind == "done":
             self.ended = True
-        if self.on_message is not None and self.killed_for is None:
-            self.on_message(frame)
+        if self.on_message is not None and self.killed_for is None and kind not in ("record", "record_over"):
+            self.on_message(frame)  # (a record is the judge's only: passed on, not kept, not shown)
 
     def _calls(self, frame: dict[str, Any]) -> bool:
         """A frame about calls: to the judge (checked against the call record's schema), an event kept."""
-        from ..calls import RecordError
-
         try:
             if frame["type"] == "verdict" or self.judge is None and frame["type"] not in ("event", "record_over"):
                 raise RecordError(f"a {frame['type']!r} frame, which only the judge may send")
@@ -516,10 +509,8 @@ class _Session:
         if not self.ended:  # never poll(): it would reap the child, and its resource usage with it
             _kill_group(self.proc)
         self._close_stdin()
-        status, usage = _reap(self.proc, kill_after=5.0)
-        self.status = status
+        self.status, usage = _reap(self.proc, kill_after=5.0)
         self.outcome.wall_seconds = time.monotonic() - self.started
-        self.outcome.records = (self.reader.records, self.reader.record_bytes, self.reader.records_over)
         self.outcome.cpu_seconds = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
         for fd in (self.message_fd, self.output_fd):
             os.close(fd)

@@ -35,6 +35,7 @@ from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, gr
 from .hooks import HookWatch
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
 from .record import NotReplayable, Recorder, serial
+from .records import RecordBudget
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -59,9 +60,7 @@ class Observer:
         self.jacobian_rows = int(explain.get("jacobian_rows", checks.JACOBIAN_ROWS))
         self.graph = bool(explain.get("graph", False))
         self.code = bool(explain.get("code", False))  # --code: each explained call's graph for its script
-        # bytes of records this run may send to the judge (Limits.snippet_record_bytes), and sent so far
-        self.record_budget = int(explain.get("record_bytes", 2_000_000_000))
-        self.record_bytes = 0
+        self.records = RecordBudget(int(explain.get("record_bytes", 2_000_000_000)))  # snippet_record_bytes
 
         self.batched: list[Any] | None = None  # inside the snippet's torch.vmap: its autograd.grad calls
         self._local = threading.local()  # per thread: a snippet's threads call backward independently
@@ -183,11 +182,10 @@ class Observer:
         self.send_event(event, record)
 
     def send_event(self, event: Event, record: dict[str, Any] | None = None, started: int | None = None) -> None:
-        """Send a call's record (in a frame of its own, for the judge: not an event, see _send_record), then
-        its event with its arrays within payload.NUMBERS; if the event is still too large for a frame (a
-        huge graph, many inputs), with no arrays and no graph: the run goes on."""
+        """Send a call's record (in a frame of its own, for the judge: records.py), then its event with its
+        arrays within payload.NUMBERS; if still too large for a frame, with no arrays and no graph."""
         if record is not None:
-            self._send_record(event.index, record)
+            self.records.send(self.send, event.index, record)
         payload.fit(event)
         try:
             self.send({"type": "event", "event": {**plain(event), "record": None, "started": started}})
@@ -196,27 +194,6 @@ class Observer:
             event.graph = event.backward_code = None
             payload.fit(event, budget=0)
         self.send({"type": "event", "event": {**plain(event), "record": None, "started": started}})
-
-    def _send_record(self, index: int, record: dict[str, Any]) -> None:
-        """The record in a "record" frame (the parent passes it to the judge and keeps none of it), within
-        the run's budget of records and a record frame's size; past either, without its forward, saying why
-        (the judge then skips the check, and the parent reads no more than the budget)."""
-        frame = {"type": "record", "call": index, "record": record}
-        size = len(protocol.encode(frame)) - 4 if record["forward"] is not None else 0
-        why = None
-        if size > protocol.MAX_RECORD_FRAME:
-            why = f"the recorded forward is larger than a record frame ({protocol.MAX_RECORD_FRAME:,} bytes)"
-        elif self.record_bytes + size > self.record_budget:
-            why = (
-                f"not checked: the records this run sent to the judge reached {self.record_budget:,} bytes, the "
-                f"limit (--limit snippet_record_bytes=N raises it)"
-            )
-        if why is not None:
-            empty: dict[str, Any] = {"outputs": [], "v": [], "at": [], "grads": [], "before": [], "names": []}
-            frame["record"] = {**record, **empty, "forward": None, "unreplayable": why}
-            size = len(protocol.encode(frame)) - 4
-        self.send(frame)
-        self.record_bytes += size
 
     def before_statement(self, stmt: Any) -> None:
         """The runner's hook; events carry their own line, so nothing to do."""

@@ -47,7 +47,7 @@ _LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", 
 FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
 # bytes of records handed to the judge's writer but not yet written to its pipe: past it the parent waits
 # (and the child with it), so what it holds of records stays bounded however long the run
-IN_FLIGHT = 2 * protocol.MAX_RECORD_FRAME
+IN_FLIGHT = protocol.MAX_RECORD_FRAME  # (one record past it still goes: the judge takes one at a time anyway)
 
 
 @dataclass

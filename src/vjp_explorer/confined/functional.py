@@ -502,7 +502,8 @@ def _transform_event(
     if spec.kind in ("grad", "jacrev", "jacfwd"):  # Jᵀ1, or J itself: the judge's check
         plain = _spec_of(spec.func) is None
         f = _fixing(spec.func, xs, kw, nums, spec.has_aux, widen=False) if plain else None
-        _RECORD[0] = judged(observer, event, f, _leaves(xs, nums), None, got, spec.kind != "grad", _SKIP[0], _CHEAP[0])
+        whole = spec.kind != "grad"
+        _RECORD[0] = judged(observer, event, f, _leaves(xs, nums), None, got, whole, _SKIP[0], _CHEAP[0], spec.func)
     return event
 
 
@@ -609,7 +610,7 @@ def _check(observer: Any, event: Event, kind: str, func: Any, inputs: Any, vs: l
     _compare(event, kind, refs, got, xs[0].dtype, compares, independent)
     if kind in ("vjp", "jacobian"):  # Jᵀv, or J itself: the judge's check (of a derivative, this process's own)
         f = func if spec is None else None
-        _RECORD[0] = judged(observer, event, f, xs, vs, got, kind == "jacobian", _SKIP[0], _CHEAP[0])
+        _RECORD[0] = judged(observer, event, f, xs, vs, got, kind == "jacobian", _SKIP[0], _CHEAP[0], func)
 
 
 def _hessian_reference(func: Any, xs: list[torch.Tensor]) -> list[tuple[Any, Any]] | str:

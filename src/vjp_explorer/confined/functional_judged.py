@@ -28,12 +28,14 @@ def judged(
     whole: bool,
     skip: str,
     cheap: bool,
+    owner: Any,
 ) -> dict[str, Any]:
     """The record of a first derivative by reverse mode (Jᵀv: a vjp, a grad) for the judge, which checks it
     out of the snippet's reach as it checks a backward call: the function's forward recorded once more at the
-    call's inputs (run quietly, its state put back), v, the inputs and the call's result as the grads. The
-    parent takes this call's checks from the judge only (judging.JUDGED); those made above stay for the view
-    where the judge's answer does not replace them. `func` None: a derivative of a derivative, which the
+    call's inputs (run quietly, the state of `owner`, the snippet's own function, put back), v, the inputs
+    and the call's result as the grads. The parent takes this call's checks from the judge only
+    (judging.JUDGED). `skip`: why the call is not checked (functional._SKIP); `cheap`: past the calls
+    explained in full. `func` None: a derivative of a derivative, which the
     judge has no reference for yet (calls.CHECKED_IN_CHILD). `whole`: the result is J itself (jacobian,
     jacrev, jacfwd), which goes to the judge as Jᵀv for a random v (seeded by the call's line): a wrong entry
     of J shows in it but for a set of v of measure zero."""
@@ -49,7 +51,7 @@ def judged(
     if skip:
         return without(skip)
     try:
-        return _recorded(observer, event, func, xs, vs, got, whole, cheap)
+        return _recorded(observer, event, func, xs, vs, got, whole, cheap, owner)
     except Exception as e:  # noqa: BLE001 - the log's own failure: the check is skipped, saying why
         why = str(e) if type(e).__name__ == "NotReplayable" else f"the recorded forward could not be written down ({e})"
         return without(why.splitlines()[0][:300] if why else "the function could not be recorded")
@@ -64,6 +66,7 @@ def _recorded(
     got: list[torch.Tensor],
     whole: bool,
     cheap: bool,
+    owner: Any,
 ) -> dict[str, Any]:
     from . import checks, oplog
     from .nonfinite import custom_functions
@@ -76,7 +79,7 @@ def _recorded(
     was_on = rec.on
     observer.depth += 1  # the function's own autograd calls are not events
     try:
-        with untouched(func), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with untouched(owner), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             rec.switch(True)
             with torch.enable_grad():
                 out = func(*leaves)

@@ -265,6 +265,10 @@ def _environment(scratch: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1"}
 
 
+# the functional calls whose results are Jᵀv itself, one block per input (J's calls go as a contraction)
+_JTV_RESULTS = ("torch.autograd.functional.vjp", "torch.func.vjp", "torch.func.grad")
+
+
 def paired(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The events among an observer's frames, each with its record (sent in a frame of its own just before
     it) put back in: what a judge in this very process reads (the %%vjp magic's)."""
@@ -304,6 +308,13 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
         x["omitted"] += omitted
     for note in verdict["notes"]:
         event["notes"] = joined(event["notes"], note)
+    if event["call"] in _JTV_RESULTS:  # the reference shown beside the results: the judge's, not the child's
+        fds = verdict["finite_difference"]
+        event["reference"] = [
+            {**r, "dtype": "float64", "values": fd}
+            for r, fd in zip(event["results"], fds, strict=False)
+            if fd is not None and len(fds) == len(event["results"])
+        ]
     _after(event, record)
     return verdict["unverified"]
 

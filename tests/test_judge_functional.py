@@ -106,3 +106,24 @@ protocol.write_frame = write_frame
         assert f"({name}, line" in r.stopped.message  # type: ignore[attr-defined]
     assert "without the record of its forward" in r.stopped.message  # type: ignore[attr-defined]
     assert all(c.status != "agree" for e in r.events for c in e.checks)  # type: ignore[attr-defined]
+
+
+def test_a_backward_call_whose_record_claims_the_child_checked_it_still_gets_no_agree():
+    """The mark a derivative of a derivative's record carries (its check stays the child's) is believed of a
+    functional call only: forged onto a backward call's record, with a forged `agree`, it changes nothing."""
+    from test_judge_tamper import PLANTED as BACKWARD
+    from vjp_explorer.calls import CHECKED_IN_CHILD
+
+    forge = f"""
+protocol.write_frame = real_write
+held["record"]["record"].update(forward=None, unreplayable={CHECKED_IN_CHILD!r}, outputs=[], v=[], at=[],
+                                grads=[], before=[], names=[])
+held["message"]["event"]["checks"] = [{AGREE}]
+put(held["record"])
+put(held["message"])
+"""
+    src = BACKWARD + REWRITES["a forged event on the channel, checks only"] + "Square.apply(x).sum().backward()\n"
+    r = run_snippet(src + forge, seed=0, keep_partial=True)
+    (event,) = r.events  # type: ignore[attr-defined]
+    assert [c.status for c in event.checks] == ["skipped"]  # the judge's: nothing to replay, said why
+    assert not any("snippet's word" in n for n in event.notes)

@@ -31,11 +31,7 @@ from .protocol import FrameReader, ProtocolError, safe_text
 
 # the calls whose checks only the judge makes: backward calls, and the functional calls whose result is
 # Jᵀv or J (confined/functional._judged); the other functional calls' checks still come from the child
-JUDGED = (
-    "Tensor.backward",
-    "torch.autograd.backward",
-    "torch.autograd.grad",
-    "engine.run_backward",
+FUNCTIONAL = (
     "torch.autograd.functional.vjp",
     "torch.autograd.functional.jacobian",
     "torch.func.vjp",
@@ -43,6 +39,7 @@ JUDGED = (
     "torch.func.jacrev",
     "torch.func.jacfwd",
 )
+JUDGED = ("Tensor.backward", "torch.autograd.backward", "torch.autograd.grad", "engine.run_backward", *FUNCTIONAL)
 _LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", "snippet_open_files")
 FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
 # bytes of records handed to the judge's writer but not yet written to its pipe: past it the parent waits
@@ -146,13 +143,14 @@ class Judge:
                 f"not checked: the records this run sent to the judge passed {self.limits.snippet_record_bytes:,} "
                 "bytes, the limit (--limit snippet_record_bytes=N raises it)"
             )
-        if record is not None and self.proc is not None and not _own(record):
+        if record is not None and self.proc is not None and not _own(record, event["call"]):
             why = self._queued({"type": "record", "event": {**event, "record": record}})
         if record is None and why is None:
             event["record"] = None
             return
         hook, customs = (record["hook"], record["customs"]) if record is not None else (None, [])
-        event["record"] = {"hook": hook, "customs": customs, "why": why, "own": _own(record)}  # what merge() reads
+        own = record is not None and _own(record, event["call"])
+        event["record"] = {"hook": hook, "customs": customs, "why": why, "own": own}  # what merge() reads of it
 
     def _queued(self, message: dict[str, Any]) -> str | None:
         """The judge's frame queued for the writer, once the bytes in flight leave room for it (the parent
@@ -292,7 +290,7 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
     record = event.pop("record")
     if event["call"] not in JUDGED:
         return None  # a functional call: checked in the child still (docs/confinement.md says so)
-    if record is not None and _own(record):  # a derivative of a derivative: the child's check, said so
+    if record is not None and _own(record, event["call"]):  # a derivative of a derivative: the child's check
         event["notes"].append(
             "Checked in the snippet's own process (second differences of its function), not by the judge, which "
             "has no reference for a derivative of a derivative yet: this check is the snippet's word."
@@ -319,10 +317,11 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
     return verdict["unverified"]
 
 
-def _own(record: dict[str, Any]) -> bool:
-    """Whether a record (whole, or as the parent keeps it) says its call was checked in the child itself."""
+def _own(record: dict[str, Any], call: str) -> bool:
+    """Whether a record (whole, or as the parent keeps it) says its call was checked in the child itself:
+    believed of a functional call only (a backward call's checks are the judge's, whatever its record says)."""
     whole = record.get("forward", 0) is None and record.get("unreplayable") == CHECKED_IN_CHILD
-    return bool(record.get("own")) or whole
+    return call in FUNCTIONAL and (bool(record.get("own")) or whole)
 
 
 def _after(event: dict[str, Any], record: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from vjp_explorer.calls import validate_event
-from vjp_explorer.confined.judging import merge
+from vjp_explorer.confined.judging import merge, paired
 from vjp_explorer.confined.observe import Observer
 from vjp_explorer.confined.record import Recorder, serial
 from vjp_explorer.confined.verdict import verdict
@@ -53,7 +53,7 @@ def observe(src: str, judge: bool = True) -> tuple[list[dict], dict]:
         for owner, name, was in kept:
             setattr(owner, name, was)
         Variable._execution_engine = engine
-    return [judged(e["event"]) if judge else e["event"] for e in events if e["type"] == "event"], ns
+    return [judged(e) if judge else e for e in paired(events)], ns  # each event with its record frame
 
 
 def judged(event: dict) -> dict:

@@ -81,10 +81,13 @@ import vjp_explorer.confined.protocol as protocol
 real_write = protocol.write_frame
 held = {}
 def grab(fd, message):
-    if message.get("type") == "event":
-        held["fd"], held["message"] = fd, message  # the real event never leaves
+    if message.get("type") in ("event", "record"):  # the real event (and its record, sent before it) never leave
+        held["fd"], held["message" if message["type"] == "event" else "record"] = fd, message
         return
     real_write(fd, message)
+def put(message):
+    body = json.dumps(message).encode()
+    os.write(held["fd"], struct.pack(">I", len(body)) + body)
 protocol.write_frame = grab
 """,
 }
@@ -93,8 +96,8 @@ SENT_AFTER = {
     "a forged event on the channel, checks only": f"""
 protocol.write_frame = real_write
 held["message"]["event"]["checks"] = [{AGREE}]
-body = json.dumps(held["message"]).encode()
-os.write(held["fd"], struct.pack(">I", len(body)) + body)
+put(held["record"])
+put(held["message"])
 """,
 }
 
@@ -130,11 +133,11 @@ def test_a_forged_record_whose_forward_does_not_give_its_output_is_unverified():
     the op log does not reproduce it, so the call is unverified and the run ends with exit 2, naming it."""
     forge = """
 protocol.write_frame = real_write
-record = held["message"]["event"]["record"]
+record = held["record"]["record"]
 import base64, array
 record["outputs"][0]["data"] = base64.b64encode(array.array("f", [1.0]).tobytes()).decode()
-body = json.dumps(held["message"]).encode()
-os.write(held["fd"], struct.pack(">I", len(body)) + body)
+put(held["record"])
+put(held["message"])
 """
     r = run(REWRITES["a forged event on the channel, checks only"], after=forge)
     planted_grads(r)
@@ -150,8 +153,7 @@ def test_a_forged_event_without_its_record_is_unverified():
 protocol.write_frame = real_write
 held["message"]["event"]["record"] = None
 held["message"]["event"]["checks"] = [CHECK]
-body = json.dumps(held["message"]).encode()
-os.write(held["fd"], struct.pack(">I", len(body)) + body)
+put(held["message"])  # its record never sent
 """.replace("CHECK", AGREE)
     r = run(REWRITES["a forged event on the channel, checks only"], after=forge)
     assert r.exit_code == 2 and "without the record of its forward" in r.stopped.message
@@ -163,9 +165,9 @@ def test_a_malformed_record_is_a_broken_channel():
     channel named, never an exception in the parent."""
     forge = """
 protocol.write_frame = real_write
-held["message"]["event"]["record"]["grads"][0]["shape"] = [4]
-body = json.dumps(held["message"]).encode()
-os.write(held["fd"], struct.pack(">I", len(body)) + body)
+held["record"]["record"]["grads"][0]["shape"] = [4]
+put(held["record"])
+put(held["message"])
 """
     r = run(REWRITES["a forged event on the channel, checks only"], after=forge)
     assert isinstance(r.stopped, ProgramError) and r.exit_code == 2

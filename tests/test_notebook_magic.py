@@ -117,11 +117,6 @@ def test_the_calls_name_the_users_variables_not_ipythons(outputs):
     assert [r[4] for r in rows] == ["2", "4"]  # .grad = 2z, by hand
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug since the judge and the loop-recording switch merged: a Recorder mode stays on the "
-    "dispatch stack after a %%vjp cell (to fix next stop)",
-)
 def test_every_attribute_the_observer_patches_is_put_back_in_process():
     """In this process: after a cell (one that raises too), torch's modules and classes hold exactly the
     objects they held before, and no dispatch mode is left on; the cell's variables are kept."""
@@ -129,12 +124,13 @@ def test_every_attribute_the_observer_patches_is_put_back_in_process():
     import torch.autograd.functional
     import torch.func
     from torch.autograd.function import _HookMixin
+    from torch.autograd.variable import Variable
 
     from vjp_explorer.magic import explain_cell
 
     watched = [torch, torch.Tensor, torch.autograd, torch.autograd.functional, torch.autograd.graph,
                torch.autograd.Function, _HookMixin, torch.func, torch.nn.Module, torch.nn.modules.module,
-               torch.autograd.graph.saved_tensors_hooks, torch.autograd.graph.Node]  # fmt: skip
+               torch.autograd.graph.saved_tensors_hooks, torch.autograd.graph.Node, Variable]  # fmt: skip
     before = [dict(vars(obj)) for obj in watched]
     namespace = {"torch": torch}
     cell = "x = torch.tensor([1.0, 2.0], requires_grad=True)\nx.register_hook(lambda g: g)\n(x * 3).sum().backward()"
@@ -146,3 +142,8 @@ def test_every_attribute_the_observer_patches_is_put_back_in_process():
         changed = sorted(k for k in set(was) | set(now) if was.get(k, now) is not now.get(k, was))
         assert changed == [], (obj, changed)
     assert torch._C._len_torch_dispatch_stack() == 0
+    # the engine is torch's own again: a backward after the cell is plain torch, observed by nobody
+    assert type(Variable._execution_engine) is torch._C._ImperativeEngine
+    y = torch.tensor([2.0], requires_grad=True)
+    (y * y).sum().backward()
+    assert y.grad.tolist() == [4.0] and torch._C._len_torch_dispatch_stack() == 0

@@ -444,6 +444,25 @@ def validate_event(event: Any) -> CallEvent:
     return cast(CallEvent, event)
 
 
+# what a functional call's record says where the snippet's process checked it itself (a derivative of a
+# derivative: second differences of the snippet's function, which the judge does not make yet); the parent
+# keeps that check and marks it as the snippet's word (confined/judging.merge)
+CHECKED_IN_CHILD = "a derivative of a derivative: checked by second differences in the snippet's own process"
+
+
+def validate_record(record: Any) -> Record:
+    """A record sent in its own frame (the judge's, apart from its event) if it is what RECORD says and its
+    lists line up; RecordError otherwise."""
+    try:
+        ok = _fields(record, RECORD)
+    except RecursionError:
+        ok = False
+    if not ok:
+        raise RecordError("a record that is not what the schema says")
+    _consistent(record)
+    return cast(Record, record)
+
+
 def _consistent(record: Record) -> None:
     """The record's lists agree with each other: one grad, one value, one name per input."""
     n = len(record["names"])

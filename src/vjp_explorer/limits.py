@@ -43,6 +43,9 @@ class Limits:
     snippet_scratch_bytes: int = 2_000_000_000  # all files and folders of the scratch folder together
     snippet_events: int = 100_000  # backward/grad events the parent accepts from one run
     snippet_event_bytes: int = 100_000_000  # bytes of all event frames of one run together (docs/confinement.md)
+    # bytes of all the calls' records one run sends to the judge (not events: the parent passes each on and
+    # keeps none); past it a call is sent without its record and its check is skipped, saying so
+    snippet_record_bytes: int = 2_000_000_000
     snippet_explained_calls: int = 50  # backward/grad calls explained in full (Jacobian and checks)
     snippet_jacobian_rows: int = 128  # output elements of an event's explicit Jacobian (one-hot v, batched)
     finite_difference_evals: int = 200  # program evaluations for the full finite-difference Jacobian

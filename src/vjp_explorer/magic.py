@@ -40,7 +40,7 @@ def explain_cell(cell: str, namespace: dict[str, Any]) -> tuple[Any, BaseExcepti
     """Run `cell` in `namespace`, observed: (the SnippetResult of its calls, the exception it raised or None)."""
     import torch
 
-    from .confined.judging import merge
+    from .confined.judging import merge, paired
     from .confined.protocol import safe_text
     from .confined.verdict import verdict
     from .snippet.door import _event
@@ -56,7 +56,7 @@ def explain_cell(cell: str, namespace: dict[str, Any]) -> tuple[Any, BaseExcepti
             run_cell(cell, namespace, filename)
         except Exception as error:  # the cell's own error: shown after the calls that ran before it
             raised = error
-    sent = [f["event"] for f in frames if f["type"] == "event"]
+    sent = paired(frames)  # each event with its record
     for raw in sent:  # the cell is the user's own code in their own kernel: judged here, as the judge would
         merge(raw, cast("Verdict", verdict(raw)) if raw.get("record") is not None else None)
     events = [_event(raw, k + 1, safe_text) for k, raw in enumerate(sent)]
@@ -107,6 +107,7 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
     import torch.autograd.graph
     import torch.func
     from torch.autograd.function import _HookMixin
+    from torch.autograd.variable import Variable
 
     from .confined.observe import Observer
 
@@ -121,6 +122,7 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
         _HookMixin,  # a node's register_hook (confined/hooks.py)
         torch.func,
         torch.nn.Module,
+        Variable,  # its _execution_engine (observe._engine): left wrapped, the judging after the cell was observed
     ]
     before = [dict(vars(obj)) for obj in patched]
     observer = Observer(send, filename, _UserNames(namespace), {"graph": False})

@@ -7,6 +7,10 @@ quietly (output muted, observation suspended), under no_grad, in float64, at per
 column by central differences (engine/finite_diff.jacobian_of), never autograd; from J, J, Jᵀv or Jv. A second
 derivative (hessian, jacrev(jacrev(f)), jvp(grad(f))) is checked against central second differences of the
 function. A transform inside vmap sees batched tensors: no event; vmap(grad(f))(xs) is one, sample by sample.
+
+A first derivative by reverse mode (vjp, grad) and J itself (jacobian, jacrev, jacfwd) also get a record
+(functional_judged.py): their checks are the judge's, out of the snippet's reach; the ones made here stay
+only where the judge does not check (second derivatives, forward mode, vmap) and for the view's reference.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from torch.utils import _pytree as pytree
 from ..engine.tolerance import FD_BUDGETS, ROUNDOFF_UNITS, allowed, eps, tolerance, with_error
 from ..events import Event, TensorInfo
 from ..verdicts import Check
+from .functional_judged import judged
+from .functional_state import untouched, widened
 
 MAX_EVALS, MAX_EVALS_2 = FD_BUDGETS["functional"].evals, FD_BUDGETS["second"].evals  # calls per reference
 MAX_VALUES = 10_000  # a result's or reference's values travel up to this many elements
@@ -44,6 +50,8 @@ _COMPARES = "{kind}() vs central differences of the snippet's function (float64,
 _COMPARES_2 = "{kind}() vs central second differences of the snippet's function (float64, no autograd)"
 _SPECS: weakref.WeakKeyDictionary[Any, _Spec] = weakref.WeakKeyDictionary()  # the transforms' results
 _SKIP = [""]  # why the event being made gets no reference (a loop's call past the checked ones)
+_CHEAP = [False]  # the event being made is past the calls explained in full: the judge's cheap checks
+_RECORD: list[dict[str, Any] | None] = [None]  # the record of the event being made, for the judge (_judged)
 _REF = {"active": 0, "used": 0}  # while a reference is computed: derivative calls the function makes itself
 
 
@@ -95,16 +103,18 @@ def _passing(observer: Any) -> bool:
 
 def _emit(observer: Any, line: int, make: Any) -> None:
     """Build an event and send it (the tool's failure is never the snippet's); checked as observer._plan says."""
-    _, checked, every = observer._plan(line)
+    explain, checked, every = observer._plan(line)
     _SKIP[0] = "" if checked else f"past the first calls of a line, every {every}th is checked"
+    _CHEAP[0], _RECORD[0] = not explain, None
     try:
         event = make()
     except Exception:  # noqa: BLE001
         event = None
+    record, _RECORD[0] = _RECORD[0], None
     if event is not None:  # a result too large to show is named in a note, not shown as None
         event.results = [r for r in event.results if r.values is not None]
         event.reference = [r for r in event.reference if r.values is not None]
-        observer.emit(event)
+        observer.emit(event, record)
 
 
 def _functional(observer: Any, name: str, real: Any) -> Any:
@@ -489,12 +499,21 @@ def _transform_event(
     found, independent, order = _spec_reference(observer, spec, xs, kw, MAX_EVALS)
     compares = (_COMPARES_2 if order == 2 else _COMPARES).format(kind=spec.kind)
     _compare(event, spec.kind, found, got, _leaves(xs, nums)[0].dtype, compares, independent)
+    if spec.kind in ("grad", "jacrev", "jacfwd"):  # Jᵀ1, or J itself: the judge's check
+        plain = _spec_of(spec.func) is None
+        f = _fixing(spec.func, xs, kw, nums, spec.has_aux, widen=False) if plain else None
+        whole = spec.kind != "grad"
+        _RECORD[0] = judged(observer, event, f, _leaves(xs, nums), None, got, whole, _SKIP[0], _CHEAP[0], spec.func)
     return event
 
 
-def _fixing(func: Any, xs: tuple[Any, ...], kw: Any, nums: tuple[int, ...], aux: bool) -> Any:
-    """func as a function of the tensors of xs[nums] alone, the other arguments held fixed (in float64)."""
-    fixed = pytree.tree_map(lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t, xs)
+def _fixing(func: Any, xs: tuple[Any, ...], kw: Any, nums: tuple[int, ...], aux: bool, widen: bool = True) -> Any:
+    """func as a function of the tensors of xs[nums] alone, the other arguments held fixed (in float64,
+    unless not `widen`: as the call had them)."""
+    wide = widen
+    fixed = pytree.tree_map(
+        lambda t: t.double() if wide and isinstance(t, torch.Tensor) and t.is_floating_point() else t, xs
+    )
     shape = pytree.tree_structure([xs[k] for k in nums])
 
     def f(*sel: Any) -> Any:
@@ -558,115 +577,6 @@ def _quietly(observer: Any, compute: Any, func: Any = None) -> tuple[Any, bool]:
     return found, _REF["used"] == used
 
 
-_NARROW = (torch.float16, torch.bfloat16, torch.float32)
-
-
-def _code_of(func: Any) -> tuple[Any, Any]:
-    """The plain Python function behind func (a partial, a bound method, a wrapper), and its globals."""
-    seen = 0
-    while seen < 8:
-        seen += 1
-        inner = getattr(func, "__wrapped__", None) or getattr(func, "func", None) or getattr(func, "__func__", None)
-        if inner is None or inner is func:
-            break
-        func = inner
-    return (func, func.__globals__) if inspect.isfunction(func) else (None, None)
-
-
-def _modules_of(func: Any) -> list[torch.nn.Module]:
-    """The modules a function computes with: itself, the object of a bound method, those it closes over or
-    names as globals."""
-    found = [m for m in (func, getattr(func, "__self__", None)) if isinstance(m, torch.nn.Module)]
-    plain, names = _code_of(func)
-    if plain is not None:
-        cells = [c.cell_contents for c in plain.__closure__ or () if _full(c)]
-        named = [names[n] for n in plain.__code__.co_names if n in names]
-        found += [m for m in (*cells, *named) if isinstance(m, torch.nn.Module)]
-    return found
-
-
-def _full(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018 - an empty cell raises
-    except ValueError:
-        return False
-    return True
-
-
-@contextlib.contextmanager
-def untouched(func: Any) -> Any:
-    """While references re-evaluate func many times: afterwards the globals it rebinds, the lists and dicts
-    it fills, the cells it writes (nonlocal) and the random generators hold what the real call left there,
-    as they would after `python FILE.py` (the re-evaluations happen on copies of the snippet's view)."""
-    import random
-
-    plain, names = _code_of(func)
-    kept = dict(names) if names is not None else None
-    filled = [
-        (v, list(v) if isinstance(v, list) else dict(v))
-        for v in (kept or {}).values()
-        if isinstance(v, (list, dict)) and v is not names
-    ]
-    cells = [(c, c.cell_contents) for c in (plain.__closure__ or ()) if _full(c)] if plain is not None else []
-    rng = (torch.get_rng_state(), random.getstate())
-    try:
-        yield
-    finally:
-        if names is not None and kept is not None:
-            for k in [k for k in names if k not in kept]:
-                del names[k]
-            names.update(kept)
-        for container, was in filled:
-            if isinstance(container, list):
-                container[:] = was
-            else:
-                container.clear()
-                container.update(was)
-        for cell, value in cells:
-            cell.cell_contents = value
-        torch.set_rng_state(rng[0])
-        random.setstate(rng[1])
-
-
-@contextlib.contextmanager
-def widened(func: Any) -> Any:
-    """func's float constants in float64 while a reference runs (and restored): a float32 tensor it closes
-    over, names as a global, holds as a parameter or makes (torch.ones(3): the default dtype) would
-    otherwise win type promotion over a float64 input of no dimensions, and the differences would run in
-    float32."""
-    plain, names = _code_of(func)
-    cells = [c for c in (plain.__closure__ or ()) if _full(c)] if plain is not None else []
-    was_cells = [(c, c.cell_contents) for c in cells if _narrow(c.cell_contents)]
-    was_names = [
-        (n, names[n])
-        for n in (plain.__code__.co_names if plain is not None else ())
-        if n in (names or {}) and _narrow(names[n])
-    ]
-    was_data = [(t, t.data) for m in _modules_of(func) for t in [*m.parameters(), *m.buffers()] if _narrow(t)]
-    default = torch.get_default_dtype()
-    try:
-        torch.set_default_dtype(torch.float64)
-        for c, t in was_cells:
-            c.cell_contents = t.detach().double()
-        for n, t in was_names:
-            names[n] = t.detach().double()
-        for t, data in was_data:
-            t.data = data.double()
-        yield
-    finally:
-        torch.set_default_dtype(default)
-        for c, t in was_cells:
-            c.cell_contents = t
-        for n, t in was_names:
-            names[n] = t
-        for t, data in was_data:
-            t.data = data
-
-
-def _narrow(t: Any) -> bool:
-    return isinstance(t, torch.Tensor) and t.dtype in _NARROW
-
-
 def _event(
     qualname: str, line: int, source: str, func: Any, inputs: Any, vs: list[Any], what: str | None = None
 ) -> Event | None:
@@ -698,6 +608,9 @@ def _check(observer: Any, event: Event, kind: str, func: Any, inputs: Any, vs: l
     else:
         refs, independent = _quietly(observer, lambda: _reference(kind, func, xs, vs, MAX_EVALS), func)
     _compare(event, kind, refs, got, xs[0].dtype, compares, independent)
+    if kind in ("vjp", "jacobian"):  # Jᵀv, or J itself: the judge's check (of a derivative, this process's own)
+        f = func if spec is None else None
+        _RECORD[0] = judged(observer, event, f, xs, vs, got, kind == "jacobian", _SKIP[0], _CHEAP[0], func)
 
 
 def _hessian_reference(func: Any, xs: list[torch.Tensor]) -> list[tuple[Any, Any]] | str:

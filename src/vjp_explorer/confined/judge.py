@@ -16,7 +16,8 @@ from . import protocol, sandbox
 from .child import CONFIG_LIMIT, limits_from
 from .kernel import ConfinementUnavailable
 
-RECORD_LIMIT = 64 << 20  # bytes of one record frame from the parent (it checked the record already)
+# bytes of one record frame from the parent (it checked the record already): the record and its event
+RECORD_LIMIT = protocol.MAX_RECORD_FRAME + protocol.MAX_FRAME
 
 
 def main() -> int:

@@ -21,18 +21,30 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from ..calls import RecordError, Verdict, validate_event, validate_verdict
+from ..calls import CHECKED_IN_CHILD, RecordError, Verdict, validate_event, validate_record, validate_verdict
 from ..limits import Limits
 from . import protocol
 from .payload import joined
 from .protocol import FrameReader, ProtocolError, safe_text
 
-# the calls whose checks only the judge makes (a functional call's checks still come from the child)
-JUDGED = ("Tensor.backward", "torch.autograd.backward", "torch.autograd.grad", "engine.run_backward")
+# the calls whose checks only the judge makes: backward calls, and the functional calls whose result is
+# Jᵀv or J (confined/functional._judged); the other functional calls' checks still come from the child
+FUNCTIONAL = (
+    "torch.autograd.functional.vjp",
+    "torch.autograd.functional.jacobian",
+    "torch.func.vjp",
+    "torch.func.grad",
+    "torch.func.jacrev",
+    "torch.func.jacfwd",
+)
+JUDGED = ("Tensor.backward", "torch.autograd.backward", "torch.autograd.grad", "engine.run_backward", *FUNCTIONAL)
 _LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", "snippet_open_files")
 FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
+# bytes of records handed to the judge's writer but not yet written to its pipe: past it the parent waits
+# (and the child with it), so what it holds of records stays bounded however long the run
+IN_FLIGHT = protocol.MAX_RECORD_FRAME  # (one record past it still goes: the judge takes one at a time anyway)
 
 
 @dataclass
@@ -48,13 +60,18 @@ class Calls:
 class Judge:
     """One judge process for one snippet run."""
 
-    def __init__(self, limits: Limits, trust: bool) -> None:
+    def __init__(self, limits: Limits, trust: bool, deadline: float | None = None) -> None:
         self.limits, self.trust = limits, trust
         self.verdicts: dict[int, Verdict] = {}
         self.failure: str | None = None  # why the judge could not answer (its answers are then skipped checks)
         self.calls = Calls()
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._queue: queue.Queue[bytes | None] = queue.Queue()
         self.proc: subprocess.Popen[bytes] | None = None
+        self._pending: tuple[int | None, Any] | None = None  # the record frame before its event: (call, record)
+        self._room = threading.Condition()  # the writer's progress: in_flight shrinks
+        self.in_flight = 0  # bytes queued for the judge, not yet written
+        self.peak_in_flight = 0
+        self.deadline = time.monotonic() + limits.snippet_seconds if deadline is None else deadline  # the run's
 
     def start(self) -> None:
         """Start the judge now, so that its import of torch overlaps the child's."""
@@ -84,7 +101,9 @@ class Judge:
             "trust": self.trust,
             "parent_pid": os.getpid(),
         }
-        self._queue.put(config)
+        data = protocol.encode(config)
+        self.in_flight += len(data)  # the writer takes off what it wrote, this too
+        self._queue.put(data)
         self._writer = threading.Thread(target=self._write, daemon=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._writer.start()
@@ -101,19 +120,65 @@ class Judge:
             self.calls.ended[frame["call"]] = frame["ok"]
         elif kind == "unobserved":
             self.calls.unobserved.append(f"line {frame['line']}: {safe_text(frame['what'][:500])}")
+        elif kind == "record":  # the record of the call whose event comes next
+            self._pending = (frame["call"], validate_record(frame["record"]))
+        elif kind == "record_over":  # a record past snippet_record_bytes, left undecoded (protocol.FrameReader)
+            self._pending = (None, None)
         elif kind == "event":
             event = validate_event(frame["event"])
             if event["started"] is not None:
                 self.calls.reported.add(event["started"])
-            if event["record"] is not None and self.proc is not None:
-                self._queue.put({"type": "record", "event": event})
+            self._hand(cast(dict[str, Any], event))
+
+    def _hand(self, event: dict[str, Any]) -> None:
+        """Pass the event's record (sent before it, or, as a forged event may, inside it) to the judge, and
+        keep of it only what merge() reads: the record itself is let go once written to the judge's pipe."""
+        pending, self._pending = self._pending, None
+        record = event["record"]
+        why = None
+        if record is None and pending is not None and pending[0] == event["index"]:
+            record = pending[1]
+        elif record is None and pending == (None, None):
+            why = (
+                f"not checked: the records this run sent to the judge passed {self.limits.snippet_record_bytes:,} "
+                "bytes, the limit (--limit snippet_record_bytes=N raises it)"
+            )
+        if record is not None and self.proc is not None and not _own(record, event["call"]):
+            why = self._queued({"type": "record", "event": {**event, "record": record}})
+        if record is None and why is None:
+            event["record"] = None
+            return
+        hook, customs = (record["hook"], record["customs"]) if record is not None else (None, [])
+        own = record is not None and _own(record, event["call"])
+        event["record"] = {"hook": hook, "customs": customs, "why": why, "own": own}  # what merge() reads of it
+
+    def _queued(self, message: dict[str, Any]) -> str | None:
+        """The judge's frame queued for the writer, once the bytes in flight leave room for it (the parent
+        waits for the judge, until the run's deadline); why it was dropped instead, or None."""
+        data = protocol.encode(message)
+        with self._room:
+            while self.in_flight and self.in_flight + len(data) > IN_FLIGHT:
+                left = self.deadline - time.monotonic()
+                if not self._writer.is_alive():
+                    return f"not checked: {self.failure or 'the judge stopped reading'}"
+                if left <= 0:
+                    return "not checked: the judge fell behind the snippet until the run's time was up"
+                self._room.wait(min(left, 0.5))
+            self.in_flight += len(data)
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        self._queue.put(data)
+        return None
 
     def _write(self) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         try:
-            while (message := self._queue.get()) is not None:
-                self.proc.stdin.write(protocol.encode(message))
+            while (data := self._queue.get()) is not None:
+                self.proc.stdin.write(data)
                 self.proc.stdin.flush()
+                with self._room:
+                    self.in_flight -= len(data)
+                    self._room.notify_all()
+                del data  # the record's bytes go now, not with the next one
         except (BrokenPipeError, OSError):
             pass
         finally:
@@ -171,10 +236,11 @@ class Judge:
 
     def _merge(self, event: dict[str, Any]) -> str | None:
         """The judge's checks in place of the child's; why the call is unverified, or None."""
-        if event["call"] in JUDGED and event["record"] is not None and event["index"] not in self.verdicts:
-            why = self.failure or "the judge gave no verdict for it"
+        own = event["record"] is not None and event["record"]["own"]
+        if event["call"] in JUDGED and event["record"] is not None and event["index"] not in self.verdicts and not own:
+            why = event["record"].get("why") or f"not checked: {self.failure or 'the judge gave no verdict for it'}"
             event.pop("record")
-            event["checks"] = [_skipped(f"not checked: {why}")]
+            event["checks"] = [_skipped(why)]
             return None  # the judge's own budget or failure: a skipped check, never a verdict
         return merge(event, self.verdicts.get(event["index"]))
 
@@ -197,6 +263,26 @@ def _environment(scratch: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1"}
 
 
+# the functional calls whose results are Jᵀv itself, one block per input (J's calls go as a contraction)
+_JTV_RESULTS = ("torch.autograd.functional.vjp", "torch.func.vjp", "torch.func.grad")
+
+
+def paired(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events among an observer's frames, each with its record (sent in a frame of its own just before
+    it) put back in: what a judge in this very process reads (the %%vjp magic's)."""
+    events, pending = [], None
+    for frame in frames:
+        if frame["type"] == "record":
+            pending = frame
+        elif frame["type"] == "event":
+            event = frame["event"]
+            if event["record"] is None and pending is not None and pending["call"] == event["index"]:
+                event["record"] = pending["record"]
+            events.append(event)
+            pending = None
+    return events
+
+
 def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
     """One event of the child with the judge's verdict on it: the judge's checks in place of any the child
     sent, the arrays the view shows beside the grads, what follows from the checks; why the call is
@@ -204,6 +290,12 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
     record = event.pop("record")
     if event["call"] not in JUDGED:
         return None  # a functional call: checked in the child still (docs/confinement.md says so)
+    if record is not None and _own(record, event["call"]):  # a derivative of a derivative: the child's check
+        event["notes"].append(
+            "Checked in the snippet's own process (second differences of its function), not by the judge, which "
+            "has no reference for a derivative of a derivative yet: this check is the snippet's word."
+        )
+        return None
     if record is None or verdict is None:
         event["checks"] = [_skipped("the call came without its record: nothing to replay")]
         return "it came without the record of its forward"
@@ -214,8 +306,22 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
         x["omitted"] += omitted
     for note in verdict["notes"]:
         event["notes"] = joined(event["notes"], note)
+    if event["call"] in _JTV_RESULTS:  # the reference shown beside the results: the judge's, not the child's
+        fds = verdict["finite_difference"]
+        event["reference"] = [
+            {**r, "dtype": "float64", "values": fd}
+            for r, fd in zip(event["results"], fds, strict=False)
+            if fd is not None and len(fds) == len(event["results"])
+        ]
     _after(event, record)
     return verdict["unverified"]
+
+
+def _own(record: dict[str, Any], call: str) -> bool:
+    """Whether a record (whole, or as the parent keeps it) says its call was checked in the child itself:
+    believed of a functional call only (a backward call's checks are the judge's, whatever its record says)."""
+    whole = record.get("forward", 0) is None and record.get("unreplayable") == CHECKED_IN_CHILD
+    return call in FUNCTIONAL and (bool(record.get("own")) or whole)
 
 
 def _after(event: dict[str, Any], record: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..calls import RecordError
 from ..errors import LimitError, ProgramError, UsageError, VjpError
 from ..limits import DEFAULT_LIMITS, Limits
 from . import protocol, sandbox, scratch
@@ -93,6 +94,7 @@ class Outcome:
     cpu_seconds: float = 0.0
     unverified: list[str] = field(default_factory=list)  # calls the judge could not vouch for, and why
     manual: list[dict[str, Any]] = field(default_factory=list)  # hand-written gradients (confined/manual.py)
+    channel: FrameReader | None = None  # what the child sent, counted: its records for the judge (none kept)
 
     @property
     def stdout(self) -> str:
@@ -235,13 +237,14 @@ def run_confined(
         if observe:  # the checks are made out of the snippet's reach, by a process started beside it
             from .judging import Judge
 
-            session.judge = judge = Judge(limits, trust)
+            session.judge = judge = Judge(limits, trust, deadline=session.started + limits.snippet_seconds)
             with _recording():  # a Ctrl-C kills the judge and removes its folder too (abandon)
                 judge.start()
                 _live.runs[judge.scratch] = judge.proc
         explain = {
             "calls": limits.snippet_explained_calls,
             "jacobian_rows": limits.snippet_jacobian_rows,
+            "record_bytes": limits.snippet_record_bytes,  # the records' own budget (records.py)
             "graph": graph,
             "code": code,  # --code: each explained call's backward graph, for its script (code_capture.py)
         }
@@ -250,8 +253,7 @@ def run_confined(
             session.extra["manual"] = True
         outcome = session.talk(text, mode, filename)
         if judge is not None:
-            deadline = session.started + limits.snippet_seconds
-            outcome.unverified = judge.settle(outcome.events, deadline, stopped=outcome.stopped is not None)
+            outcome.unverified = judge.settle(outcome.events, judge.deadline, stopped=outcome.stopped is not None)
         return outcome
     finally:
         if judge is not None:
@@ -271,8 +273,8 @@ class _Session:
     def __init__(self, limits: Limits, on_message: OnMessage | None) -> None:
         self.limits = limits
         self.on_message = on_message
-        self.outcome = Outcome()
-        self.reader = FrameReader()
+        self.outcome = Outcome(channel=FrameReader(record_budget=limits.snippet_record_bytes))
+        self.reader: FrameReader = self.outcome.channel  # type: ignore[assignment]
         self.output_chars = 0
         self.message_bytes = 0  # all that came on the message pipe
         self.pending: dict[str, str] = {"stdout": "", "stderr": ""}
@@ -388,6 +390,7 @@ class _Session:
     def _on_messages(self, data: bytes) -> None:
         self.message_bytes += len(data)
         budget = self.limits.snippet_event_bytes + 6 * self.limits.snippet_output_chars + _OTHER_FRAME_BYTES
+        budget += self.limits.snippet_record_bytes + protocol.MAX_RECORD_FRAME  # the records: their own budget
         if self.message_bytes > budget:  # counted before decoding: what the parent holds stays near these bytes
             said = f"the snippet sent more than {budget:,} bytes of frames, more than vjp reads back from one run"
             self._kill(_events_error("snippet_event_bytes", self.limits.snippet_event_bytes, said))
@@ -451,7 +454,7 @@ class _Session:
         elif kind == "refused":
             if len(self.outcome.refused) < _MAX_REFUSED:
                 self.outcome.refused.append(Refused(frame["kind"], safe_text(frame["what"][:200]), frame["line"]))
-        elif kind in ("event", "started", "ended", "unobserved", "verdict"):
+        elif kind in ("event", "started", "ended", "unobserved", "verdict", "record", "record_over"):
             if kind == "event" and len(self.outcome.events) >= self.limits.snippet_events:
                 count = self.limits.snippet_events
                 said = f"the snippet sent more than {count:,} events, the most vjp reads back from one run"
@@ -466,15 +469,13 @@ class _Session:
             self.outcome.manual.append(frame["manual"])
         elif kind == "done":
             self.ended = True
-        if self.on_message is not None and self.killed_for is None:
-            self.on_message(frame)
+        if self.on_message is not None and self.killed_for is None and kind not in ("record", "record_over"):
+            self.on_message(frame)  # (a record is the judge's only: passed on, not kept, not shown)
 
     def _calls(self, frame: dict[str, Any]) -> bool:
         """A frame about calls: to the judge (checked against the call record's schema), an event kept."""
-        from ..calls import RecordError
-
         try:
-            if frame["type"] == "verdict" or self.judge is None and frame["type"] != "event":
+            if frame["type"] == "verdict" or self.judge is None and frame["type"] not in ("event", "record_over"):
                 raise RecordError(f"a {frame['type']!r} frame, which only the judge may send")
             if self.judge is not None:
                 self.judge.take(frame)
@@ -519,8 +520,7 @@ class _Session:
         if not self.ended:  # never poll(): it would reap the child, and its resource usage with it
             _kill_group(self.proc)
         self._close_stdin()
-        status, usage = _reap(self.proc, kill_after=5.0)
-        self.status = status
+        self.status, usage = _reap(self.proc, kill_after=5.0)
         self.outcome.wall_seconds = time.monotonic() - self.started
         self.outcome.cpu_seconds = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
         for fd in (self.message_fd, self.output_fd):

@@ -34,6 +34,7 @@ from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, gr
 from .hooks import HookWatch
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
 from .record import LINE, NotReplayable, Recorder, serial
+from .records import RecordBudget
 from .words import event_notes
 
 Send = Callable[[dict[str, Any]], None]
@@ -59,6 +60,7 @@ class Observer:
         self.jacobian_rows = int(explain.get("jacobian_rows", checks.JACOBIAN_ROWS))
         self.graph = bool(explain.get("graph", False))
         self.code = bool(explain.get("code", False))  # --code: each explained call's graph for its script
+        self.records = RecordBudget(int(explain.get("record_bytes", 2_000_000_000)))  # snippet_record_bytes
 
         self.batched: list[Any] | None = None  # inside the snippet's torch.vmap: its autograd.grad calls
         self._local = threading.local()  # per thread: a snippet's threads call backward independently
@@ -175,29 +177,25 @@ class Observer:
         except RuntimeError:
             pass  # a leaf that cannot take a hook: nothing to watch
 
-    def emit(self, event: Event) -> None:
-        """Number an event made elsewhere (a functional call) and send it."""
+    def emit(self, event: Event, record: dict[str, Any] | None = None) -> None:
+        """Number an event made elsewhere (a functional call) and send it, with its record for the judge."""
         self.count += 1
         event.index = self.count
-        self.send_event(event)
+        self.send_event(event, record)
 
     def send_event(self, event: Event, record: dict[str, Any] | None = None, started: int | None = None) -> None:
-        """Send an event and its record with its arrays within payload.NUMBERS; if it is still too large for a
-        frame (a huge graph, many inputs), with no arrays and no graph, then with no forward: the run goes on."""
+        """Send a call's record (in a frame of its own, for the judge: records.py), then its event with its
+        arrays within payload.NUMBERS; if still too large for a frame, with no arrays and no graph."""
+        if record is not None:
+            self.records.send(self.send, event.index, record)
         payload.fit(event)
         try:
-            self.send({"type": "event", "event": {**plain(event), "record": record, "started": started}})
+            self.send({"type": "event", "event": {**plain(event), "record": None, "started": started}})
             return
         except protocol.FrameTooLarge:
             event.graph = event.backward_code = None
             payload.fit(event, budget=0)
-        try:
-            self.send({"type": "event", "event": {**plain(event), "record": record, "started": started}})
-        except protocol.FrameTooLarge:
-            if record is not None:
-                why = f"the recorded forward is larger than the channel's frame of {protocol.MAX_FRAME:,} bytes"
-                record = {**record, "forward": None, "unreplayable": why}
-            self.send({"type": "event", "event": {**plain(event), "record": record, "started": started}})
+        self.send({"type": "event", "event": {**plain(event), "record": None, "started": started}})
 
     def before_statement(self, stmt: Any) -> None:
         """The runner's hook; events carry their own line, so nothing to do."""

@@ -16,6 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 MAX_FRAME = 8 << 20  # bytes of one frame from the child; more is a protocol error, not an allocation
+# bytes of one "record" frame (a call's record for the judge, which the parent passes on and lets go): a
+# mid-size model's record (its parameters, grads and forward as base64) is past MAX_FRAME
+MAX_RECORD_FRAME = 64 << 20
+_RECORD_HEAD = b'{"type":"record",'  # how encode() starts a record frame: a larger frame must start so
 _HEADER = struct.Struct(">I")
 
 
@@ -34,9 +38,10 @@ class FrameTooLarge(ValueError):
 
 
 def write_frame(fd: int, message: dict[str, Any]) -> None:
-    """Send one frame on a pipe, whole (a pipe write may be partial); FrameTooLarge, unsent, past MAX_FRAME."""
+    """Send one frame on a pipe, whole (a pipe write may be partial); FrameTooLarge, unsent, past MAX_FRAME
+    (MAX_RECORD_FRAME for a "record" frame)."""
     encoded = encode(message)
-    if len(encoded) - _HEADER.size > MAX_FRAME:
+    if len(encoded) - _HEADER.size > (MAX_RECORD_FRAME if message.get("type") == "record" else MAX_FRAME):
         raise FrameTooLarge(f"a frame of {len(encoded):,} bytes")
     data = memoryview(encoded)
     while data:
@@ -83,15 +88,24 @@ def decode(body: bytes) -> dict[str, Any]:
 
 
 class FrameReader:
-    """The parent's incremental reader: feed it bytes as they come, take whole frames out."""
+    """The parent's incremental reader: feed it bytes as they come, take whole frames out.
 
-    def __init__(self, limit: int = MAX_FRAME) -> None:
+    "record" frames (a call's record, for the judge) have a budget of their own, `record_budget` bytes
+    in all, and may be up to MAX_RECORD_FRAME each: they are not events, and the parent passes them on
+    and lets them go. A record frame past the budget is not decoded at all: it comes out as
+    {"type": "record_over", "bytes": its size} (a type the child cannot send: validate refuses it)."""
+
+    def __init__(self, limit: int = MAX_FRAME, record_budget: int = 0) -> None:
         self.limit = limit
         self.buffer = bytearray()
         # what the event frames so far cost: their bytes, and their JSON items (`[`, `{` and `,`), each of
         # which costs up to about 100 bytes once decoded where a byte of text costs at most 4
         self.event_bytes = 0
         self.event_items = 0
+        self.record_budget = record_budget
+        self.record_bytes = 0  # of the record frames decoded (within the budget)
+        self.records = 0
+        self.records_over = 0  # record frames past the budget, left undecoded
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         """The frames completed by `data`; ProtocolError on the first bad one."""
@@ -99,18 +113,41 @@ class FrameReader:
         frames = []
         while len(self.buffer) >= _HEADER.size:
             (size,) = _HEADER.unpack_from(self.buffer)
-            if size > self.limit:
+            if size > self.limit and not self._record_sized(size):
                 raise ProtocolError(f"a frame of {size:,} bytes (at most {self.limit:,})")
             if len(self.buffer) < _HEADER.size + size:
                 break
+            record = self.buffer.startswith(_RECORD_HEAD, _HEADER.size)
+            if record and self.record_bytes + size > self.record_budget:  # before any work on it
+                del self.buffer[: _HEADER.size + size]
+                self.records_over += 1
+                frames.append({"type": "record_over", "bytes": size})
+                continue
             body = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
             del self.buffer[: _HEADER.size + size]
             frame = validate(decode(body))
-            if frame["type"] == "event":
+            if (record or size > self.limit) and frame["type"] != "record":  # a forged head: JSON's last key wins
+                raise ProtocolError(f"a {safe_text(frame['type'][:40])!r} frame dressed as a record")
+            if frame["type"] == "record":  # (written otherwise than encode() does, it is within MAX_FRAME)
+                if self.record_bytes + size > self.record_budget:
+                    self.records_over += 1
+                    frame = {"type": "record_over", "bytes": size}
+                else:
+                    self.record_bytes += size
+                    self.records += 1
+            elif frame["type"] == "event":
                 self.event_bytes += size
                 self.event_items += body.count(b"[") + body.count(b"{") + body.count(b",")
             frames.append(frame)
         return frames
+
+    def _record_sized(self, size: int) -> bool:
+        """Whether a frame past `limit` may still come: a record frame within MAX_RECORD_FRAME (known by its
+        head, which must have arrived before its body is waited for)."""
+        head = self.buffer[_HEADER.size : _HEADER.size + len(_RECORD_HEAD)]
+        if len(head) < len(_RECORD_HEAD):
+            return _RECORD_HEAD.startswith(bytes(head)) and size <= MAX_RECORD_FRAME and self.record_budget > 0
+        return head == _RECORD_HEAD and size <= MAX_RECORD_FRAME and self.record_budget > 0
 
     def close(self) -> None:
         """At end of file: bytes left over are half a frame."""
@@ -176,6 +213,9 @@ FRAMES: dict[str, dict[str, Check]] = {
     "ended": {"call": _int, "ok": _bool},
     # a backward pass that wrote a leaf's .grad outside every observed call (the engine reached some other way)
     "unobserved": {"line": _int, "what": _str},
+    # the record of the call whose event comes next: what the judge needs (calls.RECORD, checked by
+    # judging.Judge); the parent passes it on and keeps none of it (FrameReader counts it apart from events)
+    "record": {"call": _int, "record": lambda d: isinstance(d, dict)},
     # the judge's answer about one call (confined/judge.py; checked field by field against calls.VERDICT)
     "verdict": {"verdict": lambda d: isinstance(d, dict)},
     # one hand-written gradient after the snippet's last statement (manual.py); checked field by field where

@@ -1,0 +1,138 @@
+"""The record of a functional call for the judge: a first derivative by reverse mode (a vjp, a grad) or J
+itself (jacobian, jacrev, jacfwd), which the judge checks out of the snippet's reach as it checks a backward
+call (confined/judging.JUDGED). Called from functional.py while it makes the call's event.
+
+The snippet's function runs once more at the call's inputs, recorded (quietly, its state put back as its
+finite differences always did), and goes with v, the inputs and the call's result as a record
+(observe.Observer._record's fields). J goes as Jᵀv for a random v, seeded by the call's line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import torch
+
+from .functional_state import untouched
+
+
+def judged(
+    observer: Any,
+    event: Any,
+    func: Any,
+    xs: list[torch.Tensor],
+    vs: list[Any] | None,
+    got: list[torch.Tensor],
+    whole: bool,
+    skip: str,
+    cheap: bool,
+    owner: Any,
+) -> dict[str, Any]:
+    """The record of a first derivative by reverse mode (Jᵀv: a vjp, a grad) for the judge, which checks it
+    out of the snippet's reach as it checks a backward call: the function's forward recorded once more at the
+    call's inputs (run quietly, the state of `owner`, the snippet's own function, put back), v, the inputs
+    and the call's result as the grads. The parent takes this call's checks from the judge only
+    (judging.JUDGED). `skip`: why the call is not checked (functional._SKIP); `cheap`: past the calls
+    explained in full. `func` None: a derivative of a derivative, which the
+    judge has no reference for yet (calls.CHECKED_IN_CHILD). `whole`: the result is J itself (jacobian,
+    jacrev, jacfwd), which goes to the judge as Jᵀv for a random v (seeded by the call's line): a wrong entry
+    of J shows in it but for a set of v of measure zero."""
+    from ..calls import CHECKED_IN_CHILD
+
+    def without(why: str) -> dict[str, Any]:
+        empty: dict[str, Any] = {"outputs": [], "v": [], "at": [], "grads": [], "before": [], "names": []}
+        more = {"cheap": cheap, "jacobian_rows": observer.jacobian_rows, "hook": None, "customs": []}
+        return {"forward": None, "unreplayable": why, **empty, **more}
+
+    if func is None:
+        return without(CHECKED_IN_CHILD)
+    if skip:
+        return without(skip)
+    try:
+        return _recorded(observer, event, func, xs, vs, got, whole, cheap, owner)
+    except Exception as e:  # noqa: BLE001 - the log's own failure: the check is skipped, saying why
+        why = str(e) if type(e).__name__ == "NotReplayable" else f"the recorded forward could not be written down ({e})"
+        return without(why.splitlines()[0][:300] if why else "the function could not be recorded")
+
+
+def _recorded(
+    observer: Any,
+    event: Any,
+    func: Any,
+    xs: list[torch.Tensor],
+    vs: list[Any] | None,
+    got: list[torch.Tensor],
+    whole: bool,
+    cheap: bool,
+    owner: Any,
+) -> dict[str, Any]:
+    from . import checks, oplog
+    from .nonfinite import custom_functions
+    from .record import NotReplayable
+
+    if len(got) != len(xs) or not whole and any(g.shape != x.shape for g, x in zip(got, xs, strict=True)):
+        raise NotReplayable("the call's result does not have its inputs' shapes")
+    leaves = [x.detach().clone().requires_grad_(True) for x in xs]
+    rec = observer.recorder
+    was_on = rec.on
+    observer.depth += 1  # the function's own autograd calls are not events
+    try:
+        with untouched(owner), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            rec.switch(True)
+            with torch.enable_grad():
+                out = func(*leaves)
+            rec.switch(was_on)
+        if not isinstance(out, torch.Tensor):
+            raise NotReplayable("the function returns more than one tensor")
+        v = [out.new_ones(())] if vs is None else [t.detach() for t in vs]
+        if whole:
+            v, got = _contracted(out, xs, got, event.line)
+            event.notes.append(
+                "The judge checks J through Jᵀv for a random v (seeded by the line): a wrong entry of J shows there."
+            )
+        if len(v) != 1 or not isinstance(v[0], torch.Tensor) or v[0].shape != out.shape:
+            raise NotReplayable("v does not have the output's shape")
+        forward = observer._forward(event, [out], leaves, got)
+        made = forward.pop("made")
+        customs = custom_functions([out])
+    finally:
+        observer.depth -= 1
+        rec.switch(was_on)
+        with contextlib.suppress(Exception):
+            rec.forget(rec.slice_for([out], leaves))
+    with checks.outside_the_log(), torch._C.DisableTorchFunction():
+        return {
+            "forward": forward,
+            "unreplayable": None,
+            "outputs": [oplog.array(m) for m in made],
+            "v": [oplog.array(t) for t in v],
+            "at": [oplog.array(x) for x in xs],
+            "grads": [oplog.array(g.detach()) for g in got],
+            "before": [None for _ in xs],
+            "names": [observer.name_of(x) for x in xs],
+            "cheap": cheap,
+            "jacobian_rows": observer.jacobian_rows,
+            "hook": None,
+            "customs": list(customs),
+        }
+
+
+def _contracted(
+    out: torch.Tensor, xs: list[torch.Tensor], blocks: list[torch.Tensor], line: int
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """J's blocks (shape: the output's, then the input's) as Jᵀv for a random v: ([v], one Jᵀv per input)."""
+    from .record import NotReplayable
+
+    for J, x in zip(blocks, xs, strict=True):
+        if tuple(J.shape) != (*out.shape, *x.shape):
+            raise NotReplayable("the call's J does not have the output's and the inputs' shapes")
+    gen = torch.Generator().manual_seed(line)  # not the snippet's generator: its random state is its own
+    v = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out.dtype)  # as the record carries it
+    v64 = v.to(torch.float64)
+    jtv = [
+        torch.tensordot(v64, J.detach().to(torch.float64), dims=out.dim()).to(x.dtype)
+        for J, x in zip(blocks, xs, strict=True)
+    ]
+    return [v], jtv

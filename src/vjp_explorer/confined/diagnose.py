@@ -311,9 +311,13 @@ class Diagnoser(TorchFunctionMode):
                 return
             first = changes[0]
             own = rec.bound_name(saved, None, self.namespace) or made.name
+            if first.key == id(saved):
+                # changed as this very object (`relu_` on the module's `h`, returned as the outer `out`): it
+                # is named as the code that changed it named it, and nothing else shares its memory
+                own = first.name or own
             name = own or first.name or f"the {rec.role(attr)} of {made.op}"
             # changed through another tensor on the same memory (`c = out.detach(); c.zero_()`)
-            through = first.name if own and first.name and first.name != own else None
+            through = first.name if own and first.name and first.name != own and first.key != id(saved) else None
             alias = {"name": through, "line": first.made[0], "op": first.made[1]} if through and first.made else None
             self._say(
                 "inplace_modified",

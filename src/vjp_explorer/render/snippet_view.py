@@ -275,6 +275,7 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
         parts.append(line)
     if e.diagnosis:
         parts.append(Text(("diagnosis: " if e.call == "check" else "") + visible(e.diagnosis), style="yellow"))
+    parts.extend(why_view.kinks(e.kinks))
     if e.graph is not None:
         parts.extend(_graph(e))
     if e.backward_code is not None:

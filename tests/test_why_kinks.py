@@ -107,7 +107,8 @@ def test_a_working_call_names_each_kink_its_forward_met_with_line_and_elements()
     assert "tensor([0., 1., 0., 0.]) tensor([0.5000, 0.5000, 0.0000])" in r.stdout  # plain torch, unchanged
     (e,) = r.events
     got = [(k["op"], k["line"], k["elements"], k["count"]) for k in e.kinks]
-    assert got == [("relu", 3, ["[0]", "[3]"], 2), ("max", 5, ["[0]", "[1]"], 2)]
+    assert got == [("relu", 3, ["x[0]", "x[3]"], 2), ("max", 5, ["m[0]", "m[1]"], 2)]
+    assert [k["input"] for k in e.kinks] == ["x", "m"]
     assert e.kinks[0]["convention"] == conventions.CONVENTIONS["relu"].words
     assert r.to_dict()["snippet"]["events"][0]["kinks"] == e.kinks
     shown = " ".join(str(r).split())
@@ -121,7 +122,12 @@ def test_an_inplace_relu_is_read_before_it_overwrites_its_input():
     r = run_snippet(INPLACE_LAYER, "inplace_layer.py", seed=0)
     assert "tensor([0., 0., 1.])" in r.stdout  # plain torch: relu'(0) = 0
     (e,) = r.events
-    assert [(k["op"], k["line"], k["elements"]) for k in e.kinks] == [("relu", 7, ["[0, 1]"])]
+    # relu_ changes the linear's output in place, and that tensor is what the snippet binds as `out`
+    assert [(k["op"], k["line"], k["elements"]) for k in e.kinks] == [("relu", 7, ["out[0, 1]"])]
+    # out of place, relu's input is a value inside the module with no name of the snippet's: its index alone
+    r = run_snippet(INPLACE_LAYER.replace("inplace=True", "inplace=False"), "layer.py", seed=0)
+    assert "tensor([0., 0., 1.])" in r.stdout
+    assert [(k["input"], k["line"], k["elements"]) for k in r.events[0].kinks] == [("", 7, ["[0, 1]"])]
 
 
 def test_code_off_every_kink_names_none():

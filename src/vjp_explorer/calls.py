@@ -400,6 +400,7 @@ RECORD: dict[str, Check] = {
 KINK: dict[str, Check] = {
     "op": _str,
     "line": _opt(_int),
+    "input": _str,  # the snippet's name for the op's input, "" where it has none
     "elements": _list(_str, 8),
     "count": lambda n: _int(n) and n >= 0,
     "convention": _str,

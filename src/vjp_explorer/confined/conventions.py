@@ -14,6 +14,7 @@ forward met (`Event.kinks`); the diagnosis run asks `of_call` of the operation t
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -236,7 +237,8 @@ def hit(conv: Convention, func: Any, args: Any, kwargs: Any, results: Any) -> di
             named = [element_index(list(mask.shape), int(k)) for k in flat[:MAX_ELEMENTS_NAMED]] if mask.dim() else []
     except Exception:  # noqa: BLE001 - only looking: an unusual argument leaves the kink unnamed, never the op
         return None
-    return {"op": conv.words.split(" at ", 1)[0], "elements": named, "count": count, "convention": conv.words}
+    found = {"op": conv.words.split(" at ", 1)[0], "elements": named, "count": count, "convention": conv.words}
+    return {**found, "_input": weakref.ref(x)}  # named by the caller, where the snippet has a name for it
 
 
 class _Capture(TorchDispatchMode):
@@ -258,7 +260,7 @@ class _Capture(TorchDispatchMode):
         return out
 
 
-def of_call(call: tuple[Any, Any, Any] | None, line: int | None) -> list[dict[str, Any]]:
+def of_call(call: tuple[Any, Any, Any] | None, line: int | None, name_of: NameOf | None = None) -> list[dict[str, Any]]:
     """The kinks a torch-level call (func, args, kwargs) meets, run once more without grad, at `line`."""
     if call is None:
         return []
@@ -269,9 +271,25 @@ def of_call(call: tuple[Any, Any, Any] | None, line: int | None) -> list[dict[st
             func(*args, **kwargs)
     except Exception:  # noqa: BLE001 - only looking
         return []
-    return [{**h, "line": line} for h in capture.hits[:MAX_ELEMENTS_NAMED]]
+    return [_named({**h, "line": line}, name_of) for h in capture.hits[:MAX_ELEMENTS_NAMED]]
 
 
-def of_entries(entries: list[Any]) -> list[dict[str, Any]]:
+def of_entries(entries: list[Any], name_of: NameOf | None = None) -> list[dict[str, Any]]:
     """The kinks a recorded forward met (record.Entry.kink), in the order its operations ran."""
-    return [dict(e.kink) for e in entries if getattr(e, "kink", None) is not None][:MAX_HITS]
+    return [_named(e.kink, name_of) for e in entries if getattr(e, "kink", None) is not None][:MAX_HITS]
+
+
+NameOf = Callable[[torch.Tensor], str | None]
+
+
+def _named(kink: dict[str, Any], name_of: NameOf | None) -> dict[str, Any]:
+    """A kink as the channel carries it: the input by the snippet's name ("" where it has none, as for a
+    module's intermediate value), its elements as `x[0]` then."""
+    out = {k: v for k, v in kink.items() if k != "_input"}
+    ref = kink.get("_input")
+    t = ref() if ref is not None else None
+    name = (name_of(t) if t is not None and name_of is not None else None) or ""
+    out["input"] = name
+    if name:
+        out["elements"] = [name + e for e in out["elements"]]
+    return out

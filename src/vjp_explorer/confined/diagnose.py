@@ -500,7 +500,8 @@ class Diagnoser(TorchFunctionMode):
             return
         spurious = rec.spurious(made, arriving)
         facts: dict[str, Any] = {"node": type(node).__name__, "overflow": rec.overflowed(made)}
-        kinks = conventions.of_call(made.call, made.line) if made.call is not None else []
+        named = lambda t: rec.bound_name(t, None, self.namespace)  # noqa: E731
+        kinks = conventions.of_call(made.call, made.line, named) if made.call is not None else []
         if kinks:  # its input sits on a kink (sqrt at 0): the convention PyTorch followed there
             facts["kink"] = kinks[0]
         upstream = rec.overflowed_input(made)

@@ -337,7 +337,7 @@ class Observer:
         event.diagnosis = c.diagnosis if nonfinite else None
         record = self._record(c, event, got)
         event.notes.extend(event_notes(event, c.before))
-        event.kinks = conventions.of_entries(self.recorder.slice_for(c.outs, c.leaves))
+        event.kinks = conventions.of_entries(self.recorder.slice_for(c.outs, c.leaves), self.global_name)
         event.notes.extend(self._unreached(c))
         if any(sparse_grad(x) for x in c.leaves):
             event.notes.append("A sparse gradient: shown and checked as the dense tensor it stands for.")
@@ -526,6 +526,11 @@ class Observer:
         with contextlib.suppress(TypeError):
             self._names[id(t)] = (weakref.ref(t), name)
         return name
+
+    def global_name(self, t: torch.Tensor) -> str | None:
+        """The snippet's own name for a tensor (a global, a module's parameter), or None."""
+        name = self.name_of(t)
+        return None if name.startswith("tensor[") else name
 
     def _name_of(self, t: torch.Tensor) -> str:
         for name, value in self.namespace.items():

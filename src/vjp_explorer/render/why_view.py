@@ -44,9 +44,10 @@ def kinks(found: list[dict[str, Any]]) -> list[RenderableType]:
         count = int(k.get("count") or 0)
         named = ", ".join(k.get("elements") or [])
         more = f" and {count - len(k.get('elements') or [])} more" if count > len(k.get("elements") or []) else ""
-        element = "element" if count == 1 else "elements"
+        element = "" if k.get("input") else "element " if count == 1 else "elements "
+        named = named or visible(str(k.get("input") or ""))
         line = Text(f"kink: {where}", style="yellow")
         line.append(visible(str(k.get("convention", ""))))
-        line.append(f" (at {element} {visible(named)}{more})" if named else "", style="dim")
+        line.append(f" (at {element}{visible(named)}{more})" if named else "", style="dim")
         parts.append(line)
     return parts

@@ -175,6 +175,7 @@ def _kink(k: dict[str, Any]) -> dict[str, Any]:
     return {
         "op": str(k.get("op", "")),
         "line": line if type(line) is int else None,
+        "input": str(k.get("input", "")),
         "elements": [str(e) for e in k.get("elements") or []],
         "count": count if type(count) is int else 0,
         "convention": str(k["convention"]),
@@ -292,7 +293,8 @@ def _nonfinite_text(name: str, line: int, cause: dict[str, Any], d: dict[str, An
     kink = facts.get("kink") or {}
     if kink.get("convention"):
         named = kink.get("elements") or []
-        at = f" at element{'s' if len(named) > 1 else ''} {', '.join(named)}" if named else ""
+        word = "" if kink.get("input") else "elements " if len(named) > 1 else "element "
+        at = f" at {word}{', '.join(named)}" if named else ""
         text += f" Its input sits on a kink or a singularity{at}: {kink['convention']}."
     return text
 

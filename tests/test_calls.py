@@ -93,6 +93,12 @@ MALFORMED = {
     "a reference with a text key": _set("record.forward.ops.0.1.0", {"ref": ["1", 0], "made": True}),
     "an enum the judge does not know": _set("record.forward.ops.0.2", {"dtype": {"dtype": "object"}}),
     "grads that do not line up with the inputs": _set("record.grads", []),
+    "a kink whose line is text": _set(
+        "kinks", [{"op": "relu", "line": "3", "input": "", "elements": [], "count": 0, "convention": ""}]
+    ),
+    "a kink with an unknown key": _set(
+        "kinks", [{"op": "relu", "line": 3, "input": "", "elements": [], "count": 0, "convention": "", "script": "x"}]
+    ),
     "a graph node with an unknown key": _set(
         "graph",
         [

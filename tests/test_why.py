@@ -210,14 +210,7 @@ PYTORCH_SAYS = {
 }
 
 
-_NAMED_BY_ALIAS = pytest.mark.xfail(
-    strict=True,
-    reason="known bug: a tensor changed in place through the same object under another name (`out` is the "
-    "module's `h`) is named by the outer alias and said to share memory with itself (to fix next stop)",
-)
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_NAMED_BY_ALIAS) if n == "relu_inplace" else n for n in RAISED])
+@pytest.mark.parametrize("name", list(RAISED))
 def test_each_famous_error_is_named_in_the_snippets_own_names_and_lines(name):
     code, kind, tensor, line, (cause_line, cause_op), saved = RAISED[name]
     r = run_snippet(code, f"{name}.py", seed=0)

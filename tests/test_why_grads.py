@@ -197,3 +197,43 @@ def test_the_second_run_is_made_only_for_a_failure_the_instruments_explain():
     assert needs_diagnosis("Trying to backward through the graph a second time (or ...", [], "", "", "")
     warned = "UserWarning: The .grad attribute of a Tensor that is not a leaf Tensor is being accessed."
     assert needs_diagnosis(None, [], "", warned, "")
+
+
+STEPPED_UNUSED = UNUSED.replace(
+    "model = Net()\n", "model = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+).replace("print(model.fc2.weight.grad)", "opt.step()")
+
+GRAD_ARITHMETIC = """\
+import torch
+w = torch.randn(3, requires_grad=True)
+v = torch.randn(3, requires_grad=True)
+loss = (w * v.detach()).sum()
+loss.backward()
+for p in (w, v):
+    p.data -= 0.1 * p.grad
+"""
+
+
+def test_a_parameter_an_optimizer_steps_without_a_gradient_is_named_though_nothing_failed():
+    # plain torch: SGD skips a parameter whose .grad is None, silently; fc2 never took part in the forward
+    r = run_snippet(STEPPED_UNUSED, "stepped_unused.py", seed=0)
+    assert r.error is None and r.stdout == ""
+    (e,) = r.events
+    assert any("`model.fc2.weight`, `model.fc2.bias` got no gradient from this call" in n for n in e.notes)
+    got = [(d.kind, d.tensor, d.line, (d.cause["line"], d.cause["op"])) for d in r.diagnoses]
+    assert got == [("grad_none", f"model.fc2.{p}", 18, (None, "unused")) for p in ("weight", "bias")]
+
+
+def test_a_none_grad_that_raised_is_traced_to_where_its_path_was_cut():
+    r = run_snippet(GRAD_ARITHMETIC, "grad_arithmetic.py", seed=0)
+    assert r.error is not None and r.error.line == 7 and "NoneType" in r.error.message  # Python's own error
+    got = [(d.kind, d.tensor, d.line, (d.cause["line"], d.cause["op"])) for d in r.diagnoses]
+    assert got == [("grad_none", "v", 7, (4, ".detach()"))]
+
+
+def test_a_model_used_whole_gets_no_note_and_no_second_run():
+    used = STEPPED_UNUSED.replace("return self.fc1(x)", "return self.fc2(self.fc1(x))")
+    r = run_snippet(used, "used.py", seed=0)
+    assert r.error is None and r.diagnoses == []
+    assert not any("got no gradient" in n for e in r.events for n in e.notes)
+    assert not needs_diagnosis(None, r.events, r.stdout, "", used)

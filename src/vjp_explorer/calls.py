@@ -116,6 +116,7 @@ class CallEvent(TypedDict):
     backward_code: dict[str, Any] | None
     record: Record | None
     started: int | None
+    kinks: list[dict[str, Any]]
 
 
 class Verdict(TypedDict):
@@ -395,7 +396,16 @@ RECORD: dict[str, Check] = {
     "hook": _opt(_str),  # the kind of the snippet's hook that changed a gradient during the call (hooks.py)
     "customs": _list(_str, 100),  # the custom autograd.Functions the gradient passes through
 }
-# one call as the snippet's process sends it (snippet/result.Event, with its record)
+# an input on a kink or tie, and the convention PyTorch's backward follows there (events.Event.kinks)
+KINK: dict[str, Check] = {
+    "op": _str,
+    "line": _opt(_int),
+    "input": _str,  # the snippet's name for the op's input, "" where it has none
+    "elements": _list(_str, 8),
+    "count": lambda n: _int(n) and n >= 0,
+    "convention": _str,
+}
+# one call as the snippet's process sends it (events.Event, with its record)
 EVENT: dict[str, Check] = {
     "index": _int,
     "line": _int,
@@ -417,6 +427,7 @@ EVENT: dict[str, Check] = {
     "backward_code": _opt(lambda d: type(d) is dict),
     "record": _opt(lambda r: _fields(r, RECORD)),
     "started": _opt(_int),  # the call's number in the observer's "started" frames, where it sent one
+    "kinks": _list(lambda k: _fields(k, KINK), 100),  # inputs on a kink or tie (confined/conventions.py)
 }
 
 

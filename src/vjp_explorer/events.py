@@ -64,6 +64,9 @@ class Event:
     reference: list[TensorInfo] = field(default_factory=list)  # the same from finite differences
     # with --code: the script of this call's backward (backward_code/files.py: file, nodes, reproduces, ...)
     backward_code: dict[str, Any] | None = None
+    # inputs its forward met on a kink or tie: {"op", "line", "input", "elements", "count", "convention"}
+    # (confined/conventions.py; docs/why.md)
+    kinks: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def status(self) -> str:

@@ -186,6 +186,7 @@ def result_to_dict(r: Result, lazy: bool = False, full: bool = False) -> dict[st
         "results": [],
         "reference": [],
         "backward_code": _backward_code(r.backward_code),
+        "kinks": [],  # a program names its kinks in notes (the op registry's facts)
     }
     run: dict[str, Any] = {
         "title": r.meta.get("title"),
@@ -302,6 +303,7 @@ def event_to_dict(e: Event, kind: str) -> dict[str, Any]:
         "results": [_info(t) for t in e.results],
         "reference": [_info(t) for t in e.reference],
         "backward_code": _backward_code(e.backward_code),
+        "kinks": _json_safe(list(e.kinks)),
     }
 
 

@@ -4,6 +4,7 @@ carries them (values as nested lists of float64, a sparse gradient made dense, o
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,35 @@ import torch
 from ..events import TensorInfo
 
 FOLDED_VALUES = 100  # past the explained calls, a tensor's values travel only up to this many elements
+
+
+def wrap_entry_points(call: Callable[[str, tuple[Any, ...], dict[str, Any]], Any]) -> dict[str, Any]:
+    """Replace torch's three backward entry points with wrappers that hand each call to `call(qualname, args,
+    kwargs)` (the observer's and the diagnoser's); returns the real ones by qualname. The wrappers keep the
+    real ones' names, docstrings and signatures: a snippet that prints help(x.backward) sees torch's."""
+    real: dict[str, Any] = {
+        "Tensor.backward": torch.Tensor.backward,
+        "torch.autograd.backward": torch.autograd.backward,
+        "torch.autograd.grad": torch.autograd.grad,
+    }
+
+    def backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        return call("Tensor.backward", (self, *args), kwargs)
+
+    def autograd_backward(*args: Any, **kwargs: Any) -> Any:
+        return call("torch.autograd.backward", args, kwargs)
+
+    def grad(*args: Any, **kwargs: Any) -> Any:
+        return call("torch.autograd.grad", args, kwargs)
+
+    wrappers: list[Any] = [(backward, real["Tensor.backward"]), (autograd_backward, real["torch.autograd.backward"])]
+    for fn, was in wrappers:
+        fn.__doc__, fn.__name__, fn.__signature__ = was.__doc__, was.__name__, inspect.signature(was)
+    grad.__doc__, grad.__name__ = real["torch.autograd.grad"].__doc__, "grad"
+    torch.Tensor.backward = backward  # type: ignore[method-assign]
+    torch.autograd.backward = autograd_backward
+    torch.autograd.grad = grad
+    return real
 
 
 def as_written(qualname: str, source: str, n: int) -> list[str | None]:

@@ -34,8 +34,10 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from . import conventions
 from . import diagnose_records as rec
 from . import diagnose_source as src
+from .calls import wrap_entry_points
 from .diagnose_records import Backward, Made, Mutation, NonfiniteWatch
 
 Send = Callable[[dict[str, Any]], None]
@@ -70,25 +72,7 @@ class Diagnoser(TorchFunctionMode):
     # ------------------------------------------------------------------ install
 
     def install(self) -> None:
-        self.real = {
-            "Tensor.backward": torch.Tensor.backward,
-            "torch.autograd.backward": torch.autograd.backward,
-            "torch.autograd.grad": torch.autograd.grad,
-        }
-        me = self
-
-        def backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            return me.call("Tensor.backward", (self, *args), kwargs)
-
-        def autograd_backward(*args: Any, **kwargs: Any) -> Any:
-            return me.call("torch.autograd.backward", args, kwargs)
-
-        def grad(*args: Any, **kwargs: Any) -> Any:
-            return me.call("torch.autograd.grad", args, kwargs)
-
-        torch.Tensor.backward = backward  # type: ignore[method-assign]
-        torch.autograd.backward = autograd_backward
-        torch.autograd.grad = grad
+        self.real = wrap_entry_points(self.call)
         self.__enter__()
 
     def before_statement(self, stmt: Any) -> None:
@@ -311,9 +295,13 @@ class Diagnoser(TorchFunctionMode):
                 return
             first = changes[0]
             own = rec.bound_name(saved, None, self.namespace) or made.name
+            if first.key == id(saved):
+                # changed as this very object (`relu_` on the module's `h`, returned as the outer `out`): it
+                # is named as the code that changed it named it, and nothing else shares its memory
+                own = first.name or own
             name = own or first.name or f"the {rec.role(attr)} of {made.op}"
             # changed through another tensor on the same memory (`c = out.detach(); c.zero_()`)
-            through = first.name if own and first.name and first.name != own else None
+            through = first.name if own and first.name and first.name != own and first.key != id(saved) else None
             alias = {"name": through, "line": first.made[0], "op": first.made[1]} if through and first.made else None
             self._say(
                 "inplace_modified",
@@ -477,15 +465,8 @@ class Diagnoser(TorchFunctionMode):
 
     def _unused_parameters(self, outs: list[Any], reached: set[int], line: int) -> None:
         """A module the backward reached in part: each parameter it did not reach got no gradient."""
-        for mod_name, module in list(self.namespace.items()):
-            if not isinstance(module, torch.nn.Module) or mod_name.startswith("_"):
-                continue
-            params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-            if not any(id(p) in reached for _, p in params):
-                continue
-            for pname, p in params:
-                if id(p) not in reached and p.grad is None:
-                    self._cut_or_unused(p, f"{mod_name}.{pname}", line)
+        for name, p in rec.unreached_parameters(self.namespace, reached):
+            self._cut_or_unused(p, name, line)
 
     def _python_link(self, records: list[Made], leaf: int | None) -> Made | None:
         """A tensor made from Python numbers (`torch.tensor(q)`) whose numbers came, by the snippet's own
@@ -519,6 +500,10 @@ class Diagnoser(TorchFunctionMode):
             return
         spurious = rec.spurious(made, arriving)
         facts: dict[str, Any] = {"node": type(node).__name__, "overflow": rec.overflowed(made)}
+        named = lambda t: rec.bound_name(t, None, self.namespace)  # noqa: E731
+        kinks = conventions.of_call(made.call, made.line, named) if made.call is not None else []
+        if kinks:  # its input sits on a kink (sqrt at 0): the convention PyTorch followed there
+            facts["kink"] = kinks[0]
         upstream = rec.overflowed_input(made)
         if upstream is not None:  # an input already inf in float32 that float64 holds finite: an overflow
             facts["overflow"] = True

@@ -176,17 +176,22 @@ def role(attr: str) -> str:
 
 def walk(starts: list[Made]) -> Iterator[Made]:
     """Each record behind `starts`, nearest first (breadth first), once."""
+    return _breadth_first(starts, lambda m: m.parents, MAX_WALK)
+
+
+def _breadth_first(starts: list[Any], after: Any, most: int | None = None) -> Iterator[Any]:
+    """Each item reachable from `starts` through `after(item)`, nearest first, once (at most `most` looked at)."""
     seen: set[int] = set()
     queue = list(starts)
     k = 0
-    while k < len(queue) and k < MAX_WALK:
-        m = queue[k]
+    while k < len(queue) and (most is None or k < most):
+        item = queue[k]
         k += 1
-        if id(m) in seen:
+        if id(item) in seen:
             continue
-        seen.add(id(m))
-        yield m
-        queue.extend(m.parents)
+        seen.add(id(item))
+        yield item
+        queue.extend(after(item))
 
 
 def bound_name(t: Any, frame: Any, namespace: dict[str, Any], modules: bool = True) -> str | None:
@@ -205,6 +210,21 @@ def bound_name(t: Any, frame: Any, namespace: dict[str, Any], modules: bool = Tr
                 if p is t:
                     return f"{name}.{pname}"
     return None
+
+
+def unreached_parameters(namespace: dict[str, Any], reached: set[int]) -> list[tuple[str, torch.Tensor]]:
+    """The parameters a backward left without a gradient: of each module of the snippet that the backward
+    reached in part (a module it never touched is another part of the program, a GAN's other half), those it
+    did not reach whose `.grad` is still None. By the snippet's own names (`model.fc2.weight`)."""
+    found: list[tuple[str, torch.Tensor]] = []
+    for mod_name, module in list(namespace.items()):
+        if not isinstance(module, torch.nn.Module) or mod_name.startswith("_"):
+            continue
+        params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        if not any(id(p) in reached for _, p in params):
+            continue
+        found += [(f"{mod_name}.{n}", p) for n, p in params if id(p) not in reached and p.grad is None]
+    return found
 
 
 def tensors(args: Any, kwargs: dict[str, Any]) -> list[torch.Tensor]:
@@ -274,17 +294,9 @@ def argument(qualname: str, args: tuple[Any, ...], kwargs: dict[str, Any], name:
 
 def graph_nodes(roots: list[Any]) -> Iterator[Any]:
     """Each node of the backward graph below `roots`, once, nearest first."""
-    seen: set[int] = set()
-    queue = [r for r in roots if r is not None]
-    k = 0
-    while k < len(queue):
-        node = queue[k]
-        k += 1
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        yield node
-        queue.extend(n for n, _ in node.next_functions if n is not None)
+    return _breadth_first(
+        [r for r in roots if r is not None], lambda n: [c for c, _ in n.next_functions if c is not None]
+    )
 
 
 def leaves_below(node: Any) -> list[torch.Tensor]:

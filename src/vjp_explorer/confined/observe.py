@@ -29,13 +29,15 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..events import Event, LeafGrad
-from . import checks, oplog, payload, protocol
+from . import calls as call_parts
+from . import checks, conventions, oplog, payload, protocol
 from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, grad_of, info, sparse_grad, values_of
+from .diagnose_records import unreached_parameters
 from .hooks import HookWatch
 from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
 from .record import LINE, NotReplayable, Recorder, serial
 from .records import RecordBudget
-from .words import event_notes
+from .words import event_notes, unreached_note
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -84,29 +86,8 @@ class Observer:
         """Wrap torch's entry points and start recording (before the snippet's first line)."""
         self._accumulated = torch.Tensor.register_post_accumulate_grad_hook  # torch's own, before hooks.py's
         self.recorder.on_leaf = self.watch_leaf
-        self.real = {
-            "Tensor.backward": torch.Tensor.backward,
-            "torch.autograd.backward": torch.autograd.backward,
-            "torch.autograd.grad": torch.autograd.grad,
-        }
-        observer = self
-
-        def backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            return observer.call("Tensor.backward", (self, *args), kwargs)
-
-        def autograd_backward(*args: Any, **kwargs: Any) -> Any:
-            return observer.call("torch.autograd.backward", args, kwargs)
-
-        def grad(*args: Any, **kwargs: Any) -> Any:
-            return observer.call("torch.autograd.grad", args, kwargs)
-
-        wrappers: list[Any] = [(backward, torch.Tensor.backward), (autograd_backward, torch.autograd.backward)]
-        for fn, real in wrappers:
-            fn.__doc__, fn.__name__, fn.__signature__ = real.__doc__, real.__name__, inspect.signature(real)
-        grad.__doc__, grad.__name__ = torch.autograd.grad.__doc__, "grad"
-        torch.Tensor.backward = backward  # type: ignore[method-assign]
-        torch.autograd.backward = autograd_backward
-        torch.autograd.grad = grad
+        self.recorder.where = self.line_now  # asked only where an input sits on a kink (conventions.py)
+        self.real = call_parts.wrap_entry_points(self.call)
         self._engine()
         announce = self.send  # held here: a snippet that replaces the observer's sender still announces calls
         self.announce = lambda message: _quiet(announce, message)
@@ -370,11 +351,21 @@ class Observer:
         event.diagnosis = c.diagnosis if nonfinite else None
         record = self._record(c, event, got)
         event.notes.extend(event_notes(event, c.before))
+        event.kinks = conventions.of_entries(self.recorder.slice_for(c.outs, c.leaves), self.global_name)
+        event.notes.extend(self._unreached(c))
         if any(sparse_grad(x) for x in c.leaves):
             event.notes.append("A sparse gradient: shown and checked as the dense tensor it stands for.")
         self.send_event(event, record, c.started)
         if not event.retain_graph:
             self.recorder.forget(self.recorder.slice_for(c.outs, c.leaves))
+
+    def _unreached(self, c: Call) -> list[str]:
+        """A note naming the parameters of a module this backward used in part that it left without a gradient
+        (snippet/why.py runs the diagnosis for them when the snippet reads their .grad or steps an optimizer)."""
+        if c.is_grad or c.p.arguments.get("inputs") is not None:
+            return []
+        names = [n for n, _ in unreached_parameters(self.namespace, {id(x) for x in c.leaves})]
+        return [unreached_note(names)] if names else []
 
     def _record(self, c: Call, event: Event, got: list[Any]) -> dict[str, Any]:
         """What the judge needs to check this call: the forward (or why there is none), v, the grads."""
@@ -549,6 +540,11 @@ class Observer:
         with contextlib.suppress(TypeError):
             self._names[id(t)] = (weakref.ref(t), name)
         return name
+
+    def global_name(self, t: torch.Tensor) -> str | None:
+        """The snippet's own name for a tensor (a global, a module's parameter), or None."""
+        name = self.name_of(t)
+        return None if name.startswith("tensor[") else name
 
     def _name_of(self, t: torch.Tensor) -> str:
         for name, value in self.namespace.items():

@@ -22,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from . import kinks
+from . import conventions, kinks
 
 # operations that draw random numbers: replayed from their recorded result, never drawn again
 LINE = "vjp_explorer.line"  # the key of a backward node's metadata that holds the snippet's line
@@ -58,6 +58,7 @@ class Entry:
     outs: list[tuple[int, int]]  # each tensor result's key after the call
     results: list[torch.Tensor] = field(default_factory=list)  # kept for random results
     random: bool = False
+    kink: dict[str, Any] | None = None  # an input on a kink or tie, and PyTorch's convention (conventions.py)
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class Recorder(TorchDispatchMode):
         self.failed = ""  # why the log could not record an operation (its own failure, never the snippet's)
         self.roots: set[int] = set()  # serials tracked without requiring grad: forward-mode AD's dual tensors
         self.on_leaf: Callable[[torch.Tensor], None] | None = None  # told of each leaf as the log first copies it
+        self.where: Callable[[], int] | None = None  # the snippet's line running now (asked only at a kink)
         self._on = False  # on the dispatch stack
         # --code without --graph: each backward node made is told the snippet's line (observe.py sets both);
         # here, in the mode the log is anyway, and not in a mode or anomaly mode the snippet could see
@@ -144,13 +146,20 @@ class Recorder(TorchDispatchMode):
         except Exception as e:  # noqa: BLE001 - the log's own failure: the op runs as Python would, unlogged
             self._fail(name, e)
             return func(*args, **kwargs)
+        conv = conventions.convention_for(func) if refs is not None else None
+        # an elementwise kink is read before the op runs: relu_ overwrites the input it is read from
+        kink = conventions.hit(conv, func, args, kwargs, None) if conv is not None and not conv.after else None
         out = func(*args, **kwargs)
         if refs is None:
             return out
         try:
             if self.lines is not None and self.custom_depth == 0:  # a custom Function's node: mark() after it
                 self._await_nodes(out)
-            self._log(func, name, tensors, refs, out)
+            entry = self._log(func, name, tensors, refs, out)
+            if conv is not None and conv.after:
+                kink = conventions.hit(conv, func, args, kwargs, out)
+            if entry is not None and kink is not None:
+                entry.kink = {**kink, "line": self.where() if self.where is not None else None}
         except Exception as e:  # noqa: BLE001
             self._fail(name, e)
         return out
@@ -193,10 +202,10 @@ class Recorder(TorchDispatchMode):
         later call whose forward went through it is unrecorded, and says why."""
         self.failed = f"the log could not record {name} ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
 
-    def _log(self, func: Any, name: str, tensors: list[torch.Tensor], refs: Any, out: Any) -> None:
+    def _log(self, func: Any, name: str, tensors: list[torch.Tensor], refs: Any, out: Any) -> Entry | None:
         outs = [o for o in _leaves((out,), {}) if isinstance(o, torch.Tensor)]
         if outs and not any(o.is_floating_point() or o.is_complex() for o in outs):
-            return
+            return None
         # once the op returns, autograd bumps an in-place op's input (its result) and gives a view its base's
         # version counter: key the results as later operations will read them
         written = {serial(a) for a in tensors} if func._schema.is_mutable else set()
@@ -215,6 +224,7 @@ class Recorder(TorchDispatchMode):
         if len(self.entries) > self.max_entries:
             self.forget(self.entries[: len(self.entries) // 2])
             self.dropped = True
+        return entry
 
     def _ref(self, a: Any) -> Any:
         if not isinstance(a, torch.Tensor):

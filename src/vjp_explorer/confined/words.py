@@ -34,6 +34,18 @@ def event_notes(event: Event, before: list[Any]) -> list[str]:
     return out
 
 
+NO_GRADIENT = "got no gradient from this call"  # the note's words; snippet/why.py looks for them
+
+
+def unreached_note(names: list[str]) -> str:
+    """The note on a backward call that left parameters of a module it used without a gradient."""
+    shown = ", ".join(f"`{n}`" for n in names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    it = "it" if len(names) == 1 else "them"
+    return (
+        f"{shown} {NO_GRADIENT}: backward never reached {it}, so .grad stays None and an optimizer's step skips {it}."
+    )
+
+
 def _flatten(x: Any) -> list[float]:
     if isinstance(x, list):
         return [v for item in x for v in _flatten(item)]

@@ -263,6 +263,7 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
         parts += [check_rows(e.checks, brief=not explain), verdict_line([*e.checks, *_script_checks(e)])]
     if e.diagnosis:
         parts.append(Text(("diagnosis: " if e.call == "check" else "") + visible(e.diagnosis), style="yellow"))
+    parts.extend(why_view.kinks(e.kinks))
     if e.graph is not None:
         parts.extend(_graph(e))
     if e.backward_code is not None:

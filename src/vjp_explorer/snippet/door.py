@@ -241,6 +241,7 @@ def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:
             results=[TensorInfo(**checked.record(TensorInfo, t, "results")) for t in d.get("results") or []],
             reference=[TensorInfo(**checked.record(TensorInfo, t, "reference")) for t in d.get("reference") or []],
             backward_code=d["backward_code"] if isinstance(d.get("backward_code"), dict) else None,
+            kinks=[dict(k) for k in d.get("kinks") or []],
         )
         return event
     except Exception as e:  # anything the snippet forged: whatever it raises while read, it is no event

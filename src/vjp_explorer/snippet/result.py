@@ -64,14 +64,16 @@ class Diagnosis:
     text: str  # the diagnosis in words
     saved: dict[str, Any] | None = None  # inplace_modified: {"line": N, "op": "..."} that saved the tensor
     spurious: bool | None = None  # nonfinite_grad: the exact derivative is finite there (None: not known)
+    # nonfinite_grad: its op's input on a kink (sqrt at 0), as Event.kinks has them
+    kinks: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object: `saved` only for inplace_modified, `spurious` only for nonfinite_grad."""
+        """The JSON object: `saved` only for inplace_modified, `spurious` and `kinks` only for nonfinite_grad."""
         d = asdict(self)
         if self.kind != "inplace_modified":
             del d["saved"]
         if self.kind != "nonfinite_grad":
-            del d["spurious"]
+            del d["spurious"], d["kinks"]
         return d
 
 

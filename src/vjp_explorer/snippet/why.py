@@ -15,6 +15,7 @@ from typing import Any
 
 from .fixes import fix_for
 from .result import Diagnosis, Event
+from .words import NO_GRADIENT
 
 KINDS = ("inplace_modified", "backward_twice", "grad_none", "nonscalar_output", "no_grad_fn", "nonfinite_grad")
 
@@ -32,13 +33,19 @@ NON_LEAF_WARNING = "is not a leaf Tensor is being accessed"
 def needs_diagnosis(message: str | None, events: Iterable[Event], stdout: str, stderr: str, code: str) -> bool:
     """Whether the first run failed in a way the instruments can explain: PyTorch raised one of FAILURES, a
     gradient came out nan or inf, or the snippet printed None where it reads a `.grad` (or read the .grad of
-    a non-leaf). Read from what the first run reported: nothing is measured for a snippet that passes."""
+    a non-leaf), a `.grad` that is None raised, or a backward left a used module's parameters without a gradient
+    (its event's note) where the snippet reads .grad or steps an optimizer. Read from what the first run
+    reported: nothing more is measured for a snippet that passes."""
     if message is not None and any(words in message for words in FAILURES):
         return True
     if any(_nonfinite(e) for e in events):
         return True
     if ".grad" in code and "None" in stdout:
         return True
+    if ".grad" in code and message is not None and "NoneType" in message:
+        return True  # `p.grad.norm()`, `w - lr * w.grad` on a .grad that is None
+    if (".grad" in code or ".step(" in code) and any(NO_GRADIENT in n for e in events for n in e.notes):
+        return True  # a backward left parameters without a gradient, and the snippet reads or steps them
     return NON_LEAF_WARNING in stderr
 
 
@@ -156,7 +163,23 @@ def word(d: dict[str, Any], lines: list[str]) -> Diagnosis:
     kind, name, line, cause, facts = d["kind"], d["tensor"] or "the tensor", d["line"], d["cause"], d["facts"]
     text = _TEXT[kind](name, line, cause, d, facts)
     fix = fix_for(kind, name, line, cause, d, facts, lines)
-    return Diagnosis(kind, d["tensor"], line, cause, fix, text, d["saved"], d["spurious"])
+    kink = facts.get("kink")
+    kinks = [_kink(kink)] if isinstance(kink, dict) and kink.get("convention") else []
+    return Diagnosis(kind, d["tensor"], line, cause, fix, text, d["saved"], d["spurious"], kinks)
+
+
+def _kink(k: dict[str, Any]) -> dict[str, Any]:
+    """A kink the child named (already made safe), in Event.kinks's fields."""
+    line = k.get("line")
+    count = k.get("count")
+    return {
+        "op": str(k.get("op", "")),
+        "line": line if type(line) is int else None,
+        "input": str(k.get("input", "")),
+        "elements": [str(e) for e in k.get("elements") or []],
+        "count": count if type(count) is int else 0,
+        "convention": str(k["convention"]),
+    }
 
 
 def _at(place: dict[str, Any] | None) -> str:
@@ -267,6 +290,12 @@ def _nonfinite_text(name: str, line: int, cause: dict[str, Any], d: dict[str, An
         text += "the derivative itself is infinite or undefined at these values (recomputed in float64)."
     else:
         text += "whether the exact derivative is finite there could not be recomputed."
+    kink = facts.get("kink") or {}
+    if kink.get("convention"):
+        named = kink.get("elements") or []
+        word = "" if kink.get("input") else "elements " if len(named) > 1 else "element "
+        at = f" at {word}{', '.join(named)}" if named else ""
+        text += f" Its input sits on a kink or a singularity{at}: {kink['convention']}."
     return text
 
 

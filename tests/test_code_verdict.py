@@ -60,11 +60,16 @@ def test_a_programs_verdict_line_counts_its_script(vjp, tmp_path):
     r = vjp("run", *SEED, *SHORT, "--code", str(out), "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert doc["backward_code"]["reproduces"] is True and doc["backward_code"]["independent"] is True
+    assert (
+        doc["events"][0]["backward_code"]["reproduces"] is True
+        and doc["events"][0]["backward_code"]["independent"] is True
+    )
     v, b, c = [0.1, 1, 0.0001], [3, 4, 5], [6, 7, 8]
     by_hand = {"b": [4 * x * w for x, w in zip(b, v, strict=True)], "c": [w / x for x, w in zip(c, v, strict=True)]}
     for name, want in by_hand.items():
-        assert all(math.isclose(g, w, rel_tol=1e-6) for g, w in zip(doc["grads"][name], want, strict=True)), name
+        assert all(
+            math.isclose(g, w, rel_tol=1e-6) for g, w in zip(doc["events"][0]["grads"][name], want, strict=True)
+        ), name
     shown = vjp("run", *SEED, *SHORT, "--code", str(tmp_path / "again"))
     assert shown.exit_code == 2 and "does not exist" in shown.stderr  # checked before the run
     (tmp_path / "again").mkdir()
@@ -84,9 +89,9 @@ def test_a_snippet_call_no_other_route_checked_is_checked_by_its_script(vjp, tmp
     out.mkdir()
     r = vjp("run", str(src), "--code", str(out), "--json")
     assert r.exit_code == 0, r.output
-    (event,) = json.loads(r.stdout)["snippet"]["events"]
+    (event,) = json.loads(r.stdout)["events"]
     assert event["backward_code"]["reproduces"] is True and event["backward_code"]["independent"] is True
-    assert not any(c["independent"] and c["status"] == "agree" for c in event["checks"])
+    assert not any(c["independent"] and c["status"] == "agree" for c in event["checks"].values())
     want = [math.cos(x) * x + math.sin(x) for x in (1.0, 2.0, 3.0)]  # d/da Σ sin(a)·a, by hand
     assert all(math.isclose(g, w, rel_tol=1e-5) for g, w in zip(event["grads"]["a"], want, strict=True))
     (tmp_path / "again").mkdir()

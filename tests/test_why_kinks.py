@@ -40,7 +40,7 @@ ON_KINK = {
         lambda x: x.amax(dim=1),
         torch.tensor([[1.0, 3.0, 3.0], [0.0, 1.0, 2.0]], dtype=torch.float64),
         [[0.0, 0.5, 0.5], [0.0, 0.0, 1.0]],
-        ["[0, 1]", "[0, 2]"],
+        ["[0,1]", "[0,2]"],
     ),
     "max.dim": (lambda x: x.max(dim=0).values, _t(1.0, 3.0, 3.0), [0.0, 1.0, 0.0], ["[1]", "[2]"]),
     "median.default": (torch.median, _t(1.0, 2.0, 2.0, 3.0), [0.0, 0.5, 0.5, 0.0], ["[1]", "[2]"]),
@@ -110,7 +110,7 @@ def test_a_working_call_names_each_kink_its_forward_met_with_line_and_elements()
     assert got == [("relu", 3, ["x[0]", "x[3]"], 2), ("max", 5, ["m[0]", "m[1]"], 2)]
     assert [k["input"] for k in e.kinks] == ["x", "m"]
     assert e.kinks[0]["convention"] == conventions.CONVENTIONS["relu"].words
-    assert r.to_dict()["snippet"]["events"][0]["kinks"] == e.kinks
+    assert r.to_dict()["events"][0]["kinks"] == e.kinks
     shown = " ".join(str(r).split())
     doc = (Path(__file__).resolve().parents[1] / "docs" / "why.md").read_text()
     said = [line for line in doc.splitlines() if line.startswith("kink: ")]
@@ -123,11 +123,11 @@ def test_an_inplace_relu_is_read_before_it_overwrites_its_input():
     assert "tensor([0., 0., 1.])" in r.stdout  # plain torch: relu'(0) = 0
     (e,) = r.events
     # relu_ changes the linear's output in place, and that tensor is what the snippet binds as `out`
-    assert [(k["op"], k["line"], k["elements"]) for k in e.kinks] == [("relu", 7, ["out[0, 1]"])]
+    assert [(k["op"], k["line"], k["elements"]) for k in e.kinks] == [("relu", 7, ["out[0,1]"])]
     # out of place, relu's input is a value inside the module with no name of the snippet's: its index alone
     r = run_snippet(INPLACE_LAYER.replace("inplace=True", "inplace=False"), "layer.py", seed=0)
     assert "tensor([0., 0., 1.])" in r.stdout
-    assert [(k["input"], k["line"], k["elements"]) for k in r.events[0].kinks] == [("", 7, ["[0, 1]"])]
+    assert [(k["input"], k["line"], k["elements"]) for k in r.events[0].kinks] == [("", 7, ["[0,1]"])]
 
 
 def test_code_off_every_kink_names_none():
@@ -155,4 +155,4 @@ def test_the_why_screen_of_a_nan_names_the_kink_its_op_sat_on():
     assert d.kind == "nonfinite_grad" and d.kinks[0]["op"] == "sqrt" and d.kinks[0]["line"] == 3
     assert d.kinks[0]["convention"] == conventions.CONVENTIONS["sqrt"].words
     assert conventions.CONVENTIONS["sqrt"].words in d.text
-    assert r.to_dict()["snippet"]["diagnoses"][0]["kinks"] == d.kinks
+    assert r.to_dict()["run"]["diagnoses"][0]["kinks"] == d.kinks

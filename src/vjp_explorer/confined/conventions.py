@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..snippet.result import element_index
+from ..events import element_index
 from .kinks import bind
 
 MAX_ELEMENTS_NAMED = 4  # elements on a kink named per operation (the count says how many in all)

@@ -13,9 +13,9 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from ..confined.words import NO_GRADIENT
 from .fixes import fix_for
 from .result import Diagnosis, Event
-from .words import NO_GRADIENT
 
 KINDS = ("inplace_modified", "backward_twice", "grad_none", "nonscalar_output", "no_grad_fn", "nonfinite_grad")
 

@@ -222,3 +222,13 @@ def test_a_training_loop_pairs_its_lines_not_the_whole_loop():
     which calls backward); a loop that starts after backward runs again whole."""
     found = {p.name: (p.of, p.line, [(type(s).__name__, s.lineno) for s in p.stmts]) for p in pairs(TRAINING_LOOP)}
     assert found == {"dC": ("C", 10, [("Assign", 8), ("For", 9)])}
+
+
+def test_the_closing_line_counts_the_hand_written_gradients_and_names_the_first_wrong():
+    from vjp_explorer.render.manual_view import summary
+
+    right = judge([_frame(), _frame(name="dy", of="y", line=6)], {("dx", "x"), ("dy", "y")})
+    assert summary(right) == "; 2 of 2 hand-written gradients agree"
+    wrong = judge([_frame(), _frame(name="dy", of="y", line=6, written=(-1.0, -2.0))], {("dx", "x"), ("dy", "y")})
+    assert summary(wrong) == "; 1 of 2 hand-written gradients agree (first wrong: line 6, dy)"
+    assert summary(None) == ""  # a snippet with none: the closing line as before

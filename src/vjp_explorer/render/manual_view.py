@@ -48,6 +48,16 @@ def render(manual: Manual | None) -> list[RenderableType]:
     return parts
 
 
+def summary(manual: Manual | None) -> str:
+    """The closing line's words on the hand-written gradients: how many agree, and the first wrong line."""
+    if manual is None or not manual.lines:
+        return ""
+    agree = sum(1 for m in manual.lines if m.verdict == "agree")
+    said = f"; {agree} of {len(manual.lines)} hand-written gradients agree"
+    first = manual.first_wrong
+    return said if first is None else f"{said} (first wrong: line {first.line}, {visible(first.name)})"
+
+
 def _verdict(m: ManualLine) -> str:
     if m.kind == "inherits":  # wrong only because a line above is: said once, there
         return f"inherits from {m.inherits_from}"

@@ -453,4 +453,5 @@ def _summary(r: SnippetResult) -> Text:
         if sampled:
             text += f"; {len(sampled)} folded calls of a loop not checked (every 10th is, every 100th past 100)"
         text += _by_script_alone(r.events)
+    text += manual_view.summary(r.manual)
     return Text(text, style="bold red" if bad else "bold")

@@ -102,7 +102,11 @@ def _steps(cell: str) -> list[Any]:
 def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[None]:
     """The child's observer over torch's autograd entry points, for the length of one cell; then every
     attribute it set on torch's modules and classes is put back, and its recording mode left."""
+    import sys
+    import types
+
     import torch
+    import torch.autograd.forward_ad  # noqa: F401 - its make_dual/unpack_dual are wrapped (confined/functional.py)
     import torch.autograd.functional
     import torch.autograd.graph
     import torch.func
@@ -111,16 +115,14 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
 
     from .confined.observe import Observer
 
+    # every torch module loaded (whatever the observer wraps, now or later), and the classes it patches
+    modules = [m for n, m in sorted(sys.modules.items()) if n.split(".")[0] == "torch" and m is not None]
     patched = [
-        torch,
+        *modules,
         torch.Tensor,
-        torch.autograd,
-        torch.autograd.functional,
-        torch.autograd.graph,
         torch.autograd.graph.saved_tensors_hooks,
         torch.autograd.Function,
         _HookMixin,  # a node's register_hook (confined/hooks.py)
-        torch.func,
         torch.nn.Module,
         Variable,  # its _execution_engine (observe._engine): left wrapped, the judging after the cell was observed
     ]
@@ -141,7 +143,8 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
         for obj, was in zip(patched, before, strict=True):
             for name, value in list(vars(obj).items()):
                 if name not in was:
-                    delattr(obj, name)
+                    if not isinstance(value, types.ModuleType):  # a submodule imported meanwhile stays
+                        delattr(obj, name)
                 elif was[name] is not value:
                     setattr(obj, name, was[name])
 

@@ -19,25 +19,14 @@ from vjp_explorer.confined.record import Recorder, serial
 from vjp_explorer.confined.verdict import verdict
 
 NAME = "<observed snippet>"
-HOOKS = ("register_full_backward_hook", "register_full_backward_pre_hook", "register_backward_hook")
 
 
 def observe(src: str, judge: bool = True) -> tuple[list[dict], dict]:
     """Run `src` statement by statement under an installed Observer; torch is restored afterwards. Each
     event is judged as the parent would have it judged (`judge=False`: as the child sent it, its record)."""
-    apply = torch.autograd.Function.__dict__["apply"]  # the classmethod itself: a bound one breaks subclasses
-    saved = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad, apply)
-    from torch.autograd.function import _HookMixin
-    from torch.autograd.variable import Variable
+    from vjp_explorer.magic import put_back, torch_attributes
 
-    engine = Variable._execution_engine
-    patched = [
-        (torch.Tensor, "register_hook"),
-        (torch.Tensor, "register_post_accumulate_grad_hook"),
-        (_HookMixin, "_register_hook"),
-        *[(torch.nn.Module, n) for n in HOOKS],
-    ]
-    kept = [(owner, name, owner.__dict__.get(name)) for owner, name in patched]
+    before = torch_attributes()  # all of torch the observer may patch (functional's wrappers included)
     linecache.cache[NAME] = (len(src), None, src.splitlines(True), NAME)
     ns: dict = {"__name__": "__main__"}
     events: list[dict] = []
@@ -48,11 +37,7 @@ def observe(src: str, judge: bool = True) -> tuple[list[dict], dict]:
             exec(compile(ast.Module([stmt], []), NAME, "exec"), ns)
     finally:
         ob.recorder.__exit__(None, None, None)
-        torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = saved[:3]
-        torch.autograd.Function.apply = saved[3]
-        for owner, name, was in kept:
-            setattr(owner, name, was)
-        Variable._execution_engine = engine
+        put_back(before)
     return [judged(e) if judge else e for e in paired(events)], ns  # each event with its record frame
 
 
@@ -387,3 +372,13 @@ def test_a_mistake_pattern_is_claimed_only_where_it_is_one():
     assert mistake_pattern(torch.tensor([[3.0, 4.0], [1.0, 2.0]])) == "every element is off by the same amount 2"
     # a lossy saved-tensor hook: ratios 0.999876, 0.999895, 0.99938 are rounding, not one factor
     assert mistake_pattern(torch.tensor([[0.999876, 0.999895, 0.99938], [1.0, 1.0, 1.0]])) is None
+
+
+def test_observing_leaves_every_torch_attribute_as_it_was():
+    # once, the functional wrappers (forward_ad's unpack_dual among them) stayed: each observed snippet in
+    # this process wrapped them again, and a later program's forward-mode check ran 18 nested observers
+    import torch.autograd.forward_ad as fwad
+
+    was = (fwad.unpack_dual, fwad.make_dual, torch.func.vjp, torch.autograd.functional.jacobian, torch.vmap)
+    observe("import torch\nx = torch.ones(2, requires_grad=True)\n(x * 3).sum().backward()\n")
+    assert (fwad.unpack_dual, fwad.make_dual, torch.func.vjp, torch.autograd.functional.jacobian, torch.vmap) == was

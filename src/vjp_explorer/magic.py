@@ -98,12 +98,10 @@ def _steps(cell: str) -> list[Any]:
     return out
 
 
-@contextmanager
-def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[None]:
-    """The child's observer over torch's autograd entry points, for the length of one cell; then every
-    attribute it set on torch's modules and classes is put back, and its recording mode left."""
+def torch_attributes() -> list[tuple[Any, dict[str, Any]]]:
+    """What the observer may patch, as it is now: every torch module loaded (whatever the observer wraps,
+    now or later) and the classes it patches, each with a copy of its attributes (put_back restores them)."""
     import sys
-    import types
 
     import torch
     import torch.autograd.forward_ad  # noqa: F401 - its make_dual/unpack_dual are wrapped (confined/functional.py)
@@ -113,9 +111,6 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
     from torch.autograd.function import _HookMixin
     from torch.autograd.variable import Variable
 
-    from .confined.observe import Observer
-
-    # every torch module loaded (whatever the observer wraps, now or later), and the classes it patches
     modules = [m for n, m in sorted(sys.modules.items()) if n.split(".")[0] == "torch" and m is not None]
     patched = [
         *modules,
@@ -126,7 +121,29 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
         torch.nn.Module,
         Variable,  # its _execution_engine (observe._engine): left wrapped, the judging after the cell was observed
     ]
-    before = [dict(vars(obj)) for obj in patched]
+    return [(obj, dict(vars(obj))) for obj in patched]
+
+
+def put_back(before: list[tuple[Any, dict[str, Any]]]) -> None:
+    """Every attribute set or added since torch_attributes() put back (a submodule imported meanwhile stays)."""
+    import types
+
+    for obj, was in before:
+        for name, value in list(vars(obj).items()):
+            if name not in was:
+                if not isinstance(value, types.ModuleType):
+                    delattr(obj, name)
+            elif was[name] is not value:
+                setattr(obj, name, was[name])
+
+
+@contextmanager
+def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[None]:
+    """The child's observer over torch's autograd entry points, for the length of one cell; then every
+    attribute it set on torch's modules and classes is put back, and its recording mode left."""
+    from .confined.observe import Observer
+
+    before = torch_attributes()
     observer = Observer(send, filename, _UserNames(namespace), {"graph": False})
     entered = False
     try:
@@ -140,13 +157,7 @@ def _observed(send: Any, filename: str, namespace: dict[str, Any]) -> Iterator[N
             observer.recorder.__exit__(None, None, None)
             while _get_current_dispatch_mode() is observer.recorder:  # switched on again by a call (record.switch)
                 _pop_mode()
-        for obj, was in zip(patched, before, strict=True):
-            for name, value in list(vars(obj).items()):
-                if name not in was:
-                    if not isinstance(value, types.ModuleType):  # a submodule imported meanwhile stays
-                        delattr(obj, name)
-                elif was[name] is not value:
-                    setattr(obj, name, was[name])
+        put_back(before)
 
 
 class _UserNames(dict):  # type: ignore[type-arg]

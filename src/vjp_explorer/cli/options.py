@@ -155,12 +155,12 @@ JsonOpt = Annotated[
     bool,
     typer.Option(
         "--json",
-        help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .grads (a program's .grad; a "
-        "snippet's: jq '.snippet.events[].grads').",
+        help="Print only JSON on stdout (vjp docs json), e.g. --json | jq '.events[].grads' (each call's "
+        "grads, for a program and a snippet alike).",
     ),
 ]
 CheckJsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .check.summary.")
+    bool, typer.Option("--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .run.summary.")
 ]
 PagerOpt = Annotated[
     bool,

@@ -141,7 +141,7 @@ def test_python_api_is_exported(ops):
     obj, _ = load_target(f"{ops}:Right")
     r = vjp_explorer.check(obj, X, v=V)
     assert r.events[0].inputs[0].grad == pytest.approx([1.5, 12.0, 13.5])
-    assert r.to_dict()["kind"] == "check" and "steps" not in r.to_dict()["run"]
+    assert r.to_dict()["kind"] == "check" and "steps" not in r.to_dict()
 
 
 def test_large_inputs_are_checked_along_directions(ops):
@@ -164,10 +164,18 @@ def test_check_json_is_the_one_document_of_kind_check(vjp, ops):
     # docs/json.md: a check is one call of your function, the one document's kind "check"
     res = vjp("check", f"{ops}:Factor", "--x", "1,2,-1.5", "--grad", "0.5,1,2", "--json")
     doc = json.loads(res.stdout)
-    assert res.exit_code == 3 and set(doc) == {"schema", "kind", "torch", "events", "notes", "exit_code", "run"}
+    assert res.exit_code == 3 and set(doc) == {
+        "schema",
+        "kind",
+        "torch",
+        "events",
+        "notes",
+        "exit_code",
+        "target",
+        "summary",
+    }
     assert doc["kind"] == "check" and doc["schema"] == 5 and doc["exit_code"] == 3
-    d = doc["run"]
-    assert set(d) == {"target", "summary"}
+    d = doc
     assert d["target"].endswith("my_ops.py:Factor")
     (call,) = doc["events"]
     assert call["line"] is None and call["source"].endswith("(x)") and call["call"] == "check"
@@ -185,7 +193,7 @@ def test_check_json_is_the_one_document_of_kind_check(vjp, ops):
     for key in ('"repl"', '"stdout"', '"steps"', '"seed"'):
         assert key not in text, key
     assert "explained" not in d["summary"] and d["summary"].startswith("the custom backward is wrong")
-    right = json.loads(vjp("check", f"{ops}:Right", "--x", "1,2,-1.5", "--json").stdout)["run"]
+    right = json.loads(vjp("check", f"{ops}:Right", "--x", "1,2,-1.5", "--json").stdout)
     assert right["summary"].startswith("the custom backward agrees with finite differences")
     text = vjp("check", f"{ops}:Right", "--x", "1,2,-1.5").stdout
     assert "explained" not in text and "the custom backward agrees with finite differences" in text

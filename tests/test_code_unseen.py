@@ -61,7 +61,7 @@ def test_the_snippet_sees_the_same_state_with_and_without_code(vjp, tmp_path):
     printed = []
     for r in (without, with_code):
         assert r.exit_code == 0, r.output
-        printed.append(json.loads(r.stdout)["run"]["stdout"])
+        printed.append(json.loads(r.stdout)["stdout"])
     assert printed[0] == plain.stdout
     assert printed[1] == plain.stdout
     # and the script still names the line that made each node, which is what --code needed anomaly mode for

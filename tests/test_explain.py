@@ -21,7 +21,7 @@ def codes(d):
 
 def test_seed_ledger_terms(vjp):
     d = explain(vjp, "3*a+2*b*b+log(c)", "--a", "1,2,3", "--b", "3,4,5", "--c", "6,7,8", "--grad", "0.1,1,0.0001")
-    ex = d["run"]["explain"]
+    ex = d["explain"]
     c0 = ex["ledger"]["c"][0]
     assert c0["element"] == "c[0]"
     assert len(c0["terms"]) == 1 and c0["zero_terms"] == 2
@@ -39,7 +39,7 @@ def test_seed_ledger_terms(vjp):
 
 def test_dense_ledger_shares_and_dominant_term(vjp):
     d = explain(vjp, "A @ x", "--x", "1,1", "--const", "A=[[1,2],[3,4]]", "--grad", "ones")
-    x0 = d["run"]["explain"]["ledger"]["x"][0]
+    x0 = d["explain"]["ledger"]["x"][0]
     assert [t["value"] for t in x0["terms"]] == [1.0, 3.0]
     assert [round(t["share"], 2) for t in x0["terms"]] == [0.25, 0.75]
     assert x0["dominant"] == 1
@@ -61,7 +61,7 @@ def test_unused_leaf_note_and_zero_block(vjp):
     assert "unused_leaf" in codes(d)
     assert event(d)["grads"]["c"] == [0.0, 0.0]
     assert per_leaf(d, "jacobian")["c"]["structure"] == "zero"
-    assert d["run"]["explain"]["jacobian_formulas"]["c"]["structure"] == "zero"
+    assert d["explain"]["jacobian_formulas"]["c"]["structure"] == "zero"
     assert "unused_leaf" not in codes(explain(vjp, "a * c", "--a", "1,2", "--c", "3,4", "--grad", "1,1"))
 
 
@@ -75,22 +75,22 @@ def test_nonfinite_note_names_the_element(vjp):
 
 def test_loop_note_and_formula_follows_the_path(vjp):
     d = explain(vjp, "y = x * 2\nwhile y.data.norm() < 10:\n    y = y * 2", "--x", "1", "--grad", "1")
-    assert d["run"]["control"][0]["count"] == 3
-    assert d["run"]["explain"]["jacobian_formulas"]["x"]["generic"] == "∂y/∂x = 16"
+    assert d["control"][0]["count"] == 3
+    assert d["explain"]["jacobian_formulas"]["x"]["generic"] == "∂y/∂x = 16"
     assert "control_flow" in codes(d)
     assert "control_flow" not in codes(explain(vjp, "x * 2", "--x", "1"))
 
 
 def test_formulas_use_the_programs_names(vjp):
     d = explain(vjp, "y = torch.tanh(W @ x)", "--W", "[[1,2],[3,4]]", "--x", "0.1,0.2", "--grad", "1,0")
-    entries = d["run"]["explain"]["jacobian_formulas"]["x"]["entries"]
+    entries = d["explain"]["jacobian_formulas"]["x"]["entries"]
     assert entries[0]["formula"] == "W[0,0]*(1 - y[0]**2)"
 
 
 def test_latex_formulas(vjp):
     r = vjp("explain", "torch.log(c)", "--c", "2", "--latex", "--json")
     assert r.exit_code == 0, r.stderr
-    ex = json.loads(r.stdout)["run"]["explain"]
+    ex = json.loads(r.stdout)["explain"]
     assert ex["jacobian_formulas"]["c"]["generic"] == "\\frac{\\partial y}{\\partial c} = \\frac{1}{c}"
 
 

@@ -48,7 +48,7 @@ def test_every_file_explains(vjp, path):
     r = vjp("explain", str(path), "--json")
     assert r.exit_code == 0, r.stdout + r.stderr
     d = json.loads(r.stdout)
-    ex = d["run"]["explain"]
+    ex = d["explain"]
     assert ex["ledger_source"] == "sympy"
     # the ledger's sums are the grads, element by element
     for leaf, entries in ex["ledger"].items():
@@ -71,8 +71,8 @@ def _flat(x):
 
 def test_the_loop_example_reports_its_iterations(vjp):
     d = json.loads(vjp("run", "--file", str(ROOT / "expressions/seed_loop.toml"), "--json").stdout)
-    assert d["run"]["control"][0]["kind"] == "while" and d["run"]["control"][0]["count"] == 10
-    k = d["run"]["control"][0]["count"] + 1
+    assert d["control"][0]["kind"] == "while" and d["control"][0]["count"] == 10
+    k = d["control"][0]["count"] + 1
     assert event(d)["grads"]["x"] == pytest.approx([2**k * 0.1, 2**k * 1.0, 2**k * 0.0001], rel=1e-6)
     assert any(n["code"] == "control_flow" and "10 times" in n["text"] for n in event(d)["notes"])
 
@@ -188,8 +188,8 @@ def test_bad_expect_values_and_file_limits(vjp, tmp_path):
 def test_random_grad_is_reproducible_from_the_seed_shown(vjp):
     a = json.loads(vjp("run", "x*2", "--x", "randn(3)", "--grad", "randn(3)", "--json").stdout)
     b = json.loads(
-        vjp("run", "x*2", "--x", "randn(3)", "--grad", "randn(3)", "--seed", str(a["run"]["seed"]), "--json").stdout
+        vjp("run", "x*2", "--x", "randn(3)", "--grad", "randn(3)", "--seed", str(a["seed"]), "--json").stdout
     )
     assert event(a)["v"][0]["value"] == event(b)["v"][0]["value"] and inputs(a) == inputs(b)
     c = json.loads(vjp("run", "x*2", "--x", "1,2,3", "--grad", "randn(3)", "--json").stdout)
-    assert c["run"]["seed"] is not None
+    assert c["seed"] is not None

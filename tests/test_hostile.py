@@ -72,7 +72,7 @@ def test_markup_in_program_is_literal_in_json(vjp):
     r, elapsed = timed(vjp, "run", prog, "--x", "1", "--json")
     assert_clean(r, elapsed)
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)["run"]["program"] == prog
+    assert json.loads(r.stdout)["program"] == prog
 
 
 @pytest.mark.parametrize(
@@ -208,7 +208,7 @@ def test_an_expression_files_words_are_made_visible(vjp, tmp_path, content, code
         assert r.exit_code == code, (r.exit_code, r.stderr)
         assert_nothing_raw(r)
         if json_ and code == 0:
-            assert r.stdout.isascii() and json.loads(r.stdout)["run"]["title"].startswith("T\x1b]0;pwned")
+            assert r.stdout.isascii() and json.loads(r.stdout)["title"].startswith("T\x1b]0;pwned")
 
 
 def test_title_shows_its_escapes_visibly(vjp, tmp_path):

@@ -277,7 +277,7 @@ def test_a_bare_expression_after_a_loop_that_assigns_y_is_named_out_and_says_so(
     text = notes(d)["output_named"]
     assert "'y + 1'" in text and "'out'" in text and "'y' is already a variable" in text
     assert event(d)["notes"][0]["code"] == "output_named"  # first: the other notes use the name
-    assert d["run"]["intermediates"]["y"]["value"] == [2.0, 4.0]  # the loop's y is untouched
+    assert d["intermediates"]["y"]["value"] == [2.0, 4.0]  # the loop's y is untouched
 
 
 def test_the_note_shows_in_the_terminal(vjp):

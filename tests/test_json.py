@@ -11,7 +11,8 @@ from documents import event, inputs, per_leaf
 from vjp_explorer import explore
 from vjp_explorer.render import json_out
 
-TOP = {"schema", "kind", "torch", "events", "notes", "exit_code", "run"}
+FRAME = {"schema", "kind", "torch", "events", "notes", "exit_code"}
+# a program's own keys, at the top level beside the frame
 RUN = {
     "title",
     "description",
@@ -61,7 +62,7 @@ def test_schema_is_pinned(vjp):
     )
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
-    assert set(d) == TOP and set(d["run"]) == RUN
+    assert set(d) == FRAME | RUN
     assert d["schema"] == 5 and d["kind"] == "program"
     w = inputs(d)["W"]
     assert (w["shape"], w["value"], w["requires_grad"], w["grad"], w["jacobian"]) == (
@@ -89,9 +90,9 @@ def test_schema_is_pinned(vjp):
         assert c["status"] in ("agree", "disagree", "skipped")
     assert set(event(d)["checks"]) >= {"jtv", "symbolic", "jacobian"}
     assert event(d)["checks"]["symbolic"]["tolerance"] == {"rtol": 1e-4, "atol": 1e-7, "rule": None}
-    assert d["run"]["intermediates"]["y"]["grad"] == [1.0, 1.0]
+    assert d["intermediates"]["y"]["grad"] == [1.0, 1.0]
     assert d["exit_code"] == 0
-    assert d["run"]["seed"] is None
+    assert d["seed"] is None
 
 
 def test_json_is_strict_with_non_finite_values(vjp):
@@ -167,7 +168,7 @@ def test_an_array_past_the_threshold_is_a_summary_and_one_at_it_is_whole(vjp):
     n = SUMMARY_ABOVE + 1
     argv = ["run", "x * 3 + c", "--x", f"linspace(1, 2, {n})", "--c", "0.5", "--grad", "ones", "--json"]
     d = json.loads(ok_stdout(vjp(*argv)))
-    assert set(d) == TOP and d["schema"] == 5
+    assert set(d) == FRAME | RUN and d["schema"] == 5
     x = torch.linspace(1, 2, n)
     s = inputs(d)["x"]["value"]
     assert set(s) == SUMMARY and s["summary"] is True
@@ -234,7 +235,7 @@ def test_save_round_trips_the_numbers_of_the_full_json(vjp, tmp_path, suffix, pr
     for n, j in per_leaf(d, "jacobian").items():
         want |= {f"jacobian/{n}": j["value"]} if j["value"] is not None else {}
         want |= {f"jacobian_diagonal/{n}": j["diagonal"]} if j["diagonal"] is not None else {}
-    for n, m in d["run"]["intermediates"].items():
+    for n, m in d["intermediates"].items():
         want[f"intermediates/{n}"] = m["value"]
         want |= {f"intermediate_grads/{n}": m["grad"]} if m["grad"] is not None else {}
     assert saved.keys() == want.keys()

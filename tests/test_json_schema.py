@@ -75,7 +75,7 @@ def test_the_numbers_are_the_hand_derived_ones_in_every_kind(documents):
     assert event["outputs"][0]["value"] == [[1.0, 4.0], [9.0, 16.0]]
     (w,) = event["inputs"]
     assert sum(w["finite_difference"], []) == pytest.approx([2.0, 0.0, 0.0, 16.0], rel=1e-9, abs=1e-9)
-    assert program["run"]["program"] == "W*W"
+    assert program["program"] == "W*W"
     _, snippet = documents["snippet"]
     assert snippet["events"][0]["grads"]["x"] == [[2.0, 4.0], [6.0, 8.0]]
     code, check = documents["check"]
@@ -117,8 +117,8 @@ y.backward()
 
 def test_the_facts_added_since_the_first_schema_5_sit_where_the_docs_say(tmp_path):
     """--code's script is inside the program's one event (not at the top as in schema 4), and why a snippet
-    failed is under `run`; both documents still validate. Backward through a freed graph is what torch names
-    `backward_twice` (exit 4, as plain Python raises it)."""
+    failed is the snippet's top-level `diagnoses`; both documents still validate. Backward through a freed
+    graph is what torch names `backward_twice` (exit 4, as plain Python raises it)."""
     from typer.testing import CliRunner
 
     from vjp_explorer.cli import app
@@ -136,5 +136,5 @@ def test_the_facts_added_since_the_first_schema_5_sit_where_the_docs_say(tmp_pat
     snippet = json.loads(res.stdout)
     jsonschema.validate(snippet, schema())
     assert res.exit_code == 4 == snippet["exit_code"]
-    assert [d["kind"] for d in snippet["run"]["diagnoses"]] == ["backward_twice"]
-    assert snippet["run"]["diagnoses"][0]["line"] == 5 and snippet["events"][0]["backward_code"] is None
+    assert [d["kind"] for d in snippet["diagnoses"]] == ["backward_twice"]
+    assert snippet["diagnoses"][0]["line"] == 5 and snippet["events"][0]["backward_code"] is None

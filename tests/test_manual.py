@@ -58,7 +58,7 @@ def assert_planted(result, text, planted, first):
             assert m.verdict == "agree" or (m.kind == "inherits" and m.inherits_from in lines), (m.name, m.kind)
     wrong = result.manual.first_wrong
     assert wrong is not None and wrong.line == first_line and wrong.kind == planted[first]
-    document = result.to_dict()["run"]
+    document = result.to_dict()
     assert document["manual_first_wrong"] == first_line
     assert [m["line"] for m in document["manual"]] == sorted(m["line"] for m in document["manual"])
 
@@ -72,7 +72,7 @@ def test_makemore_correct_chain_agrees_line_by_line():
     # makemore's own cmp calls some right lines "exact: False" (rounding); the whole-gradient rule agrees
     assert any(not m.exact for m in r.manual.lines)
     assert_cmp_as_learners(r, MAKEMORE, MAKEMORE_PAIRS)
-    assert r.to_dict()["run"]["manual_first_wrong"] is None
+    assert r.to_dict()["manual_first_wrong"] is None
 
 
 def test_makemore_missing_keepdim_that_cmp_passes_is_shape_keepdim():
@@ -186,7 +186,7 @@ def test_no_hand_written_gradient_runs_as_before():
     r = run_snippet(NO_MANUAL, "plain.py", seed=0)
     assert r.stdout == "tensor([2., 4.]) False\n"
     assert r.manual is None
-    assert r.to_dict()["run"]["manual"] == [] and r.to_dict()["run"]["manual_first_wrong"] is None
+    assert r.to_dict()["manual"] == [] and r.to_dict()["manual_first_wrong"] is None
     r = run_snippet(NO_MANUAL.replace("dw = w.grad", "dw = 2 * w"), "plain.py", seed=0)
     assert r.stdout == "tensor([2., 4.]) True\n"
     assert [(m.name, m.verdict) for m in r.manual.lines] == [("dw", "agree")]

@@ -48,7 +48,7 @@ def refused(r, *phrases: str) -> str:
 def test_basis_rows_are_the_hand_derived_jacobian(vjp):
     d = js(vjp, *SEED, "--grad", "basis")
     assert event(d)["v_origin"] == "basis" and event(d)["v"][0]["value"] == [1.0, 1.0, 1.0]
-    p = d["run"]["probe"]
+    p = d["probe"]
     assert p["source"] == "basis" and "rows of J" in p["note"]
     for leaf, J in HAND_J.items():
         assert close(p["rows"][leaf], J), leaf
@@ -62,8 +62,8 @@ def test_basis_of_a_dense_program_past_the_loop_size_uses_the_batch_and_agrees(v
     d = js(vjp, "sum(x)*x", "--x", f"arange({n})", "--grad", "basis", "--dtype", "float64", "--no-symbolic")
     x = torch.arange(n, dtype=torch.float64)
     J = torch.eye(n, dtype=torch.float64) * x.sum() + x[:, None]
-    assert torch.equal(torch.tensor(d["run"]["probe"]["rows"]["x"], dtype=torch.float64), J)
-    assert "vmap" in d["run"]["probe"]["method"]
+    assert torch.equal(torch.tensor(d["probe"]["rows"]["x"], dtype=torch.float64), J)
+    assert "vmap" in d["probe"]["method"]
     assert event(d)["checks"]["basis"]["status"] == "agree"
 
 
@@ -72,8 +72,8 @@ def test_basis_of_an_elementwise_program_past_the_loop_size_batches_the_runs_gra
     n = 70
     d = js(vjp, "x*x", "--x", f"arange({n})", "--grad", "basis", "--dtype", "float64", "--no-symbolic")
     x = torch.arange(n, dtype=torch.float64)
-    assert torch.equal(torch.tensor(d["run"]["probe"]["rows"]["x"], dtype=torch.float64), torch.diag(2 * x))
-    assert "is_grads_batched" in d["run"]["probe"]["method"]
+    assert torch.equal(torch.tensor(d["probe"]["rows"]["x"], dtype=torch.float64), torch.diag(2 * x))
+    assert "is_grads_batched" in d["probe"]["method"]
     assert event(d)["checks"]["basis"]["status"] == "agree"
 
 
@@ -100,8 +100,8 @@ def test_e3_picks_row_3_of_a_dense_jacobian(vjp):
     assert event(d)["v"][0]["value"] == [0.0, 0.0, 0.0, 1.0] and event(d)["v_origin"] == "one-hot"
     assert event(d)["grads"]["x"] == [10.0, 11.0, 12.0]
     assert event(d)["grads"]["x"] == per_leaf(d, "jacobian")["x"]["value"][3]
-    assert d["run"]["probe"]["element"] == "y[3]" and d["run"]["probe"]["index"] == [3]
-    assert "row 3 of J" in d["run"]["probe"]["note"]
+    assert d["probe"]["element"] == "y[3]" and d["probe"]["index"] == [3]
+    assert "row 3 of J" in d["probe"]["note"]
 
 
 def test_one_hot_multi_index_equals_its_flat_index(vjp):
@@ -110,7 +110,7 @@ def test_one_hot_multi_index_equals_its_flat_index(vjp):
     flat = js(vjp, *args, "--grad", "e5")
     assert event(multi)["v"][0]["value"] == event(flat)["v"][0]["value"] == [[0, 0, 0], [0, 0, 1.0]]
     assert event(multi)["grads"]["x"] == [[0, 0, 0], [0, 0, 12.0]]  # ∂(x²)/∂x = 2x at x = 6
-    assert multi["run"]["probe"]["element"] == "y[1,2]" and multi["run"]["probe"]["index"] == [1, 2]
+    assert multi["probe"]["element"] == "y[1,2]" and multi["probe"]["index"] == [1, 2]
 
 
 @pytest.mark.parametrize(
@@ -135,26 +135,26 @@ def test_random_v_is_reproducible_and_leaves_other_random_values_alone(vjp):
     two = js(vjp, *args, "--seed", "7", "--grad", "random")
     other = js(vjp, *args, "--seed", "8", "--grad", "random")
     plain = js(vjp, *args, "--seed", "7", "--grad", "1,1,1,1")
-    assert event(one)["v_origin"] == "random" and one["run"]["seed"] == 7
+    assert event(one)["v_origin"] == "random" and one["seed"] == 7
     assert event(one)["v"][0]["value"] == event(two)["v"][0]["value"] != event(other)["v"][0]["value"]
     values = [{n: x["value"] for n, x in inputs(d).items()} for d in (one, two, plain)]
     assert values[0] == values[1] == values[2]  # the inputs' draws do not change
     assert event(one)["v"][0]["value"] not in ([i["value"] for i in inputs(one).values()])
-    assert "random combination of the rows" in one["run"]["probe"]["note"]
+    assert "random combination of the rows" in one["probe"]["note"]
     assert all(c["status"] == "agree" for c in event(one)["checks"].values() if c["status"] != "skipped")
 
 
 def test_random_without_a_seed_draws_one_and_shows_it(vjp):
     d = js(vjp, *SEED, "--grad", "random")
-    assert isinstance(d["run"]["seed"], int)
-    again = js(vjp, *SEED, "--grad", "random", "--seed", str(d["run"]["seed"]))
+    assert isinstance(d["seed"], int)
+    again = js(vjp, *SEED, "--grad", "random", "--seed", str(d["seed"]))
     assert event(again)["v"][0]["value"] == event(d)["v"][0]["value"]
 
 
 # ---------------------------------------------------------------------------------------------------- several v
 def test_several_grads_show_linearity(vjp):
     d = js(vjp, *SEED, "--grad", "1,0,0", "--grad", "0,1,0", "--grad", "e2")
-    p = d["run"]["probe"]
+    p = d["probe"]
     assert p["source"] == "several" and p["coefficients"] == [2.0, -1.0, 0.5]
     assert [v["source"] for v in p["vs"]] == ["given", "given", "one-hot"]
     assert p["combined"]["value"] == [2.0, -1.0, 0.5]
@@ -213,8 +213,8 @@ def test_upstream_v_is_dl_dy_by_sympy(vjp):
     want = [float(dL.subs(s, sympy.Float(y, 30))) for y in ys]
     assert close(event(d)["v"][0]["value"], want, 1e-12)
     assert event(d)["v_origin"] == "upstream"
-    assert d["run"]["probe"]["upstream"]["formula"] == "sum(sin(y)*y)"
-    assert math.isclose(d["run"]["probe"]["upstream"]["loss"], sum(math.sin(y) * y for y in ys), rel_tol=1e-12)
+    assert d["probe"]["upstream"]["formula"] == "sum(sin(y)*y)"
+    assert math.isclose(d["probe"]["upstream"]["loss"], sum(math.sin(y) * y for y in ys), rel_tol=1e-12)
     # and the grads are dL/dx: the chain rule, against the hand-derived J (diagonal: v * J)
     for leaf, J in HAND_J.items():
         assert close(event(d)["grads"][leaf], [want[i] * J[i][i] for i in range(3)], 1e-9), leaf
@@ -263,4 +263,4 @@ def test_upstream_in_explain_and_text(vjp):
 
 def test_a_plain_run_has_no_probe_key(vjp):
     d = js(vjp, *SEED, "--grad", "0.1,1,0.0001")
-    assert d["run"]["probe"] is None and event(d)["v_origin"] == "given"
+    assert d["probe"] is None and event(d)["v_origin"] == "given"

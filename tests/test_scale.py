@@ -263,7 +263,7 @@ def test_cuda_device(vjp):
     if torch.cuda.is_available():
         r = vjp("run", "x*x", "--x", "1,2", "--grad", "ones", "--device", "cuda", "--json")
         assert r.exit_code == 0, r.stderr
-        assert json.loads(r.stdout)["run"]["device"] == "cuda"
+        assert json.loads(r.stdout)["device"] == "cuda"
     else:
         r = vjp("run", "x*x", "--x", "1,2", "--grad", "ones", "--device", "cuda")
         assert r.exit_code == 2 and "not available" in r.stderr

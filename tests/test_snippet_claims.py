@@ -215,7 +215,7 @@ def test_the_json_says_what_the_screen_says_of_each_claim():
             *TRACEBACK,
         ]
     )
-    doc = run_snippet(text, seed=0).to_dict()["run"]
+    doc = run_snippet(text, seed=0).to_dict()
     assert [s["claim"]["matches"] for s in doc["steps"] if s["claim"]] == [None, False, True]
     shown = str(run_snippet(text, "<transcript>", seed=0))
     assert "In [" not in shown and "≠ the source's transcript shows: tensor([ 9.,  2.])" in shown

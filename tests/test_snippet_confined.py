@@ -125,8 +125,8 @@ def test_a_limit_keeps_what_ran_in_the_json_and_exits_2(vjp):
     out = vjp("run", "--snippet", src, "--json", "--limit", "snippet_seconds=8")
     assert out.exit_code == 2
     doc = json.loads(out.stdout)
-    assert doc["run"]["stdout"] == "ran\n" and len(doc["events"]) == 1 and doc["exit_code"] == 2
-    assert "wall-clock" in doc["run"]["stopped"]["message"] and "snippet_seconds" in doc["run"]["stopped"]["hint"]
+    assert doc["stdout"] == "ran\n" and len(doc["events"]) == 1 and doc["exit_code"] == 2
+    assert "wall-clock" in doc["stopped"]["message"] and "snippet_seconds" in doc["stopped"]["hint"]
     assert "wall-clock" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -184,9 +184,9 @@ def test_what_atexit_functions_print_reaches_the_transcript_and_the_json(vjp):
     )
     out = vjp("run", "--snippet", src, "--json")
     doc = json.loads(out.stdout)
-    assert doc["run"]["stdout"] == "body\nat exit tensor([3., 3.])\n" and out.exit_code == 0
-    assert doc["run"]["at_exit"] == {"stdout": "at exit tensor([3., 3.])\n", "warnings": []}
-    assert doc["run"]["steps"][-1]["stdout"] == "body\n"  # not the last statement's output
+    assert doc["stdout"] == "body\nat exit tensor([3., 3.])\n" and out.exit_code == 0
+    assert doc["at_exit"] == {"stdout": "at exit tensor([3., 3.])\n", "warnings": []}
+    assert doc["steps"][-1]["stdout"] == "body\n"  # not the last statement's output
     shown = vjp("run", "--snippet", src).stdout
     assert shown.index("body") < shown.index("at exit (functions registered with atexit)") < shown.index("[3., 3.]")
 
@@ -197,14 +197,14 @@ def test_a_refused_process_or_download_is_explained_with_what_to_do(vjp):
         "for batch in DataLoader(torch.arange(8.0), batch_size=4, num_workers=2):\n    print(batch)\n"
     )
     out = vjp("run", "--snippet", loader, "--json")
-    err = json.loads(out.stdout)["run"]["error"]
+    err = json.loads(out.stdout)["error"]
     assert out.exit_code == 4 and err["type"] == "PermissionError" and err["line"] == 3
     assert "may not start processes" in err["explanation"] and "num_workers=0" in err["explanation"]
     assert "--trust" in err["explanation"]
     swallowed = "import os\nstatus = os.system('ls')\nprint(status != 0)\n"
     out = vjp("run", "--snippet", swallowed, "--json")
     doc = json.loads(out.stdout)
-    assert out.exit_code == 0 and doc["run"]["stdout"] == "True\n"
+    assert out.exit_code == 0 and doc["stdout"] == "True\n"
     texts = [n["text"] for n in doc["notes"]]
     assert [n for n in texts if n.startswith("Line 2: ") and "os.system(ls)" in n and "--trust" in n]
 
@@ -214,12 +214,12 @@ def test_a_relative_read_is_explained_by_the_working_directory(vjp, tmp_path, mo
     monkeypatch.chdir(tmp_path)
     src = "print(open('data.csv').read().strip())\n"
     out = vjp("run", "--snippet", src, "--json")
-    err = json.loads(out.stdout)["run"]["error"]
+    err = json.loads(out.stdout)["error"]
     assert err["type"] == "FileNotFoundError" and "--allow-read ." in err["explanation"]
     out = vjp("run", "--snippet", src, "--allow-read", ".", "--json")
-    assert json.loads(out.stdout)["run"]["stdout"] == "1,2\n" and out.exit_code == 0
+    assert json.loads(out.stdout)["stdout"] == "1,2\n" and out.exit_code == 0
     out = vjp("run", "--snippet", "open('missing.csv')", "--allow-read", ".", "--json")
-    assert json.loads(out.stdout)["run"]["error"]["explanation"] is None  # it is not there: Python's story
+    assert json.loads(out.stdout)["error"]["explanation"] is None  # it is not there: Python's story
 
 
 def test_a_large_model_runs_through_with_its_largest_arrays_left_out():

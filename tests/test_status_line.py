@@ -100,7 +100,8 @@ def test_the_spinner_is_not_coloured_when_colour_is_off(extra, no_color):
     """The spinner was green under NO_COLOR=1 and --color never: its console now writes no style at all."""
     code, _, err, _ = run_with_terminal_stderr([*ARGV, *extra], no_color=no_color)
     text = err.decode(errors="replace")
-    assert code == 0 and "parsing the program" in text, text
+    # the line was drawn (which stage a frame catches depends on the machine's load; the stages are not timed)
+    assert code == 0 and "\x1b[?25l" in text and ("importing torch" in text or "running" in text), text
     styles = re.findall(r"\x1b\[[0-9;]*m", text)  # SGR codes: colour, bold, reset (cursor codes are not SGR)
     assert styles == [], styles[:5]
 

@@ -75,7 +75,7 @@ def test_log_at_zero_is_undefined_with_its_sign(vjp):
     assert code == 0
     assert per_leaf(d, "symbolic")["x"] == ["inf", 1.0]
     assert event(d)["checks"]["symbolic"]["undefined"] == ["x[0]"] and event(d)["checks"]["symbolic"]["spurious"] == []
-    term = d["run"]["explain"]["ledger"]["x"][0]["terms"][0]
+    term = d["explain"]["ledger"]["x"][0]["terms"][0]
     assert term["dy_dx"] == "inf" and term["value"] == "inf"
 
 
@@ -140,7 +140,7 @@ def test_no_retain_graph_reproduces_torchs_error(vjp):
 def _formula(vjp, *args):
     code, d = run_json(vjp, "explain", *args)
     assert code == 0
-    return d["run"]["explain"]["jacobian_formulas"]
+    return d["explain"]["jacobian_formulas"]
 
 
 def test_saturated_tanh_zeros_are_numerical_not_structural(vjp):

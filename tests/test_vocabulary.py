@@ -25,7 +25,7 @@ def test_the_json_keeps_v_and_the_leaf_gradient_apart(vjp):
         d = json.loads(vjp(*ARGV, option, "0.5,2", "--json").stdout)
         assert event(d)["v"][0]["value"] == V and event(d)["v_origin"] == "given"  # v
         assert event(d)["grads"]["a"] == a.grad.tolist() == [3.0, 24.0]  # the leaf's .grad: 6a·v
-        assert d["run"]["intermediates"]["h"]["grad"] == [1.5, 6.0]  # what reached h: 3·v
+        assert d["intermediates"]["h"]["grad"] == [1.5, 6.0]  # what reached h: 3·v
         assert d["schema"] == 5
 
 
@@ -48,5 +48,5 @@ def test_docs_map_every_word_to_keys_that_exist(vjp, tmp_path):
     assert "`events[].v`" in v_row[4] and event(d)["v"][0]["value"] == V and "`grad`" in v_row[5] and "grad" in keys
     assert "`events[].inputs[].grad`" in leaf_row[4] and event(d)["inputs"][0]["grad"] == [3.0, 24.0]
     assert "`grads/LEAF`" in leaf_row[5] and "grads/a" in keys
-    assert "`run.intermediates.NAME.grad`" in kept_row[4] and d["run"]["intermediates"]["h"]["grad"] is not None
+    assert "`intermediates.NAME.grad`" in kept_row[4] and d["intermediates"]["h"]["grad"] is not None
     assert "intermediate_grads/NAME" in kept_row[5] and "intermediate_grads/h" in keys

@@ -224,7 +224,7 @@ def test_each_famous_error_is_named_in_the_snippets_own_names_and_lines(name):
     assert FIXES[name] in d.fix, d.fix
     if name in DOCUMENTED:
         assert d.text in WHY_DOC and d.fix in WHY_DOC, "docs/why.md is stale"
-    as_json = r.to_dict()["run"]["diagnoses"][0]
+    as_json = r.to_dict()["diagnoses"][0]
     assert as_json["kind"] == kind and as_json["cause"] == {"line": cause_line, "op": cause_op}
     assert ("saved" in as_json) == (kind == "inplace_modified") and "spurious" not in as_json
 
@@ -266,7 +266,7 @@ print(W.grad is not None)
 def test_correct_code_of_the_same_shapes_runs_and_gets_no_diagnosis():
     r = run_snippet(CORRECT_RAISING_SHAPES, "correct.py", seed=0)
     assert r.error is None and r.stdout == "True\n"
-    assert r.diagnoses == [] and r.to_dict()["run"]["diagnoses"] == []
+    assert r.diagnoses == [] and r.to_dict()["diagnoses"] == []
 
 
 def test_the_terminal_shows_pytorchs_error_then_the_diagnosis(vjp, tmp_path):

@@ -149,7 +149,7 @@ def test_each_missing_or_nonfinite_gradient_is_traced_to_its_line(name):
         assert d.text in WHY_DOC and d.fix in WHY_DOC, "docs/why.md is stale"
     if d.kind == "nonfinite_grad":
         assert d.spurious is spurious
-        assert r.to_dict()["run"]["diagnoses"][0]["spurious"] is spurious
+        assert r.to_dict()["diagnoses"][0]["spurious"] is spurious
         assert "nan" in r.stdout  # what the snippet printed is what plain torch gives, unchanged
 
 

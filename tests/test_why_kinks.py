@@ -155,4 +155,4 @@ def test_the_why_screen_of_a_nan_names_the_kink_its_op_sat_on():
     assert d.kind == "nonfinite_grad" and d.kinks[0]["op"] == "sqrt" and d.kinks[0]["line"] == 3
     assert d.kinks[0]["convention"] == conventions.CONVENTIONS["sqrt"].words
     assert conventions.CONVENTIONS["sqrt"].words in d.text
-    assert r.to_dict()["run"]["diagnoses"][0]["kinks"] == d.kinks
+    assert r.to_dict()["diagnoses"][0]["kinks"] == d.kinks

@@ -1,7 +1,7 @@
 """What `vjp check` returns, and the line that sums a check up: plain data, no torch.
 
 A check is one call of the user's own function, not a snippet: its document (result_json.py, kind "check")
-has one event, the call checked, and in `run` the target and this summary, no transcript. docs/json.md
+has one event, the call checked, and beside it the target and this summary, no transcript. docs/json.md
 describes it; tests/test_check.py pins it.
 """
 

@@ -2,10 +2,10 @@
 "nan", "inf", "-inf".
 
 One document for a program, a snippet and `vjp check`: `{"schema": 5, "kind", "torch", "events", "notes",
-"exit_code", "run"}`. Each backward/grad call is one event object with the same keys for every door (a
+"exit_code", ...}`. Each backward/grad call is one event object with the same keys for every door (a
 door's own facts inside it, null where the door has none), each check one check object, every tensor
-`{name, shape, dtype, value}`, inputs a list, notes `{code, text}`; `run` holds what the run itself was
-(the program and its values, the snippet's transcript, the checked target). Below render/; the results reach
+`{name, shape, dtype, value}`, inputs a list, notes `{code, text}`; then the kind's own keys, what the run itself
+was (the program and its values, the snippet's transcript, the checked target). Below render/; the results reach
 it through display.py's hook (their `to_dict`), so they never import it.
 """
 
@@ -214,7 +214,7 @@ def result_to_dict(r: Result, lazy: bool = False, full: bool = False) -> dict[st
 def _document(
     kind: str, torch: str | None, events: list[Any], notes: list[Any], exit_code: int, run: dict[str, Any]
 ) -> dict[str, Any]:
-    """The document's frame, the same keys in this order for every kind."""
+    """The document's frame, the same keys in this order for every kind, then the kind's own keys (`run`)."""
     return {
         "schema": JSON_SCHEMA_VERSION,
         "kind": kind,
@@ -222,7 +222,7 @@ def _document(
         "events": events,
         "notes": notes,
         "exit_code": exit_code,
-        "run": run,
+        **run,
     }
 
 
@@ -309,7 +309,7 @@ def event_to_dict(e: Event, kind: str) -> dict[str, Any]:
 
 def snippet_to_dict(r: SnippetResult) -> dict[str, Any]:
     """A snippet's run (kind "snippet") or a check of the user's own function (kind "check") as the one
-    document: its events, and in `run` the transcript or the target."""
+    document: its events, and beside them the transcript or the target."""
     from dataclasses import asdict
 
     events = [event_to_dict(e, r.kind) for e in r.events]

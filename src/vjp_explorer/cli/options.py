@@ -160,7 +160,7 @@ JsonOpt = Annotated[
     ),
 ]
 CheckJsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .run.summary.")
+    bool, typer.Option("--json", help="Print only JSON on stdout (vjp docs json), e.g. --json | jq .summary.")
 ]
 PagerOpt = Annotated[
     bool,

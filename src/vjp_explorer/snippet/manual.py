@@ -56,7 +56,7 @@ class Manual:
         return next((m for m in wrong if m.kind != "inherits"), wrong[0] if wrong else None)
 
     def to_json(self) -> dict[str, Any]:
-        """The snippet document's fragment (in `run`): `manual`, one object per line, and `manual_first_wrong`,
+        """The snippet document's fragment (top-level keys): `manual`, one object per line, and `manual_first_wrong`,
         the line of the first that does not agree (null where every line agrees)."""
         first = self.first_wrong
         lines = [m.to_dict() for m in self.lines]

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from vjp_explorer.confined.launch import Outcome, confinement_available, run_confined
+from vjp_explorer.confined.launch import confinement_available, run_confined
+from vjp_explorer.confined.outcome import Outcome
 from vjp_explorer.confined.protocol import safe_text
 from vjp_explorer.errors import LimitError, ProgramError
 from vjp_explorer.limits import DEFAULT_LIMITS

@@ -31,6 +31,7 @@ from ..events import Event, TensorInfo
 from ..verdicts import Check
 from .functional_judged import judged
 from .functional_state import untouched, widened
+from .observe_parts import in_functorch_transform
 
 MAX_EVALS, MAX_EVALS_2 = FD_BUDGETS["functional"].evals, FD_BUDGETS["second"].evals  # calls per reference
 MAX_VALUES = 10_000  # a result's or reference's values travel up to this many elements
@@ -94,8 +95,7 @@ def _quiet(observer: Any, real: Any) -> Any:
 def _passing(observer: Any) -> bool:
     """Whether a call is torch's or the tool's own, not the snippet's: inside one of our wrappers or a
     reference (observer.depth), or inside a torch.func transform (batched or wrapped tensors)."""
-    peek = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)  # as observe.py's
-    if observer.depth or (peek is not None and peek() is not None):
+    if observer.depth or in_functorch_transform():
         _REF["used"] += bool(_REF["active"])
         return True
     return False

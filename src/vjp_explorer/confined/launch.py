@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,18 @@ from ..calls import RecordError
 from ..errors import LimitError, ProgramError, UsageError, VjpError
 from ..limits import DEFAULT_LIMITS, Limits
 from . import protocol, sandbox, scratch
+from .outcome import (
+    MAX_MANUAL,
+    MAX_REFUSED,
+    Outcome,
+    Refused,
+    Statement,
+    events_error,
+    exception_from,
+    protocol_error,
+    resource_error,
+    signal_error,
+)
 from .protocol import FrameReader, ProtocolError, safe_text
 
 OnMessage = Callable[[dict[str, Any]], None]
@@ -37,75 +48,6 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "T
 
 class ConfinementUnavailableError(UsageError):
     """This machine cannot confine a snippet (no Landlock or seccomp); --trust runs it unconfined."""
-
-
-@dataclass
-class Statement:
-    """One top-level statement that ran to its end, with what it printed."""
-
-    line: int
-    end_line: int
-    stdout: str = ""
-    stderr: str = ""
-
-
-@dataclass
-class SnippetException:
-    """The snippet's own exception, as Python raised it (type, message, traceback of its frames)."""
-
-    type: str
-    message: str
-    line: int | None
-    traceback: str
-    errno: int | None = None
-    refusal: str | None = None  # what the confinement refused behind it: process, network or files
-    via: str = ""  # the library the refused attempt came through (a DataLoader's workers, urllib, ...)
-
-
-@dataclass
-class Refused:
-    """An attempt the confinement refused: `kind` process or network, `what` the call, at a top-level line."""
-
-    kind: str
-    what: str
-    line: int
-
-
-_MAX_REFUSED = 20
-_MAX_MANUAL = 1000  # hand-written gradients read back from one run (one frame each)
-
-
-@dataclass
-class Outcome:
-    """What one confined run did, all of it plain data; fields from the child are untrusted text."""
-
-    statements: list[Statement] = field(default_factory=list)
-    events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (statement index, event) observed
-    exception: SnippetException | None = None
-    exit_code: int = 0  # what `python FILE.py` would have exited with (sys.exit, an exception: 1)
-    stopped: VjpError | None = None  # the tool stopped the snippet: a limit, a crash, a broken channel
-    at_exit: Statement | None = None  # what the snippet's atexit functions printed, after its last statement
-    refused: list[Refused] = field(default_factory=list)  # attempts the confinement refused (audited)
-    mirrored: bool = False  # the user's working directory is readable and its entries linked into the scratch
-    raw_output: str = ""  # what reached fd 1 and 2 directly (os.write, C libraries), not through sys.stdout
-    confined: bool = False
-    landlock_abi: int = 0
-    wall_seconds: float = 0.0
-    cpu_seconds: float = 0.0
-    unverified: list[str] = field(default_factory=list)  # calls the judge could not vouch for, and why
-    manual: list[dict[str, Any]] = field(default_factory=list)  # hand-written gradients (confined/manual.py)
-    channel: FrameReader | None = None  # what the child sent, counted: its records for the judge (none kept)
-
-    @property
-    def stdout(self) -> str:
-        return "".join(s.stdout for s in self._all())
-
-    @property
-    def stderr(self) -> str:
-        return "".join(s.stderr for s in self._all())
-
-    def _all(self) -> list[Statement]:
-        return self.statements + ([self.at_exit] if self.at_exit is not None else [])
 
 
 class _Live:
@@ -393,19 +335,19 @@ class _Session:
         budget += self.limits.snippet_record_bytes + protocol.MAX_RECORD_FRAME  # the records: their own budget
         if self.message_bytes > budget:  # counted before decoding: what the parent holds stays near these bytes
             said = f"the snippet sent more than {budget:,} bytes of frames, more than vjp reads back from one run"
-            self._kill(_events_error("snippet_event_bytes", self.limits.snippet_event_bytes, said))
+            self._kill(events_error("snippet_event_bytes", self.limits.snippet_event_bytes, said))
             return
         try:
             frames = self.reader.feed(data)
         except ProtocolError as e:
-            self._kill(_protocol_error(e))
+            self._kill(protocol_error(e))
             return
         most = self.limits.snippet_event_bytes
         if self.reader.event_bytes > most or self.reader.event_items > most // EVENT_BYTES_PER_ITEM:
             used = f"{self.reader.event_bytes:,} bytes in {self.reader.event_items:,} JSON items"
             said = f"the snippet sent {used} of events, past the limit of {most:,} bytes"
             said += f" (and an item per {EVENT_BYTES_PER_ITEM} bytes)"
-            self._kill(_events_error("snippet_event_bytes", most, said))
+            self._kill(events_error("snippet_event_bytes", most, said))
             return
         for frame in frames:
             if self.killed_for is not None:
@@ -416,7 +358,7 @@ class _Session:
         kind = frame["type"]
         # "ready" or "unavailable" first and once (after it the snippet runs, and could forge either)
         if self.ended or (kind in ("ready", "unavailable")) != (self.ready is None):
-            self._kill(_protocol_error(ProtocolError(f"a {kind!r} frame out of turn")))
+            self._kill(protocol_error(ProtocolError(f"a {kind!r} frame out of turn")))
             return
         if kind == "ready":
             self.ready = frame
@@ -437,14 +379,14 @@ class _Session:
             self.outcome.statements.append(Statement(frame["line"], frame["end_line"], out, err))
         elif kind == "at_exit":
             if self.outcome.at_exit is not None:
-                self._kill(_protocol_error(ProtocolError("a second 'at_exit' frame")))
+                self._kill(protocol_error(ProtocolError("a second 'at_exit' frame")))
                 return
             self._count(len(frame["stdout"]) + len(frame["stderr"]))
             out, err = self.pending["stdout"] + frame["stdout"], self.pending["stderr"] + frame["stderr"]
             self.pending = {"stdout": "", "stderr": ""}
             self.outcome.at_exit = Statement(0, 0, out, err)
         elif kind == "error":
-            self.outcome.exception = _exception(frame)
+            self.outcome.exception = exception_from(frame)
             self.resource = frame["resource"]
             self.outcome.exit_code = 1
             self.ended = True
@@ -452,19 +394,19 @@ class _Session:
             self.outcome.exit_code = frame["code"]
             self.ended = True
         elif kind == "refused":
-            if len(self.outcome.refused) < _MAX_REFUSED:
+            if len(self.outcome.refused) < MAX_REFUSED:
                 self.outcome.refused.append(Refused(frame["kind"], safe_text(frame["what"][:200]), frame["line"]))
         elif kind in ("event", "started", "ended", "unobserved", "verdict", "record", "record_over"):
             if kind == "event" and len(self.outcome.events) >= self.limits.snippet_events:
                 count = self.limits.snippet_events
                 said = f"the snippet sent more than {count:,} events, the most vjp reads back from one run"
-                self._kill(_events_error("snippet_events", count, said))
+                self._kill(events_error("snippet_events", count, said))
                 return
             if not self._calls(frame):
                 return
         elif kind == "manual":
-            if len(self.outcome.manual) >= _MAX_MANUAL:
-                self._kill(_protocol_error(ProtocolError(f"more than {_MAX_MANUAL} 'manual' frames")))
+            if len(self.outcome.manual) >= MAX_MANUAL:
+                self._kill(protocol_error(ProtocolError(f"more than {MAX_MANUAL} 'manual' frames")))
                 return
             self.outcome.manual.append(frame["manual"])
         elif kind == "done":
@@ -480,7 +422,7 @@ class _Session:
             if self.judge is not None:
                 self.judge.take(frame)
         except RecordError as e:
-            self._kill(_protocol_error(ProtocolError(str(e))))
+            self._kill(protocol_error(ProtocolError(str(e))))
             return False
         if frame["type"] == "event":
             self.outcome.events.append((len(self.outcome.statements), frame["event"]))
@@ -538,9 +480,9 @@ class _Session:
         if self.killed_for is not None:
             outcome.stopped = self.killed_for
         elif outcome.exception is not None and self.resource is not None:
-            outcome.stopped = _resource_error(self.resource, outcome.exception, self.limits)
+            outcome.stopped = resource_error(self.resource, outcome.exception, self.limits)
         elif self.status is not None and self.status < 0:
-            outcome.stopped = _signal_error(-self.status, outcome.cpu_seconds, self.limits)
+            outcome.stopped = signal_error(-self.status, outcome.cpu_seconds, self.limits)
         elif not self.ended:
             outcome.stopped = ProgramError(
                 f"the snippet's process ended (status {self.status}) before it finished",
@@ -559,54 +501,7 @@ _MEASURE_EVERY = 0.5  # seconds between two measures of the scratch folder, at l
 _OTHER_FRAME_BYTES = 64 << 20
 
 
-def _events_error(name: str, value: int, said: str) -> LimitError:
-    return LimitError(f"{said}; it was stopped", hint=f"--limit {name}=N raises it (now {value})")
-
-
 _CHILD_LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", "snippet_open_files")
-
-_RESOURCES = {
-    "memory": ("snippet_memory_bytes", "the snippet asked for more memory than the limit of {:,} bytes"),
-    "file_size": ("snippet_file_bytes", "the snippet wrote a file past the limit of {:,} bytes"),
-    "open_files": ("snippet_open_files", "the snippet opened more files at once than the limit of {:,}"),
-}
-
-
-def _resource_error(resource: str, exc: SnippetException, limits: Limits) -> LimitError:
-    """A failed allocation (MemoryError, torch's "can't allocate memory"), EFBIG or EMFILE: the limit."""
-    name, text = _RESOURCES[resource]
-    value = getattr(limits, name)
-    where = f" (line {exc.line})" if exc.line is not None else ""
-    return LimitError(text.format(value) + where + "; it was stopped", hint=f"--limit {name}=N raises it (now {value})")
-
-
-def _signal_error(signum: int, cpu_seconds: float, limits: Limits) -> VjpError:
-    """A child the kernel ended with a signal: which limit, or which fault, that was."""
-    cpu = limits.snippet_cpu_seconds
-    if signum == signal.SIGXCPU or (signum == signal.SIGKILL and cpu_seconds >= cpu - 0.5):
-        return LimitError(
-            f"the snippet used {cpu_seconds:.0f} s of CPU time, the limit of {cpu} s (all its threads together)",
-            hint=f"--limit snippet_cpu_seconds=N raises it (now {cpu})",
-        )
-    if signum == signal.SIGKILL:
-        memory = limits.snippet_memory_bytes
-        return LimitError(
-            "the snippet's process was killed by the system (SIGKILL), most likely for lack of memory",
-            hint=f"--limit snippet_memory_bytes=N lowers what it may take (now {memory}), so that it fails cleanly",
-        )
-    if signum == signal.SIGSYS:
-        return ProgramError("the snippet made a system call the confinement forbids (SIGSYS); it was stopped")
-    if signum == signal.SIGXFSZ:
-        return _resource_error("file_size", SnippetException("", "", None, ""), limits)
-    name = signal.Signals(signum).name if signum in signal.Signals.__members__.values() else str(signum)
-    return ProgramError(f"the snippet's process ended with signal {name}, as `python FILE.py` would have crashed")
-
-
-def _protocol_error(e: ProtocolError) -> ProgramError:
-    return ProgramError(
-        f"the snippet broke the channel vjp reads its results from ({safe_text(str(e))}); it was stopped",
-        hint="a snippet must not write to file descriptors it did not open",
-    )
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -656,15 +551,3 @@ def _mirror(scratch: str, dirs: list[str]) -> bool:
     except OSError:
         return False
     return True
-
-
-def _exception(frame: dict[str, Any]) -> SnippetException:
-    return SnippetException(
-        type=safe_text(frame["exc_type"]),
-        message=safe_text(frame["message"]),
-        line=frame["line"],
-        traceback=safe_text(frame["traceback"]),
-        errno=frame["errno"],
-        refusal=frame["refusal"],
-        via=safe_text(frame["via"][:200]),
-    )

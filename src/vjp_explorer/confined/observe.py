@@ -14,28 +14,39 @@ a call whose event is dropped in here is still known to the parent.
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import linecache
-import os
 import sys
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import fields, is_dataclass
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from ..events import Event, LeafGrad
 from . import calls as call_parts
-from . import checks, conventions, oplog, payload, protocol
-from .calls import FOLDED_VALUES, Call, as_written, delta, dense, dtype_name, grad_of, info, sparse_grad, values_of
+from . import checks, conventions, payload, protocol
+from .calls import FOLDED_VALUES, Call, delta, dense, dtype_name, grad_of, info, sparse_grad, values_of
 from .diagnose_records import unreached_parameters
 from .hooks import HookWatch
-from .nonfinite import NonfiniteWatch, custom_functions, graph_nodes
-from .record import LINE, NotReplayable, Recorder, serial
+from .nonfinite import NonfiniteWatch, custom_functions
+from .observe_parts import (
+    FULL_PER_LINE,
+    SAMPLE,
+    TORCH_DIR,
+    LineMode,
+    arguments,
+    as_written_once,
+    graph_leaves,
+    in_functorch_transform,
+    plain,
+    quiet,
+    signature_of,
+    watch_compile,
+)
+from .observe_record import record_of
+from .record import LINE, Recorder, serial
 from .records import RecordBudget
 from .words import event_notes, unreached_note
 
@@ -90,7 +101,7 @@ class Observer:
         self.real = call_parts.wrap_entry_points(self.call)
         self._engine()
         announce = self.send  # held here: a snippet that replaces the observer's sender still announces calls
-        self.announce = lambda message: _quiet(announce, message)
+        self.announce = lambda message: quiet(announce, message)
         apply = torch.autograd.Function.apply.__func__  # type: ignore[attr-defined]
         rec = self.recorder
 
@@ -105,13 +116,13 @@ class Observer:
         torch.autograd.Function.apply = classmethod(recorded_apply)  # type: ignore[assignment]
         self.hooks.install()
         if self.graph:  # each node of the graph learns the snippet's line that made it
-            _LineMode(self.line_now).__enter__()
+            LineMode(self.line_now).__enter__()
         elif self.code:  # each node is told its line by the log's own mode: nothing the snippet could see
             self.recorder.lines = self.line_now
         from .functional import install
 
         install(self)
-        _watch_compile()
+        watch_compile()
         self.recorder.__enter__()
 
     def _engine(self) -> None:
@@ -203,18 +214,18 @@ class Observer:
         real = self.real[qualname]
         if self.depth:  # Tensor.backward calls torch.autograd.backward: one event, not two
             return real(*args, **kwargs)
-        if _in_functorch_transform():  # torch.func's own grad calls, on wrappers with no storage to read
+        if in_functorch_transform():  # torch.func's own grad calls, on wrappers with no storage to read
             self.depth += 1  # the engine's run_backward inside it is the same call, not one more
             try:
                 value = real(*args, **kwargs)
             finally:
                 self.depth -= 1
             # autograd.grad the snippet itself calls inside its torch.vmap (not torch.func's own): one event
-            if self.batched is not None and not sys._getframe(2).f_code.co_filename.startswith(_TORCH_DIR):
+            if self.batched is not None and not sys._getframe(2).f_code.co_filename.startswith(TORCH_DIR):
                 self._note_batched(qualname, real, args, kwargs, value)
             return value
         try:
-            p = _signature(qualname, real).bind(*args, **kwargs)
+            p = signature_of(qualname, real).bind(*args, **kwargs)
         except TypeError:
             return real(*args, **kwargs)  # torch raises its own TypeError, as Python would
         p.apply_defaults()
@@ -266,7 +277,7 @@ class Observer:
 
     def _read(self, qualname: str, p: inspect.BoundArguments) -> Call | None:
         """What the call will do, read before it runs; None for a call that is not one to explain."""
-        outs, vs, inputs = _arguments(qualname, p.arguments)
+        outs, vs, inputs = arguments(qualname, p.arguments)
         if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
             return None
         if any(v is not None and not isinstance(v, torch.Tensor) for v in vs):
@@ -305,7 +316,7 @@ class Observer:
             values=[values_of(x) if explain or x.numel() <= FOLDED_VALUES else None for x in leaves],
             outputs=[
                 info(written or self.name_of(o), o, explain)
-                for o, written in zip(outs, _as_written(qualname, source, len(outs)), strict=True)
+                for o, written in zip(outs, as_written_once(qualname, source, len(outs)), strict=True)
             ],
         )
 
@@ -349,7 +360,7 @@ class Observer:
             event.backward_code = finish(code)
         nonfinite = any(isinstance(g, torch.Tensor) and not bool(torch.isfinite(g).all()) for g in got)
         event.diagnosis = c.diagnosis if nonfinite else None
-        record = self._record(c, event, got)
+        record = record_of(self, c, event, got)
         event.notes.extend(event_notes(event, c.before))
         event.kinks = conventions.of_entries(self.recorder.slice_for(c.outs, c.leaves), self.global_name)
         event.notes.extend(self._unreached(c))
@@ -367,41 +378,6 @@ class Observer:
         names = [n for n, _ in unreached_parameters(self.namespace, {id(x) for x in c.leaves})]
         return [unreached_note(names)] if names else []
 
-    def _record(self, c: Call, event: Event, got: list[Any]) -> dict[str, Any]:
-        """What the judge needs to check this call: the forward (or why there is none), v, the grads."""
-        why: str | None = None
-        forward = None
-        made: list[torch.Tensor] = []  # the outputs as the recorded forward made them (_as_made)
-        if not c.checked:
-            why = f"past the first {FULL_PER_LINE} calls of a line, every {c.every}th is checked"
-        elif any(t.is_complex() for t in [*c.outs, *c.leaves]):
-            why = "complex tensors: the references here are real; torch's conjugate convention is not checked"
-        elif not (all(isinstance(v, torch.Tensor) for v in c.v_used) and c.leaves):
-            why = ""  # nothing to check (no input, or a v torch will refuse): no check at all
-        else:
-            try:
-                forward = self._forward(event, c.outs, c.leaves, got)
-                made = forward.pop("made")
-            except NotReplayable as e:
-                why = str(e)
-            except (oplog.Unsendable, RuntimeError) as e:
-                why = f"the recorded forward could not be written down ({str(e).splitlines()[0][:200]})"
-        with checks.outside_the_log(), torch._C.DisableTorchFunction():
-            return {
-                "forward": forward,
-                "unreplayable": why,
-                "outputs": [oplog.array(o) for o in made] if forward is not None else [],
-                "v": [oplog.array(v) for v in c.v_used] if forward is not None else [],
-                "at": [oplog.array(x) for x in c.leaves] if forward is not None else [],
-                "grads": [None if g is None else oplog.array(g) for g in got] if forward is not None else [],
-                "before": [None if b is None else oplog.array(b) for b in c.before] if forward is not None else [],
-                "names": [x.name for x in event.inputs] if forward is not None else [],
-                "cheap": not c.explain,
-                "jacobian_rows": self.jacobian_rows,
-                "hook": self.hooks.changed,
-                "customs": list(c.customs),
-            }
-
     def _note_batched(self, qualname: str, real: Any, args: Any, kwargs: Any, value: Any) -> None:
         """An autograd.grad call inside torch.vmap, its batched v and grads unwrapped (functional.unbatched);
         None where it cannot be read (the event says so)."""
@@ -411,7 +387,7 @@ class Observer:
         try:
             p = inspect.signature(real).bind(*args, **kwargs)
             p.apply_defaults()
-            outs, vs, inputs = _arguments(qualname, p.arguments)
+            outs, vs, inputs = arguments(qualname, p.arguments)
             self.batched.append(unbatched(outs, vs, inputs, value))
         except Exception:  # noqa: BLE001 - the tool's own failure: the call ran, the event says it is unread
             self.batched.append(None)
@@ -486,7 +462,7 @@ class Observer:
 
         return GraphProbe(outs, describe)
 
-    def _unseen(self) -> str:
+    def unseen(self) -> str:
         """Where the forward of an output the log does not hold ran, as far as the observer can tell."""
         if not self.recorder.on:
             return "the log was off: calls from the loop's lines were not due for a check"
@@ -556,220 +532,6 @@ class Observer:
                     if param is t:
                         return f"{name}.{pname}"
         return f"tensor{list(t.shape)}"
-
-    def _changed(self, replay: Any, leaves: list[torch.Tensor]) -> list[str]:
-        """The tensors the forward read that hold other values now (`c.data.mul_(2.5)` after the forward)."""
-        current: dict[int, torch.Tensor] = {serial(t): t for t in leaves}
-        for value in list(self.namespace.values()):
-            if isinstance(value, torch.Tensor):
-                current.setdefault(serial(value), value)
-            elif isinstance(value, torch.nn.Module):
-                for t in [*value.parameters(), *value.buffers()]:
-                    current.setdefault(serial(t), t)
-        changed = self.recorder.changed_inputs(replay.entries, current)
-        return [self.name_of(current[s]) for s in changed]
-
-    # ------------------------------------------------------------------ the record
-
-    def _forward(
-        self, event: Event, outs: list[torch.Tensor], leaves: list[torch.Tensor], got: list[Any]
-    ) -> dict[str, Any]:
-        """The forward from the leaves to the outputs as data for the judge; NotReplayable where the log
-        does not hold it (with where it may have run instead)."""
-        if any(x.layout != torch.strided for x in leaves):
-            raise NotReplayable(
-                "a sparse leaf: autograd's gradient lives on its stored entries only, and these finite "
-                "differences perturb dense tensors; shown, not checked"
-            )
-        self.recorder.paused += 1
-        self.depth += 1  # what runs here is not the snippet's
-        try:
-            # anomaly mode (the snippet's own) would keep a stack per replayed op: off while the log is read
-            with (
-                checks.outside_the_log(),
-                torch._C.DisableTorchFunction(),
-                torch.autograd.set_detect_anomaly(False),
-            ):
-                replay = self.recorder.replay(outs, leaves, self._unseen())
-                x0 = replay.leaf_values()
-                read = replay.reads() if any(x is None for x in x0) else set()
-                for k, x in enumerate(x0):
-                    # a non-leaf the gradient is taken at, which the replay reads as its input (autograd cuts
-                    # the graph there); or an input the replay never reads that gets no gradient (allow_unused)
-                    unread = serial(leaves[k]) not in read and serial(leaves[k]) not in {serial(o) for o in outs}
-                    if x is None and unread and got[k] is not None and bool(got[k].detach().ne(0).any()):
-                        name = self.name_of(leaves[k])
-                        raise NotReplayable(
-                            f"{name} got a gradient, yet the recorded forward never read it: {self._unseen()}"
-                        )
-                changed = self._changed(replay, leaves)
-                forward = oplog.export(self.recorder, outs, leaves)
-                made = _as_made(replay, x0, leaves, outs)
-        finally:
-            self.recorder.paused -= 1
-            self.depth -= 1
-        if changed:
-            event.notes.append(
-                f"{', '.join(changed)} changed after the forward read {'them' if len(changed) > 1 else 'it'} "
-                "(through .data or an in-place write autograd cannot see): backward used the values it saved, "
-                "the replay the values the forward read."
-            )
-        if any(m is not o for m, o in zip(made, outs, strict=True)):
-            event.notes.append(
-                "The output is not what the recorded forward gives: a value on its way was changed through .data "
-                "or an in-place write autograd cannot see; backward used the values it saved, the replay those "
-                "the forward made."
-            )
-        return {**forward, "made": made}
-
-
-FULL_PER_LINE = 3  # calls of one line explained in full (render/snippet_view.py folds the rest: FOLD_AFTER)
-SAMPLE = 10  # past those, every SAMPLE-th call of the line gets the cheap checks (past 100 calls, every 100th)
-
-
-class _LineMode(TorchFunctionMode):
-    """With --graph: after each torch function, the grad_fn of its results is told the line that ran it
-    (autograd has set it by then; below autograd, the log cannot see it)."""
-
-    def __init__(self, line_now: Callable[[], int]) -> None:
-        super().__init__()
-        self.line_now = line_now
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            node = getattr(t, "grad_fn", None) if isinstance(t, torch.Tensor) else None
-            if node is not None and LINE not in node.metadata:
-                node.metadata[LINE] = self.line_now()
-        return out
-
-
-def _watch_compile() -> None:
-    """torch.compile traces into the frames of an active dispatch mode unless they are marked to be skipped,
-    and the log's are not (marking them imports torch._dynamo, 1.2 s, at a snippet's first operation): a
-    compiled function then traced the log's own bookkeeping (and ran out of memory). The first call of
-    torch.compile marks them, as torch would have; dynamo is being imported then anyway."""
-    real = torch.compile
-
-    @functools.wraps(real)
-    def compile(*args: Any, **kwargs: Any) -> Any:
-        for cls, name in ((Recorder, "__torch_dispatch__"), (_LineMode, "__torch_function__")):
-            raw = cls.__dict__[name]
-            if not getattr(raw, "_vjp_skipped", False):
-                skipped = torch._disable_dynamo(raw, recursive=True)
-                skipped._vjp_skipped = True  # type: ignore[attr-defined]
-                setattr(cls, name, skipped)
-        return real(*args, **kwargs)
-
-    torch.compile = compile  # type: ignore[assignment]
-
-
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_torch_signature = functools.lru_cache(maxsize=64)(inspect.signature)  # torch's entry points: read once
-_as_written = functools.lru_cache(maxsize=1024)(as_written)  # a loop's line is parsed once, not every step
-
-
-def plain(x: Any) -> Any:
-    """A dataclass as dicts and lists for the channel; lists of numbers pass as they are (dataclasses.asdict
-    would copy every number of every tensor, the larger part of a folded loop's cost)."""
-    if type(x) in _PLAIN:
-        return x
-    names = _FIELDS.get(type(x))
-    if names is None and is_dataclass(x) and not isinstance(x, type):
-        names = _FIELDS[type(x)] = tuple(f.name for f in fields(x))
-    if names is not None:
-        return {name: plain(getattr(x, name)) for name in names}
-    if type(x) is tuple:  # a check's names (a few): a list, as the channel carries it and calls.py wants
-        return [plain(v) for v in x]
-    if type(x) is list and x and (type(x[0]) in _FIELDS or is_dataclass(x[0]) or isinstance(x[0], dict)):
-        return [plain(v) for v in x]
-    return x
-
-
-_ENGINE = inspect.Signature(
-    [
-        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default)
-        for name, default in (
-            ("tensors", inspect.Parameter.empty),
-            ("grad_tensors", None),
-            ("keep_graph", False),
-            ("create_graph", False),
-            ("inputs", ()),
-            ("allow_unreachable", True),
-            ("accumulate_grad", True),
-        )
-    ]
-)
-
-
-def _signature(qualname: str, real: Any) -> inspect.Signature:
-    """The call's parameters: torch's own signature, or the engine's (a builtin, which states none)."""
-    return _ENGINE if qualname == "engine.run_backward" else _torch_signature(real)
-
-
-def _as_made(replay: Any, x0: list[Any], leaves: list[torch.Tensor], outs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Each output as the recorded forward made it: the output itself, or, where the snippet changed a value
-    on its way since (`out.data.zero_()` before `out.sum()`), the replay's, in the forward's dtypes; the
-    judge then finds a record that reproduces itself, and checks the grads against that forward."""
-    from .verdict import differs
-
-    xs = [
-        leaf.detach() if x is None else x.to(leaf.dtype) if x.is_floating_point() else x
-        for x, leaf in zip(x0, leaves, strict=True)
-    ]
-    try:
-        with torch.no_grad():
-            ys = replay.in_native_dtypes()(*xs)
-    except (NotReplayable, RuntimeError, NotImplementedError):
-        return outs  # no kernel in that dtype here: the judge compares nothing either
-    return [
-        y.detach().to(o.dtype) if y.shape == o.shape and differs(y, o) else o for y, o in zip(ys, outs, strict=True)
-    ]
-
-
-def _quiet(send: Send, message: dict[str, Any]) -> None:
-    """Send, and let a failure to (a closed channel) not become the snippet's exception."""
-    try:
-        send(message)
-    except OSError:
-        pass
-
-
-_PLAIN = (int, float, str, bool, type(None))
-_FIELDS: dict[type, tuple[str, ...]] = {}  # a dataclass's field names (dataclasses.fields is slow per call)
-
-
-def _in_functorch_transform() -> bool:
-    """Whether a torch.func transform (grad, jacrev, vmap, ...) is running: its tensors are wrappers."""
-    peek = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
-    return peek is not None and peek() is not None
-
-
-def _arguments(qualname: str, p: dict[str, Any]) -> tuple[list[Any], list[Any], Any]:
-    if qualname == "Tensor.backward":
-        return [p["self"]], [p.get("gradient")], p.get("inputs")
-    if qualname == "torch.autograd.backward":
-        return _seq(p.get("tensors")), _seq(p.get("grad_tensors")), p.get("inputs")
-    if qualname == "engine.run_backward":
-        inputs = _seq(p.get("inputs"))
-        return _seq(p.get("tensors")), _seq(p.get("grad_tensors")), inputs or None
-    return _seq(p.get("outputs")), _seq(p.get("grad_outputs")), _seq(p.get("inputs"))
-
-
-def graph_leaves(outs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The leaves backward reaches from `outs`, in the order the graph names them."""
-    found: list[torch.Tensor] = [o for o in outs if o.grad_fn is None and o.requires_grad]
-    for node in graph_nodes([o.grad_fn for o in outs]):
-        var = node.variable if type(node).__name__ == "AccumulateGrad" else None
-        if var is not None and all(var is not f for f in found):
-            found.append(var)
-    return found
-
-
-def _seq(x: Any) -> list[Any]:
-    if x is None:
-        return []
-    return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
 def observer_for(

@@ -18,7 +18,8 @@ from rich.text import Text
 from ..language.unicode import visible
 from ..live import Frame, LeafFrame, ledger
 from ..result import element_label
-from .checks_view import STATUS_STYLE, checks_section
+from .checks_view import checks_section
+from .checks_view import verdict_line as one_verdict_line
 from .heatmap import NEGATIVE, NEGATIVE_STYLE, POSITIVE, POSITIVE_STYLE
 from .numbers import fmt, fmt_shape
 
@@ -319,19 +320,13 @@ def checks_view(frame: Frame) -> RenderableType:
 
 
 def verdict_line(frame: Frame) -> Text:
-    """The checks in one line that stays on screen: how many agree, which disagree, and for which v."""
-    t = Text("checks ", style="bold")
+    """The verdict that stays on screen: the one line every view ends its checks with (checks_view.py), and
+    for which v the checks ran."""
     if not frame.checks:
-        return t.append("none ran", style="dim")
-    for status in ("disagree", "inconclusive", "agree", "skipped"):
-        names = [c.name for c in frame.checks if c.status == status]
-        if not names:
-            continue
-        shown = f"{len(names)} {status}" + (f" ({', '.join(names)})" if status in ("disagree", "inconclusive") else "")
-        t.append(shown + "  ", style=STATUS_STYLE.get(status, ""))
+        return Text("checks none ran", style="dim")
+    t = one_verdict_line(frame.checks)
     when = {"ran with this v": "with this v"}.get(frame.checks_note, frame.checks_note.split(";")[0])
-    t.append(f"· {when}" + (" …" if frame.pending else ""), style="dim")
-    return t
+    return t.append(f" · {when}" + (" …" if frame.pending else ""), style="dim")
 
 
 def graph_view(frame: Frame) -> RenderableType:

@@ -781,14 +781,16 @@ for _ in range(1000):
         os.write(fd, frame)
 """
 MEASURE = """
-import resource, sys
+import sys
 from vjp_explorer.snippet.door import run_snippet
 from vjp_explorer.errors import VjpError
 try:
     run_snippet(sys.stdin.read(), seed=1)
 except VjpError as e:
     print(e.render())
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+# VmHWM, this process's own peak: ru_maxrss would include the peak of the process it was forked from (the
+# kernel carries it over exec), a test worker grown large by the tests before
+print(next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:")))
 """
 # the costliest JSON to decode, per byte and per item (docs/confinement.md, "The parent's memory")
 HEAD = 'b\'{"type": "event", "event": '  # the start of an event frame's bytes literal, as Python source

@@ -70,6 +70,7 @@ def _recorded(
 ) -> dict[str, Any]:
     from . import checks, oplog
     from .nonfinite import custom_functions
+    from .observe_record import forward_of
     from .record import NotReplayable
 
     if len(got) != len(xs) or not whole and any(g.shape != x.shape for g, x in zip(got, xs, strict=True)):
@@ -94,7 +95,7 @@ def _recorded(
             )
         if len(v) != 1 or not isinstance(v[0], torch.Tensor) or v[0].shape != out.shape:
             raise NotReplayable("v does not have the output's shape")
-        forward = observer._forward(event, [out], leaves, got)
+        forward = forward_of(observer, event, [out], leaves, got)
         made = forward.pop("made")
         customs = custom_functions([out])
     finally:

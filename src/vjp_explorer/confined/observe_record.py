@@ -45,7 +45,7 @@ def record_of(obs: Observer, c: Call, event: Event, got: list[Any]) -> dict[str,
         why = ""  # nothing to check (no input, or a v torch will refuse): no check at all
     else:
         try:
-            forward = _forward(obs, event, c.outs, c.leaves, got)
+            forward = forward_of(obs, event, c.outs, c.leaves, got)
             made = forward.pop("made")
         except NotReplayable as e:
             why = str(e)
@@ -81,7 +81,7 @@ def _changed(obs: Observer, replay: Any, leaves: list[torch.Tensor]) -> list[str
     return [obs.name_of(current[s]) for s in changed]
 
 
-def _forward(
+def forward_of(
     obs: Observer, event: Event, outs: list[torch.Tensor], leaves: list[torch.Tensor], got: list[Any]
 ) -> dict[str, Any]:
     """The forward from the leaves to the outputs as data for the judge; NotReplayable where the log

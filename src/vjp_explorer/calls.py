@@ -91,6 +91,7 @@ class Record(TypedDict):
     jacobian_rows: int
     hook: str | None
     customs: list[str]
+    second: dict[str, Any] | None
 
 
 class CallEvent(TypedDict):
@@ -382,6 +383,7 @@ FORWARD: dict[str, Check] = {
     "leaves": _list(_int, 10_000),
 }
 # what the judge needs to check one call: its forward (or why there is none), the point, v, the grads
+SECOND: dict[str, Check] = {"result": _array}  # a record's second derivative (RECORD's "second")
 RECORD: dict[str, Check] = {
     "forward": _opt(_forward),
     "unreplayable": _opt(_str),  # why the child could not give a forward (a legitimate reason, in words)
@@ -395,6 +397,9 @@ RECORD: dict[str, Check] = {
     "jacobian_rows": _int,
     "hook": _opt(_str),  # the kind of the snippet's hook that changed a gradient during the call (hooks.py)
     "customs": _list(_str, 100),  # the custom autograd.Functions the gradient passes through
+    # a second derivative of a one-number function of one input (a hessian, jacrev(jacrev(f)), grad(grad(f))):
+    # `result`, the call's ∂²f/∂x², shaped (*x.shape, *x.shape); the judge checks it by second differences
+    "second": _opt(lambda x: _fields(x, SECOND)),
 }
 # an input on a kink or tie, and the convention PyTorch's backward follows there (events.Event.kinks)
 KINK: dict[str, Check] = {
@@ -455,9 +460,9 @@ def validate_event(event: Any) -> CallEvent:
     return cast(CallEvent, event)
 
 
-# what a functional call's record says where the snippet's process checked it itself (a derivative of a
-# derivative: second differences of the snippet's function, which the judge does not make yet); the parent
-# keeps that check and marks it as the snippet's word (confined/judging.merge)
+# what a functional call's record says where the snippet's process checked it itself (a higher derivative
+# the judge has no record form for: a third derivative, a mixed or has_aux second one, the vjp of grad(f));
+# the parent keeps that check and marks it as the snippet's word (confined/judging.merge)
 CHECKED_IN_CHILD = "a derivative of a derivative: checked by second differences in the snippet's own process"
 
 
@@ -486,6 +491,9 @@ def _consistent(record: Record) -> None:
     for a, g in zip(record["at"], record["grads"], strict=True):
         if g is not None and g["shape"] != a["shape"]:
             raise RecordError("a record whose grad has another shape than its input")
+    second = record["second"]
+    if second is not None and (n != 1 or second["result"]["shape"] != 2 * record["at"][0]["shape"]):
+        raise RecordError("a record of a second derivative whose result is not ∂²f/∂x² of its one input")
 
 
 def validate_verdict(verdict: Any) -> Verdict:

@@ -23,6 +23,9 @@ FD_EVALS = FD_BUDGETS["snippet"].evals  # every column of J up to 100 input elem
 JTV = "the call's grads vs Jᵀv from the Jacobian of the replayed forward (autograd of the replay, float64)"
 FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
 FD_DIR = "<u, the call's grads> vs (f(x + hu) - f(x - hu))/2h · v of the replayed forward, random u (float64)"
+SECOND = (
+    "uᵀ(the call's ∂²f/∂x²)w vs second differences of the replayed forward along random u, w (float64, no autograd)"
+)
 
 
 def outside_the_log() -> Any:
@@ -181,6 +184,46 @@ def directions(
         tolerance=f"|Δ| <= {table.atol:g} + max({table.rtol:g}·Σ|u·grad|, the differences' error)"
         " + Σ|u|·(the forward's own rounding of the grads)",
         reason="; ".join(bad) or fd.kink_reason or None,
+    )
+
+
+def second(replay: Any, x0: torch.Tensor, dtype: torch.dtype, result: torch.Tensor, line: int) -> Check:
+    """A second derivative H = ∂²f/∂x² the call returned, against central second differences of the replayed
+    one-number forward along random u and w (seeded by the call's line, drawn here, in the judge): uᵀHw is
+    weighed at Σ|u|·|H|·|w| and the differences' error, as `directions` weighs a first derivative. A wrong
+    entry of H shows but for a set of (u, w) of measure zero."""
+    from ..engine.finite_diff import DIRECTIONS, FDUnavailable, second_directional
+
+    n = x0.numel()
+    h = result.to(torch.float64).reshape(n, n)
+    gen = torch.Generator().manual_seed(line)
+    table = tolerance(dtype)
+    worst, bad, why, used = 0.0, [], None, 0
+    f = flat(replay)
+    for k in range(DIRECTIONS):
+        u, w = (torch.randn(n, generator=gen, dtype=torch.float64) for _ in range(2))
+        try:
+            found = second_directional(f, x0, u.reshape(x0.shape), w.reshape(x0.shape))
+        except FDUnavailable as e:
+            found = str(e)
+        if isinstance(found, str):
+            why = found
+            continue
+        ref, err = found
+        got, size = float(u @ h @ w), float(u.abs() @ h.abs() @ w.abs())
+        diff = abs(got - ref)
+        worst, used = (max(worst, diff) if diff == diff else worst), used + 1
+        if not diff <= allowed(0.0, with_error(size, err, table), table):
+            bad.append(f"pair {k + 1}: uᵀHw = {got:.6g}, second differences {ref:.6g}")
+    if not used:
+        return Check("finite_difference", "skipped", SECOND, reason=f"no usable pair of directions: {why}")
+    return Check(
+        "finite_difference",
+        "disagree" if bad else "agree",
+        f"{SECOND} ({used} pairs of directions)",
+        max_abs_diff=worst,
+        tolerance=f"|Δ| <= {table.atol:g} + max({table.rtol:g}·Σ|u|·|H|·|w|, the differences' error)",
+        reason="; ".join(bad) or why,
     )
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import io
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -30,13 +29,12 @@ from ..engine.tolerance import FD_BUDGETS, ROUNDOFF_UNITS, allowed, eps, toleran
 from ..events import Event, TensorInfo
 from ..verdicts import Check
 from .functional_judged import judged
+from .functional_refs import contract, hessian_reference, reference, second_block
 from .functional_state import untouched, widened
 from .observe_parts import in_functorch_transform
 
 MAX_EVALS, MAX_EVALS_2 = FD_BUDGETS["functional"].evals, FD_BUDGETS["second"].evals  # calls per reference
 MAX_VALUES = 10_000  # a result's or reference's values travel up to this many elements
-EPS = float(torch.finfo(torch.float64).eps)
-STEP_2 = EPS**0.2  # second differences with Richardson: truncation h⁴ against rounding eps/h²
 WHAT = {
     "jacobian": "builds J: one backward per output element (one-hot v), or batched with vectorize=True",
     "vjp": "one backward(v): Jᵀv without building J",
@@ -499,12 +497,35 @@ def _transform_event(
     found, independent, order = _spec_reference(observer, spec, xs, kw, MAX_EVALS)
     compares = (_COMPARES_2 if order == 2 else _COMPARES).format(kind=spec.kind)
     _compare(event, spec.kind, found, got, _leaves(xs, nums)[0].dtype, compares, independent)
-    if spec.kind in ("grad", "jacrev", "jacfwd"):  # Jᵀ1, or J itself: the judge's check
+    if order == 2:  # ∂²f/∂x², where it is that of a one-number f of one input: the judge's check
+        _RECORD[0] = _second_record(observer, event, spec, xs, kw, got)
+    elif spec.kind in ("grad", "jacrev", "jacfwd"):  # Jᵀ1, or J itself: the judge's check
         plain = _spec_of(spec.func) is None
         f = _fixing(spec.func, xs, kw, nums, spec.has_aux, widen=False) if plain else None
         whole = spec.kind != "grad"
         _RECORD[0] = judged(observer, event, f, _leaves(xs, nums), None, got, whole, _SKIP[0], _CHEAP[0], spec.func)
+    elif spec.kind == "hessian":  # a form the judge has no reference for: the check stays the child's
+        _RECORD[0] = judged(observer, event, None, _leaves(xs, nums), None, got, False, _SKIP[0], _CHEAP[0], None)
     return event
+
+
+def _second_record(
+    observer: Any, event: Event, spec: _Spec, xs: tuple[Any, ...], kw: Any, got: list[torch.Tensor]
+) -> dict[str, Any]:
+    """The judge's record of a transform's second derivative: the base function's forward and ∂²f/∂x²,
+    where f gives one number and both derivatives are in the same one argument (hessian(f),
+    jacrev(jacrev(f)), jacfwd(jacrev(f)), grad(grad(f)) of a one-number x); any other form (two arguments,
+    has_aux, a non-scalar f) is checked in the child still (calls.CHECKED_IN_CHILD)."""
+    inner = _spec_of(spec.func)
+    if inner is None:  # torch.func.hessian(f)
+        base, a, b, aux = spec.func, spec.argnums, spec.argnums, spec.has_aux
+    else:
+        base, a, b, aux = inner.func, inner.argnums, spec.argnums, inner.has_aux or spec.has_aux
+    x = xs[a % len(xs)] if isinstance(a, int) and isinstance(b, int) and a % len(xs) == b % len(xs) else None
+    if aux or x is None or len(got) != 1 or tuple(got[0].shape) != 2 * tuple(x.shape):
+        return judged(observer, event, None, [], None, [], False, _SKIP[0], _CHEAP[0], None)
+    f = _fixing(base, xs, kw, (a % len(xs),), False, widen=False)
+    return judged(observer, event, f, [x], None, [], False, _SKIP[0], _CHEAP[0], base, second=got[0])
 
 
 def _fixing(func: Any, xs: tuple[Any, ...], kw: Any, nums: tuple[int, ...], aux: bool, widen: bool = True) -> Any:
@@ -538,7 +559,7 @@ def _spec_reference(
     if spec.kind != "hessian" and inner is None:
         f = _fixing(spec.func, xs, kw, nums, spec.has_aux)
         found, independent = _quietly(
-            observer, lambda: _reference("jacrev", f, _leaves(xs, nums), [], budget), spec.func
+            observer, lambda: reference("jacrev", f, _leaves(xs, nums), [], budget), spec.func
         )
         return found, independent, 1
     if inner is None:  # torch.func.hessian
@@ -556,7 +577,9 @@ def _spec_reference(
         return "the differentiated arguments are not floating-point tensors", True, 2
     f = _fixing(base, xs, kw, (a, b) if a != b else (a,), False)
     pair = [xs[a], xs[b]] if a != b else [xs[a]]
-    found, independent = _quietly(observer, lambda: _second(f, pair, 0, len(pair) - 1, min(budget, MAX_EVALS_2)), base)
+    found, independent = _quietly(
+        observer, lambda: second_block(f, pair, 0, len(pair) - 1, min(budget, MAX_EVALS_2)), base
+    )
     return found, independent, 2
 
 
@@ -604,20 +627,17 @@ def _check(observer: Any, event: Event, kind: str, func: Any, inputs: Any, vs: l
         why = "the function is itself a derivative (torch.func): no finite-difference reference here"
         refs, independent = why, True
     elif kind == "hessian":
-        refs, independent = _quietly(observer, lambda: _hessian_reference(func, xs), func)
+        refs, independent = _quietly(observer, lambda: hessian_reference(func, xs, MAX_EVALS_2), func)
     else:
-        refs, independent = _quietly(observer, lambda: _reference(kind, func, xs, vs, MAX_EVALS), func)
+        refs, independent = _quietly(observer, lambda: reference(kind, func, xs, vs, MAX_EVALS), func)
     _compare(event, kind, refs, got, xs[0].dtype, compares, independent)
     if kind in ("vjp", "jacobian"):  # Jᵀv, or J itself: the judge's check (of a derivative, this process's own)
         f = func if spec is None else None
         _RECORD[0] = judged(observer, event, f, xs, vs, got, kind == "jacobian", _SKIP[0], _CHEAP[0], func)
-
-
-def _hessian_reference(func: Any, xs: list[torch.Tensor]) -> list[tuple[Any, Any]] | str:
-    """torch.autograd.functional.hessian's blocks H[i][j], in its order, by second differences."""
-    n = len(xs)
-    found: list[Any] = [_second(func, xs, i, j, MAX_EVALS_2 // n**2) for i in range(n) for j in range(n)]
-    return next((f for f in found if isinstance(f, str)), None) or [block for f in found for block in f]
+    elif kind == "hessian":  # ∂²f/∂x² of one input: the judge's check; of several, the child's still
+        one = single and len(got) == 1 and tuple(got[0].shape) == 2 * tuple(xs[0].shape) and spec is None
+        f, second = (func, got[0]) if one else (None, None)
+        _RECORD[0] = judged(observer, event, f, xs, None, [], False, _SKIP[0], _CHEAP[0], func, second=second)
 
 
 def _compare(
@@ -687,53 +707,6 @@ def _results(kind: str, value: Any, single: bool) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
-def _muted(func: Any, shape: list[Any]) -> Any:
-    """func called quietly under no_grad, its output flat in float64 (its shape kept in `shape`)."""
-
-    def f(*x64: torch.Tensor) -> torch.Tensor:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            with torch.no_grad():
-                out = func(*x64)
-        if not isinstance(out, torch.Tensor):
-            raise TypeError("the function returns more than one tensor")
-        shape[:] = [tuple(out.shape)]
-        return out.detach().to(torch.float64).reshape(-1)
-
-    return f
-
-
-def _reference(kind: str, func: Any, xs: list[torch.Tensor], vs: list[Any], budget: int) -> list[tuple[Any, Any]] | str:
-    """(reference, error estimate) per block, from J by central differences; or why there is none."""
-    from ..engine.finite_diff import jacobian_of
-
-    shape: list[Any] = []
-    try:
-        found = jacobian_of(_muted(func, shape), [x.detach() for x in xs], budget)
-    except TypeError as e:
-        return str(e)
-    except Exception as e:  # noqa: BLE001 - the function raised at a perturbed input: no reference there
-        return f"the function raised {type(e).__name__} in float64: {' '.join(str(e).split())[:120]}"
-    if found is None:
-        return f"more than {budget:,} calls of the function would be needed"
-    blocks, errors = found
-    return _contract(kind, blocks, errors, xs, vs, shape[0] if shape else ())
-
-
-def _contract(kind: str, blocks: list[Any], errors: list[Any], xs: list[Any], vs: list[Any], out_shape: Any) -> Any:
-    """From J's blocks (m × n_k) and their error estimates: J itself, Jᵀv or Jv, each with its error."""
-    if kind in ("jacobian", "jacrev", "jacfwd", "grad"):
-        return [
-            (J.reshape((*out_shape, *x.shape)), E.reshape((*out_shape, *x.shape)))
-            for J, E, x in zip(blocks, errors, xs, strict=True)
-        ]
-    v = [t.detach().to(torch.float64).reshape(-1) for t in vs]
-    if kind == "vjp":
-        return [(J.T @ v[0], E.T @ v[0].abs()) for J, E in zip(blocks, errors, strict=True)]
-    jv = sum((J @ vk for J, vk in zip(blocks, v, strict=True)), torch.zeros(blocks[0].shape[0], dtype=torch.float64))
-    err = sum((E @ vk.abs() for E, vk in zip(errors, v, strict=True)), torch.zeros_like(jv))
-    return [(jv.reshape(out_shape), err.reshape(out_shape))]
-
-
 def _of_derivative(kind: str, spec: _Spec, xs: list[Any], vs: list[Any]) -> list[tuple[Any, Any]] | str:
     """vjp or jvp of a first derivative (torch.func.jvp(grad(f), ...), a Hessian-vector product): J of the
     derivative is a second derivative of f, ∂²f/∂x_a∂x_b per primal b, by second differences."""
@@ -744,60 +717,14 @@ def _of_derivative(kind: str, spec: _Spec, xs: list[Any], vs: list[Any]) -> list
     a = spec.argnums % len(xs)
     blocks, errors, out_shape = [], [], None
     for b in range(len(xs)):
-        found = _second(spec.func, xs, a, b, MAX_EVALS_2 // len(xs))
+        found = second_block(spec.func, xs, a, b, MAX_EVALS_2 // len(xs))
         if isinstance(found, str):
             return found
         T, E = found[0]
         out_shape = T.shape[: T.dim() - xs[b].dim()]
         blocks.append(T.reshape(-1, xs[b].numel()))
         errors.append(E.reshape(-1, xs[b].numel()))
-    return _contract(kind, blocks, errors, xs, vs, out_shape)
-
-
-def _second(func: Any, xs: list[torch.Tensor], a: int, b: int, budget: int) -> list[tuple[Any, Any]] | str:
-    """∂²f/∂x_a∂x_b (shape: f's, x_a's, x_b's) by central second differences, never autograd:
-    (f(x + hᵢeᵢ + hⱼeⱼ) − f(x + hᵢeᵢ − hⱼeⱼ) − f(x − hᵢeᵢ + hⱼeⱼ) + f(x − hᵢeᵢ − hⱼeⱼ)) / 4hᵢhⱼ at steps h and
-    h/2, their Richardson extrapolation the reference; the error estimate is their difference plus the
-    rounding of the evaluations, 16·eps·(|f| + max|f|)/(hᵢhⱼ/4), as engine/finite_diff.jacobian_of's."""
-    x64 = [x.detach().to(torch.float64).clone(memory_format=torch.contiguous_format) for x in xs]
-    na, nb = x64[a].numel(), x64[b].numel()
-    pairs = [(i, j) for i in range(na) for j in range(nb) if a != b or i <= j]
-    if 8 * len(pairs) + 1 > budget:
-        return f"more than {budget:,} calls of the function would be needed (8 per second derivative)"
-    shape: list[Any] = []
-    f = _muted(func, shape)
-
-    def at(i: int, di: float, j: int, dj: float) -> torch.Tensor:
-        ys = [y.clone() if k in (a, b) else y for k, y in enumerate(x64)]
-        ys[a].view(-1)[i] += di
-        ys[b].view(-1)[j] += dj
-        return f(*ys)
-
-    try:
-        f0 = f(*x64)
-        size = f0.abs().nan_to_num(0.0, 0.0, 0.0)
-        size = size + (float(size.max()) if size.numel() else 0.0)  # |f| + max|f|
-        ref, err = torch.zeros(2, f0.numel(), na, nb, dtype=torch.float64)
-        for i, j in pairs:
-            hi = STEP_2 * max(abs(float(x64[a].view(-1)[i])), 1.0)
-            hj = STEP_2 * max(abs(float(x64[b].view(-1)[j])), 1.0)
-            ds = []
-            for s in (1.0, 0.5):
-                p, q = s * hi, s * hj
-                ds.append((at(i, p, j, q) - at(i, p, j, -q) - at(i, -p, j, q) + at(i, -p, j, -q)) / (4 * p * q))
-            gap, noise = (ds[0] - ds[1]).abs(), 16 * EPS * size / (hi * hj / 4)
-            # h and h/2 far apart (a kink, as relu's at 0): no reference there (nan), never a disagreement
-            unsettled = (gap > 0.1 * ds[1].abs()) & (gap > 100 * noise)
-            ref[:, i, j] = torch.where(unsettled, float("nan"), (4 * ds[1] - ds[0]) / 3)
-            err[:, i, j] = gap + noise
-            if a == b:
-                ref[:, j, i], err[:, j, i] = ref[:, i, j], err[:, i, j]
-    except TypeError as e:
-        return str(e)
-    except Exception as e:  # noqa: BLE001 - the function raised at a perturbed input: no reference there
-        return f"the function raised {type(e).__name__} in float64: {' '.join(str(e).split())[:120]}"
-    full = (*shape[0], *x64[a].shape, *x64[b].shape)
-    return [(ref.reshape(full), err.reshape(full))]
+    return contract(kind, blocks, errors, xs, vs, out_shape)
 
 
 def _info(name: str, t: torch.Tensor) -> TensorInfo:

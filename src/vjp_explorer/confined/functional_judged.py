@@ -29,6 +29,7 @@ def judged(
     skip: str,
     cheap: bool,
     owner: Any,
+    second: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """The record of a first derivative by reverse mode (Jᵀv: a vjp, a grad) for the judge, which checks it
     out of the snippet's reach as it checks a backward call: the function's forward recorded once more at the
@@ -38,12 +39,14 @@ def judged(
     explained in full. `func` None: a derivative of a derivative, which the
     judge has no reference for yet (calls.CHECKED_IN_CHILD). `whole`: the result is J itself (jacobian,
     jacrev, jacfwd), which goes to the judge as Jᵀv for a random v (seeded by the call's line): a wrong entry
-    of J shows in it but for a set of v of measure zero."""
+    of J shows in it but for a set of v of measure zero. `second`: the call's result is ∂²f/∂x² of a
+    one-number `func` of its one input (a hessian, jacrev(jacrev(f)), grad(grad(f))), which the judge checks
+    by second differences of the recorded forward; `got` is then empty."""
     from ..calls import CHECKED_IN_CHILD
 
     def without(why: str) -> dict[str, Any]:
         empty: dict[str, Any] = {"outputs": [], "v": [], "at": [], "grads": [], "before": [], "names": []}
-        more = {"cheap": cheap, "jacobian_rows": observer.jacobian_rows, "hook": None, "customs": []}
+        more = {"cheap": cheap, "jacobian_rows": observer.jacobian_rows, "hook": None, "customs": [], "second": None}
         return {"forward": None, "unreplayable": why, **empty, **more}
 
     if func is None:
@@ -51,7 +54,7 @@ def judged(
     if skip:
         return without(skip)
     try:
-        return _recorded(observer, event, func, xs, vs, got, whole, cheap, owner)
+        return _recorded(observer, event, func, xs, vs, got, whole, cheap, owner, second)
     except Exception as e:  # noqa: BLE001 - the log's own failure: the check is skipped, saying why
         why = str(e) if type(e).__name__ == "NotReplayable" else f"the recorded forward could not be written down ({e})"
         return without(why.splitlines()[0][:300] if why else "the function could not be recorded")
@@ -67,13 +70,17 @@ def _recorded(
     whole: bool,
     cheap: bool,
     owner: Any,
+    second: torch.Tensor | None,
 ) -> dict[str, Any]:
     from . import checks, oplog
     from .nonfinite import custom_functions
     from .observe_record import forward_of
     from .record import NotReplayable
 
-    if len(got) != len(xs) or not whole and any(g.shape != x.shape for g, x in zip(got, xs, strict=True)):
+    grads: list[torch.Tensor | None] = list(got)
+    if second is not None:
+        grads = [None] * len(xs)  # no first derivative: the judge checks the second
+    elif len(got) != len(xs) or not whole and any(g.shape != x.shape for g, x in zip(got, xs, strict=True)):
         raise NotReplayable("the call's result does not have its inputs' shapes")
     leaves = [x.detach().clone().requires_grad_(True) for x in xs]
     rec = observer.recorder
@@ -87,15 +94,18 @@ def _recorded(
             rec.switch(was_on)
         if not isinstance(out, torch.Tensor):
             raise NotReplayable("the function returns more than one tensor")
+        if second is not None and out.dim() != 0:
+            raise NotReplayable("a second derivative of a function of more than one number")
         v = [out.new_ones(())] if vs is None else [t.detach() for t in vs]
         if whole:
-            v, got = _contracted(out, xs, got, event.line)
+            v, contracted = _contracted(out, xs, got, event.line)
+            grads = list(contracted)
             event.notes.append(
                 "The judge checks J through Jᵀv for a random v (seeded by the line): a wrong entry of J shows there."
             )
         if len(v) != 1 or not isinstance(v[0], torch.Tensor) or v[0].shape != out.shape:
             raise NotReplayable("v does not have the output's shape")
-        forward = forward_of(observer, event, [out], leaves, got)
+        forward = forward_of(observer, event, [out], leaves, grads)
         made = forward.pop("made")
         customs = custom_functions([out])
     finally:
@@ -110,13 +120,14 @@ def _recorded(
             "outputs": [oplog.array(m) for m in made],
             "v": [oplog.array(t) for t in v],
             "at": [oplog.array(x) for x in xs],
-            "grads": [oplog.array(g.detach()) for g in got],
+            "grads": [None if g is None else oplog.array(g.detach()) for g in grads],
             "before": [None for _ in xs],
             "names": [observer.name_of(x) for x in xs],
             "cheap": cheap,
             "jacobian_rows": observer.jacobian_rows,
             "hook": None,
             "customs": list(customs),
+            "second": None if second is None else {"result": oplog.array(second.detach())},
         }
 
 

@@ -30,14 +30,17 @@ from .payload import joined
 from .protocol import FrameReader, ProtocolError, safe_text
 
 # the calls whose checks only the judge makes: backward calls, and the functional calls whose result is
-# Jᵀv or J (confined/functional._judged); the other functional calls' checks still come from the child
+# Jᵀv, J or ∂²f/∂x² (confined/functional_judged.judged); the other functional calls' checks still come from
+# the child, and so do these calls' forms the judge has no reference for (calls.CHECKED_IN_CHILD)
 FUNCTIONAL = (
     "torch.autograd.functional.vjp",
     "torch.autograd.functional.jacobian",
+    "torch.autograd.functional.hessian",
     "torch.func.vjp",
     "torch.func.grad",
     "torch.func.jacrev",
     "torch.func.jacfwd",
+    "torch.func.hessian",
 )
 JUDGED = ("Tensor.backward", "torch.autograd.backward", "torch.autograd.grad", "engine.run_backward", *FUNCTIONAL)
 _LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", "snippet_open_files")
@@ -150,7 +153,9 @@ class Judge:
             return
         hook, customs = (record["hook"], record["customs"]) if record is not None else (None, [])
         own = record is not None and _own(record, event["call"])
-        event["record"] = {"hook": hook, "customs": customs, "why": why, "own": own}  # what merge() reads of it
+        second = record is not None and record.get("second") is not None
+        # what merge() reads of it
+        event["record"] = {"hook": hook, "customs": customs, "why": why, "own": own, "second": second}
 
     def _queued(self, message: dict[str, Any]) -> str | None:
         """The judge's frame queued for the writer, once the bytes in flight leave room for it (the parent
@@ -292,8 +297,8 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
         return None  # a functional call: checked in the child still (docs/confinement.md says so)
     if record is not None and _own(record, event["call"]):  # a derivative of a derivative: the child's check
         event["notes"].append(
-            "Checked in the snippet's own process (second differences of its function), not by the judge, which "
-            "has no reference for a derivative of a derivative yet: this check is the snippet's word."
+            "Checked in the snippet's own process (differences of its function), not by the judge, which has no "
+            "reference for this form of a higher derivative yet: this check is the snippet's word."
         )
         return None
     if record is None or verdict is None:
@@ -306,7 +311,7 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
         x["omitted"] += omitted
     for note in verdict["notes"]:
         event["notes"] = joined(event["notes"], note)
-    if event["call"] in _JTV_RESULTS:  # the reference shown beside the results: the judge's, not the child's
+    if event["call"] in _JTV_RESULTS and not record.get("second"):  # the judge's reference beside the results
         fds = verdict["finite_difference"]
         event["reference"] = [
             {**r, "dtype": "float64", "values": fd}

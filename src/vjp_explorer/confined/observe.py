@@ -419,6 +419,7 @@ class Observer:
             "jacobian_rows": self.jacobian_rows,
             "hook": None,
             "customs": [],
+            "second": None,
         }
         self.send_event(event, record, c.started)
 

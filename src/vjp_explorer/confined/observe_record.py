@@ -65,6 +65,7 @@ def record_of(obs: Observer, c: Call, event: Event, got: list[Any]) -> dict[str,
             "jacobian_rows": obs.jacobian_rows,
             "hook": obs.hooks.changed,
             "customs": list(c.customs),
+            "second": None,
         }
 
 

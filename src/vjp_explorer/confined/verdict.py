@@ -103,6 +103,9 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
         why = str(e) if isinstance(e, NotReplayable) else f"the replay failed ({str(e).splitlines()[0][:200]})"
         event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
         return
+    if record["second"] is not None:  # a second derivative: second differences of the replay
+        second = oplog.tensor(record["second"]["result"])
+        return event.checks.append(checks.second(replay, x0[0], leaves[0].dtype, second, event.line))
     cheap = record["cheap"]
     v = torch.cat([x.reshape(-1).to(torch.float64) for x in vs]) if vs else torch.zeros(0, dtype=torch.float64)
     try:
@@ -135,6 +138,21 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
         masks = [torch.zeros(r.shape, dtype=torch.bool) for r in refs]
         errs = list(rounding or [])
         event.checks.append(checks.compare("jtv", checks.JTV, event, leaves, g64, refs, errs, masks, sizes, prior))
+    check = _finite_differences(event, fd, leaves, g64, sizes, prior, rounding)
+    if replay.narrowed:  # finite differences of a float32 op are at its rounding's scale: no evidence
+        why = (
+            f"{', '.join(replay.narrowed)} has no float64 kernel (LSTM's on CPU): the replay runs it in float32, "
+            "too coarse for finite differences; the jtv check used it"
+        )
+        check = Check("finite_difference", "skipped", checks.FD, reason=why)
+    event.checks.append(checks.unheld_kinks(check, replay.unheld()))
+
+
+def _finite_differences(
+    event: Event, fd: Any, leaves: list[torch.Tensor], g64: list[torch.Tensor], sizes: Any, prior: Any, rounding: Any
+) -> Check:
+    """The grads against the differences: element by element where every column was built, else along the
+    random directions."""
     if fd.method == "full":
         refs = [fd.jtv[f"x{k}"].reshape(-1) for k in range(len(leaves))]
         for k, ref in enumerate(refs):
@@ -143,20 +161,12 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
             event.inputs[k].finite_difference = shown.reshape(leaves[k].shape).tolist()
         errs = [fd.error[f"x{k}"].reshape(-1) + (rounding[k] if rounding else 0) for k in range(len(leaves))]
         masks = [fd.left_out[f"x{k}"].reshape(-1) for k in range(len(leaves))]
-        check = checks.left_out(
+        return checks.left_out(
             event,
             checks.compare("finite_difference", checks.FD, event, leaves, g64, refs, errs, masks, sizes, prior),
             fd,
         )
-    else:
-        check = checks.directions(fd, leaves, g64, rounding)
-    if replay.narrowed:  # finite differences of a float32 op are at its rounding's scale: no evidence
-        why = (
-            f"{', '.join(replay.narrowed)} has no float64 kernel (LSTM's on CPU): the replay runs it in float32, "
-            "too coarse for finite differences; the jtv check used it"
-        )
-        check = Check("finite_difference", "skipped", checks.FD, reason=why)
-    event.checks.append(checks.unheld_kinks(check, replay.unheld()))
+    return checks.directions(fd, leaves, g64, rounding)
 
 
 def reproduces(replay: Any, x0: list[torch.Tensor], leaves: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:

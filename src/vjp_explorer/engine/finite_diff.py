@@ -30,6 +30,7 @@ from .tolerance import with_error
 EPS = float(torch.finfo(torch.float64).eps)
 STEP = EPS ** (1 / 3)  # the central difference's best step, relative to the size of x
 DIRECTIONS = 2  # random directions past the budget
+STEP_2 = EPS**0.2  # second differences with Richardson: truncation h⁴ against rounding eps/h²
 
 
 def every_column(n: int, max_evals: int) -> bool:
@@ -417,6 +418,35 @@ def directional_pairs(
     return pairs, scales
 
 
+def second_directional(f: Callable[..., Any], x0: Any, u: Any, w: Any) -> tuple[float, float] | str:
+    """uᵀ(∂²f/∂x²)w of a one-number function f at x0 by central second differences along u and w, never
+    autograd: (f(x + pu + qw) − f(x + pu − qw) − f(x − pu + qw) + f(x − pu − qw)) / 4pq at steps h and h/2,
+    their Richardson value (4·D(h/2) − D(h))/3 the reference, and |D(h) − D(h/2)| plus the rounding of the
+    evaluations, 16·eps·2|f|/(pq/4), its error estimate. Where a step leaves the domain, or the two steps
+    disagree (a kink: relu at 0), why there is no reference, in words."""
+    size = max(float(x0.abs().max()) if x0.numel() else 0.0, 1.0)
+    p0 = STEP_2 * size / max(float(u.abs().max()), EPS)
+    q0 = STEP_2 * size / max(float(w.abs().max()), EPS)
+
+    def at(p: float, q: float) -> float:
+        y = f(x0 + p * u + q * w)
+        if y.numel() != 1:
+            raise FDUnavailable(f"the function gives {y.numel()} numbers, not one")
+        return float(y.reshape(()))
+
+    f0 = abs(at(0.0, 0.0))
+    ds = []
+    for s in (1.0, 0.5):
+        p, q = s * p0, s * q0
+        ds.append((at(p, q) - at(p, -q) - at(-p, q) + at(-p, -q)) / (4 * p * q))
+    if not (math.isfinite(f0) and all(math.isfinite(d) for d in ds)):
+        return DOMAIN
+    gap, noise = abs(ds[0] - ds[1]), 16 * EPS * 2 * f0 / (p0 * q0 / 4)
+    if gap > 0.1 * abs(ds[1]) and gap > 100 * noise:
+        return f"{UNSETTLED}; or {KINK}"
+    return (4 * ds[1] - ds[0]) / 3, gap + noise
+
+
 __all__ = [
     "FDResult",
     "every_column",
@@ -425,5 +455,6 @@ __all__ = [
     "finite_differences",
     "finite_differences_of",
     "jacobian_of",
+    "second_directional",
     "step_rule",
 ]

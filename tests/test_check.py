@@ -82,7 +82,7 @@ V = torch.tensor([0.5, 1.0, 2.0])
     [
         ("Factor", "off by the factor 0.666667"),
         ("Sign", "the sign is flipped"),
-        ("Offset", "constant offset"),
+        ("Offset", "has an offset, a term that does not scale with grad_output"),
         ("Squares", "not linear in v"),
         ("Zeros", "ignores this input"),
         ("Nothing", "returned None"),

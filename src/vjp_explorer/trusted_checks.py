@@ -29,7 +29,10 @@ _FD_DIR = (
     "⟨u, grads⟩ of the custom backward vs v·(f(x + hu) − f(x − hu))/2h, central differences of the forward "
     "(float64) along random directions u"
 )
-_LINEAR = "backward(0) vs 0 and backward(2v) vs 2·backward(v): a backward must be linear in v"
+_LINEAR = (
+    "backward(0) vs 0, backward(2v) vs 2·backward(v) and backward(v + r) vs backward(v) + backward(r) for a "
+    "random r: a backward must be linear in v"
+)
 _JAC = "J from the custom backward (one-hot v, row by row) vs J from finite differences of the forward"
 
 
@@ -92,6 +95,8 @@ def compare(
             f"{DIRECTIONS} random directions, not element by element (the full Jacobian would take too long)."
         )
         event.checks.append(_directional_check(fd, leaves, grads))
+        findings = _linearity(fn, xs, leaves, v, event, _tol(leaves))  # a few backward calls at any size
+        event.diagnosis = "; ".join(findings) or None
         return
     event.checks.append(_fd_check(event, fd, leaves, grads, v))
     event.diagnosis = diagnose(fn, xs, leaves, v, event, wide, fd)
@@ -117,7 +122,9 @@ def _fd_check(event: Event, fd: Any, leaves: list[Any], grads: list[Any], v: Any
     for k, (x, g) in enumerate(zip(leaves, grads, strict=True)):
         key, name = f"x{k}", event.inputs[k].name
         ref, mask = fd.jtv[key].clone(), fd.left_out[key]
-        event.inputs[k].finite_difference = ref.tolist()
+        shown = ref.clone()
+        shown[mask] = float("nan")  # no reference there, as every door writes it
+        event.inputs[k].finite_difference = shown.tolist()
         got = torch.zeros_like(x) if g is None or g.shape != x.shape else g.detach().clone()
         got[mask], ref[mask] = 0.0, 0.0
         size = with_error((av @ fd.columns[key].abs().nan_to_num(0.0)).reshape(x.shape), fd.error[key], tol)
@@ -135,6 +142,8 @@ def _fd_check(event: Event, fd: Any, leaves: list[Any], grads: list[Any], v: Any
         left += [f"{name}{element_index(list(x.shape), j)} ({why})" for j, why in fd.causes.get(key, {}).items()]
     check = compare_tensors("finite_difference", f"{_FD} ({fd.evals} evaluations)", items, tol, sizes, exact=True)
     reason = "; ".join(p for p in ("differs at " + ", ".join(bad) if bad else "", _left(left)) if p)
+    if fd.nothing_compared():  # every element left out: nothing was compared, no evidence either way
+        return replace(check, status="skipped", reason=reason or None)
     return replace(check, status="disagree" if bad else check.status, reason=reason or None)
 
 
@@ -169,12 +178,20 @@ def _linearity(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event, 
     zero = backward_of(fn, xs, leaves, torch.zeros_like(v))
     offsets = [g[torch.isfinite(g) & (g != 0)] for g in zero if g is not None]
     offsets = [g for g in offsets if g.numel()]
-    if offsets:
-        findings.append(
-            f"backward(0) is not 0 (it adds {float(offsets[0][0]):.6g} whatever grad_output "
-            "is): the gradient has a constant offset; smallest v that shows it: v = 0"
-        )
     once, twice = backward_of(fn, xs, leaves, v), backward_of(fn, xs, leaves, 2 * v)
+    same = all(
+        (a is None) == (b is None) and (a is None or bool(torch.equal(a, b))) for a, b in zip(zero, once, strict=True)
+    )
+    if offsets and same:
+        findings.append(
+            "backward(0) = backward(v): the backward ignores grad_output (it returns the local derivative "
+            "without multiplying by grad_output); smallest v that shows it: v = 0"
+        )
+    elif offsets:
+        findings.append(
+            f"backward(0) is not 0 (it gives {float(offsets[0][0]):.6g} where grad_output is 0): the gradient "
+            "has an offset, a term that does not scale with grad_output; smallest v that shows it: v = 0"
+        )
     for k, (a, b) in enumerate(zip(once, twice, strict=True)):
         if a is None or b is None or offsets:
             continue
@@ -186,10 +203,36 @@ def _linearity(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event, 
                 "cannot show this; smallest v that shows it: 2·v"
             )
             break
+    if not findings:
+        findings += _additive(fn, xs, leaves, v, event, tol, once)
     event.checks.append(
         Check("linearity", "disagree" if findings else "agree", _LINEAR, reason="; ".join(findings) or None)
     )
     return findings
+
+
+def _additive(
+    fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event, tol: Tolerance, once: list[Any]
+) -> list[str]:
+    """backward(v + r) must be backward(v) + backward(r) for a random r of both signs: a backward of |g| or
+    of g.clamp(min=0) is homogeneous for positive factors and right for every one-hot and all-positive v."""
+    import torch
+
+    r = torch.randn(v.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(v.dtype)
+    both, alone = backward_of(fn, xs, leaves, v + r), backward_of(fn, xs, leaves, r)
+    for k, (a, b, c) in enumerate(zip(both, once, alone, strict=True)):
+        if a is None or b is None or c is None:
+            continue
+        finite = torch.isfinite(a) & torch.isfinite(b) & torch.isfinite(c)
+        a, b, c = (t[finite].double() for t in (a, b, c))
+        if not bool(close(a, b + c, tol.rtol * (b.abs() + c.abs()), tol).all()):
+            return [
+                f"{event.inputs[k].name}: backward is not linear in v (backward(v + r) ≠ backward(v) + backward(r) "
+                "for a random r of both signs): it uses grad_output non-linearly, e.g. its absolute value or a "
+                "clamp; all-positive and one-hot v, as gradcheck uses, cannot show this; smallest v that shows it: "
+                "one with a negative entry"
+            ]
+    return []
 
 
 def diagnose(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event, wide: Any, fd: Any) -> str | None:
@@ -205,9 +248,12 @@ def diagnose(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event, wi
     )
     findings += _linearity(fn, xs, leaves, v, event, tol)
     custom = _custom_jacobian(fn, xs, leaves, v.numel()) if fd.columns else []
-    refs = [fd.columns[f"x{k}"] for k in range(len(leaves))] if custom else []
-    errs = [fd.column_error[f"x{k}"] for k in range(len(leaves))] if custom else []
-    if custom:  # every one-hot v at once: with linearity, right rows mean a right backward for every v
+    refs, errs = _references(fd, custom)
+    if custom and fd.nothing_compared():
+        why = "finite differences are no reference at any element (see finite_difference): no J to compare with"
+        event.checks.append(Check("jacobian", "skipped", _JAC, reason=why))
+        custom = []
+    elif custom:  # every one-hot v at once: with linearity, right rows mean a right backward for every v
         event.checks.append(_jacobian_check(event, custom, refs, errs, tol))
     if event.status != "disagree":
         return None
@@ -223,6 +269,19 @@ def diagnose(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event, wi
         elif custom:
             findings.extend(_jacobian_pattern(name, custom[k], refs[k], errs[k], x.shape, tol))
     return "; ".join(findings) or None
+
+
+def _references(fd: Any, custom: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The differences' J and its error per input, with the columns of the elements they are no reference at
+    (a kink: relu at 0, a tie in max) taken from the custom J itself, so that those are not compared: at a
+    kink any one-sided derivative is a convention (torch's own relu passes 0), not a mistake."""
+    refs, errs = [], []
+    for k, mine in enumerate(custom):
+        ref, mask = fd.columns[f"x{k}"].clone(), fd.left_out[f"x{k}"].reshape(-1)
+        ref[:, mask] = mine[:, mask]
+        refs.append(ref)
+        errs.append(fd.column_error[f"x{k}"])
+    return refs, errs
 
 
 def _jacobian_check(event: Event, custom: list[Any], refs: list[Any], errs: list[Any], tol: Tolerance) -> Check:
@@ -253,9 +312,16 @@ def _right_in_float64(fn: Any, xs: list[Any], v: Any, wide: Any, fd: Any, custom
         g64 = backward_of(fn, xs64, leaves64, v.double())
         rows = _custom_jacobian(fn, xs64, leaves64, v.numel()) if custom else []
     keys = [f"x{k}" for k in range(len(leaves64))]
-    pairs = [(g, fd.jtv[key], fd.error[key]) for g, key in zip(g64, keys, strict=True)]
-    pairs += [(a, fd.columns[key], fd.column_error[key]) for a, key in zip(rows, keys, strict=False)]
-    return all(a is not None and bool(close(a.double(), r, e, tol).all()) for a, r, e in pairs)
+    kept = [~fd.left_out[key].reshape(-1) for key in keys]  # where the differences are a reference
+    pairs = [(g.reshape(-1)[m], fd.jtv[key].reshape(-1)[m], fd.error[key].reshape(-1)[m])
+             for g, key, m in zip(g64, keys, kept, strict=True) if g is not None]  # fmt: skip
+    if any(g is None for g in g64):
+        return False
+    pairs += [
+        (a[:, m], fd.columns[key][:, m], fd.column_error[key][:, m])
+        for a, key, m in zip(rows, keys, kept, strict=False)
+    ]
+    return all(bool(close(a.double(), r, e, tol).all()) for a, r, e in pairs)
 
 
 def _custom_jacobian(fn: Any, xs: list[Any], leaves: list[Any], m: int) -> list[Any]:

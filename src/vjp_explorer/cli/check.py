@@ -25,9 +25,15 @@ def check_command(
     given = dict(ctx.meta.get("vjp_variables", []))
     if dtype not in (None, "float32", "float64"):
         raise UsageError(f"--dtype must be float32 or float64, not {visible(dtype)!r}.")
+    import contextlib
+    import io
+
     from ..trusted import check, load_target, parameters
 
-    obj, label = load_target(target)
+    printed = io.StringIO()  # what the user's module prints: never on stdout, which holds the check (or JSON)
+    with contextlib.redirect_stdout(printed):
+        obj, label = load_target(target)
+    _said(printed, target, write)
     try:
         names = parameters(obj)
     except (TypeError, ValueError):
@@ -65,7 +71,8 @@ def check_command(
         if spec.generator != "ones_like":
             v = make_tensor(spec, grad_origin, tdtype, gen, dtype_origin=dtype_origin)
     try:
-        result = check(obj, *inputs, v=v, label=label)
+        with contextlib.redirect_stdout(printed):
+            result = check(obj, *inputs, v=v, label=label)
     except UsageError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's forward or backward raised (or torch refused it)
@@ -76,6 +83,8 @@ def check_command(
             f"{label} raised {type(e).__name__} while being checked: {visible(first)}",
             hint="Run it with these inputs in Python to see the traceback (or add --debug).",
         ) from None
+    finally:
+        _said(printed, target, write)
     from ..render import snippet_view
 
     if json_:
@@ -87,3 +96,12 @@ def check_command(
         if result.exit_code == 3:
             write("error: the backward is wrong (exit 3); see the diagnosis above.\n", err=True)
     return result.exit_code
+
+
+def _said(printed: Any, target: str, write: Callable[..., None]) -> None:
+    """What the user's module printed so far, on stderr with its control characters made visible."""
+    text = printed.getvalue()
+    if text:
+        printed.seek(0)
+        printed.truncate()
+        write(f"{visible(target)} printed (shown here, on stderr; stdout holds the check):\n{visible(text)}", err=True)

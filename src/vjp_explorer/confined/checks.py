@@ -155,6 +155,8 @@ def left_out(event: Event, check: Check, fd: Any) -> Check:
         ", ".join(at[:6]) + (f" and {len(at) - 6} more" if len(at) > 6 else "") + f" ({c})" for c, at in left.items()
     ]
     text = "not a reference at " + "; at ".join(parts)
+    if fd.nothing_compared():  # every element left out: nothing was compared, no evidence either way
+        return replace(check, status="skipped", reason=text)
     return replace(check, reason=f"{check.reason}; {text}" if check.reason else text)
 
 

@@ -61,6 +61,12 @@ class FDResult:
     columns: dict[str, Any] = field(default_factory=dict)
     column_error: dict[str, Any] = field(default_factory=dict)
 
+    def nothing_compared(self) -> bool:
+        """The full route left every element out (a kink or an unsettled difference everywhere, as a float32
+        forward's rounding gives): its check compared nothing, so it is no evidence either way."""
+        masks = [m for m in self.left_out.values() if m.numel()]
+        return self.method == "full" and bool(masks) and all(bool(m.all()) for m in masks)
+
 
 KINK = "a step crosses a kink of the program (relu or abs at 0, a norm at 0, a mask such as x > 0 that flips)"
 DOMAIN = "a step leaves the function's domain or meets an infinite value"

@@ -140,7 +140,9 @@ def _fd_every_column(
             ", ".join(at[:6]) + (f" and {len(at) - 6} more" if len(at) > 6 else "") + f" ({cause})"
             for cause, at in left.items()
         ]
-        return replace(check, reason="not a reference at " + "; at ".join(parts))
+        said = "not a reference at " + "; at ".join(parts)
+        # every element left out: nothing was compared, so no evidence either way (never an agreeing route)
+        return replace(check, status="skipped", reason=said) if fd.nothing_compared() else replace(check, reason=said)
     return check
 
 

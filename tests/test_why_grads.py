@@ -114,7 +114,9 @@ FOUND = {
     "numpy": (NUMPY, [("grad_none", "w", 7, (3, ".detach()"))], None, ".numpy() and a tensor made again"),
     "unused": (
         UNUSED,
-        [("grad_none", f"model.fc2.{p}", 17, (None, "unused")) for p in ("weight", "bias")],
+        # diagnosed where the snippet reads its .grad (line 18); fc2.bias, neither read nor stepped, is only
+        # named in the call's note
+        [("grad_none", "model.fc2.weight", 18, (None, "unused"))],
         None,
         "find_unused_parameters=True",
     ),

@@ -469,13 +469,16 @@ CHECKED_IN_CHILD = "a derivative of a derivative: checked by second differences 
 def validate_record(record: Any) -> Record:
     """A record sent in its own frame (the judge's, apart from its event) if it is what RECORD says and its
     lists line up; RecordError otherwise."""
-    try:
-        ok = _fields(record, RECORD)
-    except RecursionError:
-        ok = False
-    if not ok:
-        raise RecordError("a record that is not what the schema says")
-    _consistent(record)
+    if type(record) is not dict or set(record) != set(RECORD):
+        raise RecordError(f"a record with fields {sorted(record)[:20] if type(record) is dict else []}")
+    for name, check in RECORD.items():
+        try:
+            ok = check(record[name])
+        except RecursionError:
+            ok = False
+        if not ok:
+            raise RecordError(f"a record whose {name!r} is not what the schema says")
+    _consistent(cast(Record, record))
     return cast(Record, record)
 
 

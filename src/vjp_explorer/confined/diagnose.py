@@ -461,12 +461,26 @@ class Diagnoser(TorchFunctionMode):
             return
         if any(key in m.cut_leaves for m in self.python):
             return  # it left torch somewhere, and the instruments cannot follow it back: no guess
+        if any(r() is t for m in [*records, *self.made.values()] for r in m.inputs):
+            # an op read it, yet no cut the instruments saw explains the missing path (a list of tensors
+            # through torch.tensor, a gradient penalty that does not depend on a last bias): no guess
+            return
         self._say("grad_none", name, line, {"line": None, "op": "unused"}, facts={})
 
     def _unused_parameters(self, outs: list[Any], reached: set[int], line: int) -> None:
-        """A module the backward reached in part: each parameter it did not reach got no gradient."""
+        """A module the backward reached in part: each parameter it did not reach that an optimizer of the
+        snippet's steps got no gradient (one the snippet reads is diagnosed where it reads its .grad; one
+        neither read nor stepped is only named in the call's note)."""
+        stepped = {
+            id(q)
+            for o in list(self.namespace.values())
+            if isinstance(o, torch.optim.Optimizer)
+            for group in o.param_groups
+            for q in group.get("params", [])
+        }
         for name, p in rec.unreached_parameters(self.namespace, reached):
-            self._cut_or_unused(p, name, line)
+            if id(p) in stepped:
+                self._cut_or_unused(p, name, line)
 
     def _python_link(self, records: list[Made], leaf: int | None) -> Made | None:
         """A tensor made from Python numbers (`torch.tensor(q)`) whose numbers came, by the snippet's own

@@ -78,8 +78,10 @@ def judge(frames: list[dict[str, Any]], expected: set[tuple[str, str]]) -> Manua
             continue  # not a gradient of that tensor
         seen[pair.name] = pair
     out: dict[str, ManualLine] = {}
+    sizes = [float(np.nanmax(np.abs(p.truth))) for p in seen.values() if p.truth is not None and p.truth.size]
+    chain = max([s for s in sizes if math.isfinite(s)], default=0.0)  # the largest true gradient of the chain
     for pair in sorted(seen.values(), key=lambda p: (p.line, p.name)):
-        out[pair.name] = _line(pair, out)
+        out[pair.name] = _line(pair, out, chain)
     return Manual(list(out.values()))
 
 
@@ -109,10 +111,12 @@ class _Pair:
     expected: str | None  # the right expression, from the formula table (manual_formula.py)
 
 
-def _line(p: _Pair, before: dict[str, ManualLine]) -> ManualLine:
-    """One pair judged; `before`: the lines judged so far (this one's upstream gradients among them)."""
+def _line(p: _Pair, before: dict[str, ManualLine], chain: float) -> ManualLine:
+    """One pair judged; `before`: the lines judged so far (this one's upstream gradients among them);
+    `chain`: the size of the chain's gradients, whose rounding any line may differ by."""
     assert p.written is not None and p.truth is not None
-    allowed = kinds.bound(p.truth, p.written_dtype, p.truth_dtype)
+    dtypes = (p.written_dtype, p.truth_dtype)
+    allowed = max(kinds.bound(p.truth, *dtypes), kinds.rounding_floor(chain, *dtypes))
     m = ManualLine(
         name=p.name,
         of=p.of,
@@ -145,6 +149,12 @@ def _why(m: ManualLine, p: _Pair) -> str:
     """The diagnosis of a line's own mistake, in words."""
     of, name = m.of, m.name
     shape, want = _shape(m.shape), _shape(m.expected_shape)
+    if m.kind == "keepdim" and len(m.shape or []) > len(m.expected_shape or []):
+        return (
+            f"{name} has the right values but shape {shape}, where {of} has shape {want}: it keeps a dimension "
+            f"{of} does not have; reduce without keepdim=True, or squeeze it (cmp's broadcasting hides this; "
+            "later lines may broadcast wrongly)"
+        )
     if m.kind == "keepdim":
         return (
             f"{name} has the right values but shape {shape}, where {of} has shape {want}: a reduction lost "

@@ -26,6 +26,15 @@ def bound(truth: np.ndarray, *dtypes: str) -> float:
     return tol.atol + tol.rtol * top
 
 
+def rounding_floor(chain: float, *dtypes: str) -> float:
+    """The rounding of a chain whose gradients reach `chain` in size: ROUNDOFF_UNITS units of the coarser
+    dtype at that size. A line whose true gradient is 0 (a softmax's shift, a max's logits) is a sum of terms
+    of the chain's size, so its value is noise of this size; two such gradients agree."""
+    from ..engine.tolerance import ROUNDOFF_UNITS, eps
+
+    return ROUNDOFF_UNITS * max((eps(d) for d in dtypes), default=eps("float32")) * chain
+
+
 def close(a: np.ndarray, b: np.ndarray, allowed: float) -> bool:
     """Same shape, and every entry within `allowed` (a nan where both have one counts as equal)."""
     if a.shape != b.shape:

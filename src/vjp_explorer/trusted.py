@@ -87,6 +87,11 @@ def check(obj: Any, *inputs: Any, gradient: Any = None, v: Any = None, label: st
     ]
     leaves = [x for x in xs if isinstance(x, torch.Tensor) and x.requires_grad]
     leaf_names = [n for n, x in zip(names, xs, strict=True) if isinstance(x, torch.Tensor) and x.requires_grad]
+    if not leaves:
+        raise UsageError(
+            f"{name} takes no floating-point tensor input: there is nothing to differentiate.",
+            hint="vjp check needs a function or autograd.Function of at least one tensor, e.g. --x 1,2,3.",
+        )
     y = fn(*xs)
     notes = []
     if isinstance(y, (tuple, list)) and y and all(isinstance(o, torch.Tensor) for o in y):

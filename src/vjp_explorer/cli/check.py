@@ -41,10 +41,8 @@ def check_command(
     missing = [n for n in names if n not in given]
     unknown = [n for n in given if n not in names]
     if unknown:
-        raise UsageError(
-            f"{label} has no parameter {', '.join(visible(n) for n in unknown)}; "
-            f"its parameters are: {', '.join(names)}."
-        )
+        takes = f"its parameters are: {', '.join(names)}" if names else "it takes no parameters"
+        raise UsageError(f"{label} has no parameter {', '.join(visible(n) for n in unknown)}; {takes}.")
     if missing:
         raise UsageError(
             f"Give a value for {', '.join(missing)}: vjp check {visible(target)} "

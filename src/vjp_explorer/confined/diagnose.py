@@ -416,12 +416,14 @@ class Diagnoser(TorchFunctionMode):
             self._say("no_grad_fn", name, line, {"line": made[0].line, "op": "requires_grad never set"}, facts=facts)
 
     def _grad_none_read(self, t: torch.Tensor) -> None:
-        """The snippet read `t.grad` and got None: why, if a backward ran and the instruments can tell."""
-        if not self.backwards:
-            return
+        """The snippet read `t.grad` and got None: why, if the instruments can tell (before any backward: that)."""
         line, frame = self._where()
         read = src.read_grad_of(linecache.getline(self.filename, line))
         name = rec.bound_name(t, frame, self.namespace) or read or ""
+        if not self.backwards:
+            if t.requires_grad and t.grad_fn is None:  # a leaf read before any backward filled it
+                self._say("grad_none", name, line, {"line": None, "op": "before backward"}, facts={})
+            return
         if t.grad_fn is not None:
             made = self.made.get(id(t))
             at = made.line if made is not None and made.ref() is t else None

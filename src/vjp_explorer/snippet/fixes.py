@@ -161,6 +161,12 @@ def _grad_none(
             f"Use `{name}` in the forward if it should learn; if it is meant to sit out, leave it out of the "
             "optimizer (DistributedDataParallel needs find_unused_parameters=True for such parameters)."
         )
+    if op == "before backward":
+        return (
+            f"Zero the gradient after the step instead, or set it to None (`{name}.grad = None`, or the "
+            f"optimizer's `zero_grad()`, which handle a None .grad); or guard it: `if {name}.grad is not None: "
+            f"{name}.grad.zero_()`."
+        )
     return _uncut(op, cause, lines)
 
 

@@ -68,6 +68,9 @@ def consistent(found: list[Diagnosis], message: str | None, line: int | None, ev
     for d in found:
         if d.kind == "nonfinite_grad" and not nonfinite:
             continue
+        early = d.kind == "grad_none" and d.cause.get("op") == "before backward"
+        if early and (message is None or "NoneType" not in message or d.line != line):
+            continue  # a .grad read as None before any backward is a mistake only where it raised
         if d.kind in ("inplace_modified", "backward_twice", "nonscalar_output", "no_grad_fn") and (
             d.kind != raised or d.line != line
         ):
@@ -231,6 +234,11 @@ def _grad_none(name: str, line: int, cause: dict[str, Any], d: dict[str, Any], f
         return (
             f"`{name}` took no part in computing what the backward started from (it was never used there), "
             "so autograd never reached it and its .grad stays None."
+        )
+    if op == "before backward":
+        return (
+            f"`{name}.grad` is None until a backward call fills it: no backward had run yet at line {line}, "
+            "so there was nothing to read or zero."
         )
     return (
         f"The path from the backward's output to `{name}` was cut at line {cause['line']} by {op}: "

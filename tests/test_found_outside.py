@@ -1,0 +1,97 @@
+"""Snippet-door findings of a test from outside, each pinned with its oracle: plain Python's own behaviour
+and hand-derived gradients.
+
+- `w.grad.zero_()` before any backward raises (plain Python: AttributeError on None); the why block says
+  .grad is None until a backward fills it, and a `print(w.grad)` before backward that raises nothing is no
+  mistake and gets no why block.
+- A learner's `db = dpre.sum(0, keepdim=True)` for a bias of shape [4] keeps a dimension too many: the
+  advice is to drop it, not to add keepdim.
+- A gradient that is mathematically 0 (a softmax is shift-invariant, so dL/dm = −Σ dL/dz = 0 for the max
+  subtracted from the logits) agrees whatever rounding noise either side holds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from vjp_explorer.confined.launch import confinement_available
+from vjp_explorer.snippet import run_snippet
+
+pytestmark = pytest.mark.skipif(confinement_available() is not None, reason="no confinement on this machine")
+
+ZERO_BEFORE = """import torch
+torch.manual_seed(0)
+w = torch.randn(3, requires_grad=True)
+x = torch.randn(3)
+for i in range(3):
+    w.grad.zero_()
+    loss = ((w * x).sum() - 1) ** 2
+    loss.backward()
+"""
+
+PRINT_BEFORE = """import torch
+w = torch.tensor([1.0, 2.0], requires_grad=True)
+print(w.grad)
+(w * w).sum().backward()
+print(w.grad)
+"""
+
+
+def test_zeroing_a_grad_before_any_backward_is_explained():
+    r = run_snippet(ZERO_BEFORE, seed=0)
+    assert r.exit_code == 4 and "NoneType" in r.error.message  # as plain Python raises it
+    (d,) = r.diagnoses
+    assert (d.kind, d.tensor, d.line, d.cause["op"]) == ("grad_none", "w", 6, "before backward")
+    assert "until a backward call fills it" in d.text and "is not None" in d.fix
+
+
+def test_reading_none_before_backward_without_an_error_is_no_mistake():
+    r = run_snippet(PRINT_BEFORE, seed=0)
+    assert r.stdout == "None\ntensor([2., 4.])\n" and r.exit_code == 0
+    assert r.diagnoses == []
+
+
+KEEPDIM_EXTRA = """import torch
+torch.manual_seed(0)
+x = torch.randn(6, 4)
+W = torch.randn(4, 4, requires_grad=True)
+b = torch.zeros(4, requires_grad=True)
+out = torch.relu(x @ W + b)
+loss = out.pow(2).sum() / 6
+loss.backward()
+dout = out / 3
+dpre = dout * (out > 0).float()
+db = dpre.sum(0, keepdim=True)
+dW = x.T @ dpre
+"""
+
+
+def test_a_kept_dimension_too_many_is_advised_away():
+    r = run_snippet(KEEPDIM_EXTRA, seed=0)
+    first = r.manual.first_wrong
+    assert first is not None and first.name == "db" and first.verdict == "shape" and first.kind == "keepdim"
+    assert first.shape == [1, 4] and first.expected_shape == [4]
+    assert "reduce without keepdim=True" in first.why
+    assert [m.verdict for m in r.manual.lines if m.name == "dW"] == ["agree"]  # 2·out/6 · relu' through x
+
+
+SHIFT = """import torch
+torch.manual_seed(1)
+logits = torch.randn(8, 5, requires_grad=True)
+Y = torch.tensor([0, 1, 2, 3, 4, 0, 1, 2])
+m = logits.max(1, keepdim=True).values
+z = logits - m
+loss = -torch.log_softmax(z, 1)[range(8), Y].mean()
+loss.backward()
+dz = torch.softmax(z, 1)
+dz[range(8), Y] -= 1
+dz = dz / 8
+dm = -dz.sum(1, keepdim=True)
+"""
+
+
+def test_a_gradient_that_is_zero_up_to_rounding_on_both_sides_agrees():
+    r = run_snippet(SHIFT, seed=0)
+    lines = {m.name: m for m in r.manual.lines}
+    assert lines["dz"].verdict == "agree"
+    assert lines["dm"].verdict == "agree", lines["dm"]

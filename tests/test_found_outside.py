@@ -95,3 +95,22 @@ def test_a_gradient_that_is_zero_up_to_rounding_on_both_sides_agrees():
     lines = {m.name: m for m in r.manual.lines}
     assert lines["dz"].verdict == "agree"
     assert lines["dm"].verdict == "agree", lines["dm"]
+
+
+OVERFLOWED = """import torch
+logits = torch.tensor([[100.0, 0.0, -100.0]], requires_grad=True)
+p = torch.exp(logits) / torch.exp(logits).sum(dim=1, keepdim=True)
+loss = -torch.log(p[0, 2])
+loss.backward()
+print(logits.grad)
+"""
+
+
+def test_a_nan_grad_where_the_reference_is_finite_is_named_not_read_as_zero_difference():
+    """exp(100) overflows float32, so .grad is nan; the true gradient is softmax − one-hot = [1, ~0, −1]."""
+    r = run_snippet(OVERFLOWED, seed=0)
+    assert r.stdout == "tensor([[nan, nan, nan]])\n" and r.exit_code == 3
+    fd = {c.name: c for c in r.events[0].checks}["finite_difference"]
+    assert fd.status == "disagree" and fd.max_abs_diff != fd.max_abs_diff  # nan, not 0
+    assert list(fd.spurious) == ["logits[0,0]", "logits[0,1]", "logits[0,2]"]
+    assert r.events[0].inputs[0].finite_difference[0] == pytest.approx([1.0, 0.0, -1.0], abs=1e-6)

@@ -118,7 +118,7 @@ def compare(
     the size of the terms Jᵀv adds up (Σ|v·J| where J is known) and the grad it accumulated onto, plus three
     the reference's own error estimate (the one rule: engine/tolerance.with_error); elements in `masks` are no
     reference and are left out."""
-    worst, bad, tol, pairs = 0.0, [], "", []
+    worst, bad, tol, pairs, spurious = 0.0, [], "", [], []
     for k, x in enumerate(leaves):
         g, ref = got[k], refs[k]
         scale = ref.abs() if sizes is None else torch.maximum(sizes[k], ref.abs())
@@ -131,15 +131,21 @@ def compare(
         over = ~masks[k] & ~same & ~(diff <= allowed(ref, with_error(scale, errs[k], table), table))
         for i in torch.nonzero(over).reshape(-1).tolist()[:10]:
             bad.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
+        nonfinite = over & ~torch.isfinite(g) & torch.isfinite(ref)  # nan or inf where the reference is finite
+        for i in torch.nonzero(nonfinite).reshape(-1).tolist()[:10]:
+            spurious.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
+        if bool(nonfinite.any()):  # |nan − r| is nan, |inf − r| inf: the largest difference is not a number
+            worst = float(diff[nonfinite].max())
         finite = diff[torch.isfinite(diff) & ~masks[k]]
-        if finite.numel():
+        if finite.numel() and worst == worst:
             worst = max(worst, float(finite.max()))
         kept = torch.isfinite(diff) & ~masks[k]
         pairs.append(torch.stack([g[kept].reshape(-1), ref[kept].reshape(-1)]).to(torch.float64))
     reason = ("differs at " + ", ".join(bad)) if bad else None
     if bad and (pattern := mistake_pattern(torch.cat(pairs, 1))):
         reason = f"{reason}; {pattern}"
-    return Check(name, "disagree" if bad else "agree", compares, max_abs_diff=worst, tolerance=tol, reason=reason)
+    status = "disagree" if bad else "agree"
+    return Check(name, status, compares, max_abs_diff=worst, tolerance=tol, reason=reason, spurious=tuple(spurious))
 
 
 def left_out(event: Event, check: Check, fd: Any) -> Check:

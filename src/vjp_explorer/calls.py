@@ -443,17 +443,7 @@ def _fields(x: Any, table: dict[str, Check]) -> bool:
 def validate_event(event: Any) -> CallEvent:
     """The event if every field is what EVENT says (and the record's arrays are as long as their shapes say);
     RecordError naming the first field that is not."""
-    if type(event) is not dict:
-        raise RecordError("an event that is not an object")
-    if set(event) != set(EVENT):
-        raise RecordError(f"an event with fields {sorted(event)[:20]} (wants {sorted(EVENT)})")
-    for name, check in EVENT.items():
-        try:
-            ok = check(event[name])
-        except RecursionError:
-            ok = False
-        if not ok:
-            raise RecordError(f"an event whose {name!r} is not what the schema says")
+    _checked(event, EVENT, "an event")
     record = event["record"]
     if record is not None:
         _consistent(record)
@@ -469,17 +459,25 @@ CHECKED_IN_CHILD = "a derivative of a derivative: checked by second differences 
 def validate_record(record: Any) -> Record:
     """A record sent in its own frame (the judge's, apart from its event) if it is what RECORD says and its
     lists line up; RecordError otherwise."""
-    if type(record) is not dict or set(record) != set(RECORD):
-        raise RecordError(f"a record with fields {sorted(record)[:20] if type(record) is dict else []}")
-    for name, check in RECORD.items():
+    _checked(record, RECORD, "a record")
+    _consistent(cast(Record, record))
+    return cast(Record, record)
+
+
+def _checked(x: Any, table: dict[str, Check], what: str) -> None:
+    """x is an object with exactly `table`'s fields, each what its check says; RecordError naming the first
+    that is not."""
+    if type(x) is not dict:
+        raise RecordError(f"{what} that is not an object")
+    if set(x) != set(table):
+        raise RecordError(f"{what} with fields {sorted(x)[:20]} (wants {sorted(table)})")
+    for name, check in table.items():
         try:
-            ok = check(record[name])
+            ok = check(x[name])
         except RecursionError:
             ok = False
         if not ok:
-            raise RecordError(f"a record whose {name!r} is not what the schema says")
-    _consistent(cast(Record, record))
-    return cast(Record, record)
+            raise RecordError(f"{what} whose {name!r} is not what the schema says")
 
 
 def _consistent(record: Record) -> None:

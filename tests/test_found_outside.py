@@ -114,3 +114,22 @@ def test_a_nan_grad_where_the_reference_is_finite_is_named_not_read_as_zero_diff
     assert fd.status == "disagree" and fd.max_abs_diff != fd.max_abs_diff  # nan, not 0
     assert list(fd.spurious) == ["logits[0,0]", "logits[0,1]", "logits[0,2]"]
     assert r.events[0].inputs[0].finite_difference[0] == pytest.approx([1.0, 0.0, -1.0], abs=1e-6)
+
+
+CONVERTED = """import torch
+torch.manual_seed(0)
+w = torch.randn(4, requires_grad=True).double()
+x = torch.randn(4, dtype=torch.float64)
+loss = (w * x).sum()
+loss.backward()
+print(w.grad)
+"""
+
+
+def test_a_leaf_converted_after_requires_grad_is_named_as_the_copy():
+    """`.double()` after requires_grad=True: `w` is the copy, plain Python prints None (with its warning)."""
+    r = run_snippet(CONVERTED, seed=0)
+    assert r.stdout == "None\n" and r.exit_code == 0
+    (d,) = r.diagnoses
+    assert (d.kind, d.tensor, d.line, d.cause) == ("grad_none", "w", 7, {"line": 3, "op": "non-leaf"})
+    assert "converted copy" in d.text and "dtype=torch.float64" in d.fix and "requires_grad=True" in d.fix

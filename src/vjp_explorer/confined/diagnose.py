@@ -427,7 +427,8 @@ class Diagnoser(TorchFunctionMode):
         if t.grad_fn is not None:
             made = self.made.get(id(t))
             at = made.line if made is not None and made.ref() is t else None
-            self._say("grad_none", name, line, {"line": at, "op": "non-leaf"}, facts={})
+            by = made.op if made is not None and made.ref() is t else ""
+            self._say("grad_none", name, line, {"line": at, "op": "non-leaf"}, facts={"made_by": by})
             return
         if any(id(t) in b.reached for b in self.backwards):
             return  # a backward wrote it, and the snippet set it to None since (zero_grad): as meant

@@ -11,6 +11,9 @@ import ast
 import re
 from typing import Any
 
+# the ops a `.double()`, `.float()`, `.to(...)`, `.cuda()` of a leaf runs: the result is a copy, not a leaf
+CONVERSIONS = ("_to_copy", "to", "double", "float", "half", "bfloat16", "cuda", "cpu", "type")
+
 
 def fix_for(
     kind: str, name: str, line: int, cause: dict[str, Any], d: dict[str, Any], facts: dict[str, Any], lines: list[str]
@@ -151,6 +154,12 @@ def _grad_none(
     name: str, line: int, cause: dict[str, Any], d: dict[str, Any], facts: dict[str, Any], lines: list[str]
 ) -> str:
     op = cause["op"]
+    if op == "non-leaf" and facts.get("made_by") in CONVERSIONS:
+        return (
+            f"Make the tensor in its final dtype and device and set requires_grad there, e.g. "
+            f"`torch.randn(..., dtype=torch.float64, device=..., requires_grad=True)`; or convert first and "
+            f"then call `.requires_grad_()` on `{name}`."
+        )
     if op == "non-leaf":
         after = f" right after line {cause['line']}" if cause.get("line") else ""
         return f"Call `{name}.retain_grad()`{after}, before the backward, to keep its gradient; or read a leaf's .grad."

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..confined.words import NO_GRADIENT
-from .fixes import fix_for
+from .fixes import CONVERSIONS, fix_for
 from .result import Diagnosis, Event
 
 KINDS = ("inplace_modified", "backward_twice", "grad_none", "nonscalar_output", "no_grad_fn", "nonfinite_grad")
@@ -223,6 +223,11 @@ def _twice(name: str, line: int, cause: dict[str, Any], d: dict[str, Any], facts
 
 def _grad_none(name: str, line: int, cause: dict[str, Any], d: dict[str, Any], facts: dict[str, Any]) -> str:
     op = cause["op"]
+    if op == "non-leaf" and facts.get("made_by") in CONVERSIONS:
+        return (
+            f"`{name}` is not a leaf: it is a converted copy (dtype or device) of the tensor made{_at(cause)} "
+            f"with requires_grad=True. That tensor is the leaf and gets the .grad; `{name}`, the copy, does not."
+        )
     if op == "non-leaf":
         return (
             f"`{name}` is not a leaf (an operation{_at(cause)} made it): backward fills the .grad of leaves only, "

@@ -122,3 +122,11 @@ def test_a_program_whose_differences_compare_nothing_has_no_agreeing_route(vjp):
     doc = json.loads(res.stdout)
     assert doc["events"][0]["checks"]["finite_difference"]["status"] == "skipped"
     assert res.exit_code == 0
+
+
+def test_grad_ones_given_is_said_to_be_given(vjp, ops):
+    def origin(*grad):
+        res = vjp("check", f"{ops}:Relu", "--x", "1,2", *grad, "--json")
+        return json.loads(res.stdout)["events"][0]["v_origin"]
+
+    assert origin("--grad", "ones") == "ones" and origin() == "ones (default)"

@@ -71,7 +71,8 @@ def parameters(obj: Any) -> list[str]:
 def check(obj: Any, *inputs: Any, gradient: Any = None, v: Any = None, label: str | None = None) -> CheckResult:
     """Check the backward of `obj` (a function or a torch.autograd.Function) at `inputs`, with v (default 1).
 
-    `gradient` is v, the argument of `y.backward(gradient)`, as `explore` takes it; `v=` is the same keyword."""
+    `gradient` is v, the argument of `y.backward(gradient)`, as `explore` takes it; `v=` is the same keyword;
+    "ones" is v = 1 of the output's shape."""
     import torch
 
     if gradient is not None:
@@ -108,7 +109,8 @@ def check(obj: Any, *inputs: Any, gradient: Any = None, v: Any = None, label: st
         y = fn(*xs)
     if not isinstance(y, torch.Tensor):
         raise UsageError(f"{name} returned {type(y).__name__}, not a tensor or tensors; vjp check takes tensors.")
-    vv = torch.ones_like(y) if v is None else torch.as_tensor(v, dtype=y.dtype).reshape(y.shape)
+    ones = isinstance(v, str) and v == "ones"  # `--grad ones`: given, of the output's shape
+    vv = torch.ones_like(y) if v is None or ones else torch.as_tensor(v, dtype=y.dtype).reshape(y.shape)
     event = Event(
         1,
         0,
@@ -116,7 +118,7 @@ def check(obj: Any, *inputs: Any, gradient: Any = None, v: Any = None, label: st
         "check",
         [_info("y", y)],
         [_info("v", vv)],
-        "given" if v is not None else "ones (default)",
+        "ones" if ones else "given" if v is not None else "ones (default)",
         False,
         False,
         [],

@@ -66,8 +66,11 @@ def check_command(
     if grad is not None:
         grad_origin = Origin("--grad", "--grad")
         spec = parse_value(grad, grad_origin, allow_ones=True)
-        if spec.generator != "ones_like":
-            v = make_tensor(spec, grad_origin, tdtype, gen, dtype_origin=dtype_origin)
+        v = (
+            "ones"
+            if spec.generator == "ones_like"
+            else make_tensor(spec, grad_origin, tdtype, gen, dtype_origin=dtype_origin)
+        )
     try:
         with contextlib.redirect_stdout(printed):
             result = check(obj, *inputs, v=v, label=label)

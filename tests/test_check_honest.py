@@ -33,6 +33,21 @@ MODULE = FUNCTIONS + textwrap.dedent(
         return x.max(dim=0).values.reshape(1)
 
 
+    class Cube(torch.autograd.Function):  # torch.func's form: forward without ctx, then setup_context
+        @staticmethod
+        def forward(x):
+            return x ** 3
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x ** 2 * g
+
+
     def loud(x):
         print("\\x1b[31mcalled")
         return x * 3
@@ -130,3 +145,11 @@ def test_grad_ones_given_is_said_to_be_given(vjp, ops):
         return json.loads(res.stdout)["events"][0]["v_origin"]
 
     assert origin("--grad", "ones") == "ones" and origin() == "ones (default)"
+
+
+def test_a_function_in_setup_context_form_takes_its_forwards_parameters(vjp, ops):
+    """forward(x) with setup_context has no ctx to drop: `--x` is its parameter (it read 'takes none')."""
+    res = vjp("check", f"{ops}:Cube", "--x", "1,2,-1.5", "--grad", "1,1,1", "--json")
+    assert res.exit_code == 0, res.stderr
+    (x,) = json.loads(res.stdout)["events"][0]["inputs"]
+    assert x["grad"] == [3.0, 12.0, 6.75]  # 3x²

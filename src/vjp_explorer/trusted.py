@@ -65,7 +65,9 @@ def parameters(obj: Any) -> list[str]:
         for p in inspect.signature(fn).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
-    return names[1:] if fn is not obj else names
+    # forward(ctx, ...), unless the Function defines setup_context (torch.func's form): then forward(...)
+    with_ctx = fn is not obj and obj.setup_context is torch.autograd.Function.setup_context
+    return names[1:] if with_ctx else names
 
 
 def check(obj: Any, *inputs: Any, gradient: Any = None, v: Any = None, label: str | None = None) -> CheckResult:

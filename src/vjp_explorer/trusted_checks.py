@@ -179,10 +179,9 @@ def _linearity(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event, 
     offsets = [g[torch.isfinite(g) & (g != 0)] for g in zero if g is not None]
     offsets = [g for g in offsets if g.numel()]
     once, twice = backward_of(fn, xs, leaves, v), backward_of(fn, xs, leaves, 2 * v)
-    same = all(
+    if offsets and all(
         (a is None) == (b is None) and (a is None or bool(torch.equal(a, b))) for a, b in zip(zero, once, strict=True)
-    )
-    if offsets and same:
+    ):
         findings.append(
             "backward(0) = backward(v): the backward ignores grad_output (it returns the local derivative "
             "without multiplying by grad_output); smallest v that shows it: v = 0"

@@ -92,6 +92,7 @@ class Record(TypedDict):
     hook: str | None
     customs: list[str]
     second: dict[str, Any] | None
+    tangent: dict[str, Any] | None
 
 
 class CallEvent(TypedDict):
@@ -129,6 +130,7 @@ class Verdict(TypedDict):
     jacobian: list[Any]
     finite_difference: list[Any]
     omitted: list[list[str]]
+    reference: list[Any]
     notes: list[str]
     unverified: str | None
 
@@ -384,6 +386,9 @@ FORWARD: dict[str, Check] = {
 }
 # what the judge needs to check one call: its forward (or why there is none), the point, v, the grads
 SECOND: dict[str, Check] = {"result": _array}  # a record's second derivative (RECORD's "second")
+# a record's derivative by forward mode (RECORD's "tangent"): the tangent u of each input, and Ju, the call's
+# result, one per output (torch.func.jvp, torch.autograd.functional.jvp, forward_ad.unpack_dual)
+TANGENT: dict[str, Check] = {"u": _list(_array, 10_000), "result": _list(_array, 1_000)}
 RECORD: dict[str, Check] = {
     "forward": _opt(_forward),
     "unreplayable": _opt(_str),  # why the child could not give a forward (a legitimate reason, in words)
@@ -400,6 +405,9 @@ RECORD: dict[str, Check] = {
     # a second derivative of a one-number function of one input (a hessian, jacrev(jacrev(f)), grad(grad(f))):
     # `result`, the call's ∂²f/∂x², shaped (*x.shape, *x.shape); the judge checks it by second differences
     "second": _opt(lambda x: _fields(x, SECOND)),
+    # a derivative along tangents by forward mode: the judge checks Ju by central differences along u; `v`
+    # is then empty (there is no cotangent) and `grads` all None
+    "tangent": _opt(lambda x: _fields(x, TANGENT)),
 }
 # an input on a kink or tie, and the convention PyTorch's backward follows there (events.Event.kinks)
 KINK: dict[str, Check] = {
@@ -485,7 +493,8 @@ def _consistent(record: Record) -> None:
     n = len(record["names"])
     if not (len(record["at"]) == len(record["grads"]) == len(record["before"]) == n):
         raise RecordError("a record whose inputs, values and grads do not line up")
-    if len(record["v"]) != len(record["outputs"]):
+    tangent = record["tangent"]
+    if len(record["v"]) != (0 if tangent is not None else len(record["outputs"])):
         raise RecordError("a record with a v per output that does not line up")
     if record["forward"] is None and record["unreplayable"] is None:
         raise RecordError("a record with neither a forward nor why it has none")
@@ -495,6 +504,13 @@ def _consistent(record: Record) -> None:
     second = record["second"]
     if second is not None and (n != 1 or second["result"]["shape"] != 2 * record["at"][0]["shape"]):
         raise RecordError("a record of a second derivative whose result is not ∂²f/∂x² of its one input")
+    if tangent is not None and (
+        second is not None
+        or [u["shape"] for u in tangent["u"]] != [a["shape"] for a in record["at"]]
+        or [r["shape"] for r in tangent["result"]] != [o["shape"] for o in record["outputs"]]
+        or any(g is not None for g in record["grads"])
+    ):
+        raise RecordError("a record of a derivative along tangents whose u or Ju do not fit its inputs and outputs")
 
 
 def validate_verdict(verdict: Any) -> Verdict:
@@ -513,6 +529,7 @@ VERDICT: dict[str, Check] = {
     "jacobian": _list(_opt(_values), 10_000),
     "finite_difference": _list(_opt(_values), 10_000),
     "omitted": _list(_list(_str, 20), 10_000),  # of these arrays, those left out for size (confined/payload.py)
+    "reference": _list(_opt(_values), 1_000),  # a tangent call's reference for each Ju (None: not shown)
     "notes": _list(_str, 100),
     "unverified": _opt(_str),
 }

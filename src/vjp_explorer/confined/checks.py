@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ..engine.tolerance import FD_BUDGETS, allowed, tolerance, with_error
-from ..events import Event, element_index
+from ..events import Event, LeafGrad, element_index
 from ..verdicts import Check
 from .pattern import mistake_pattern
 
@@ -26,6 +26,8 @@ FD_DIR = "<u, the call's grads> vs (f(x + hu) - f(x - hu))/2h · v of the replay
 SECOND = (
     "uᵀ(the call's ∂²f/∂x²)w vs second differences of the replayed forward along random u, w (float64, no autograd)"
 )
+TANGENT = "the call's Ju vs central differences of the replayed forward along u (float64, no autograd)"
+SHOWN = 10_000  # elements of a reference shown beside a call's results, at most
 
 
 def outside_the_log() -> Any:
@@ -233,6 +235,77 @@ def second(replay: Any, x0: torch.Tensor, dtype: torch.dtype, result: torch.Tens
         tolerance=f"|Δ| <= {table.atol:g} + max({table.rtol:g}·Σ|u|·|H|·|w|, the differences' error)",
         reason="; ".join(bad) or why,
     )
+
+
+def tangent(
+    replay: Any, x0: list[torch.Tensor], us: list[torch.Tensor], results: list[torch.Tensor], names: list[str]
+) -> tuple[Check, list[Any]]:
+    """Ju the call gave (one result per output) against central differences of the replayed forward along
+    u, element by element, by the one rule (`compare`), allowing the forward's own rounding of Ju (forward
+    mode of the replay in its own dtypes against float64) and ROUNDOFF_UNITS·eps·max|Ju|; and the reference
+    for the view, per result (None past SHOWN elements)."""
+    from ..engine.finite_diff import derivative_along
+    from ..engine.tolerance import ROUNDOFF_UNITS, roundoff_as_size
+
+    try:
+        ref, err = derivative_along(flat(replay), x0, [u.to(torch.float64) for u in us])
+    except RuntimeError as e:
+        why = f"the replay failed ({str(e).splitlines()[0][:200]})" if str(e) else "the replay failed"
+        return Check("finite_difference", "skipped", TANGENT, reason=why), [None] * len(results)
+    if ref.numel() != sum(r.numel() for r in results):
+        why = f"the replayed forward gives {ref.numel()} numbers where Ju has {sum(r.numel() for r in results)}"
+        return Check("finite_difference", "skipped", TANGENT, reason=why), [None] * len(results)
+    err = err + _tangent_rounding(replay, x0, us)
+    sizes = [r.numel() for r in results]
+    refs, errs = list(ref.split(sizes)), list(err.split(sizes))
+    masks = [~torch.isfinite(r) for r in refs]  # a kink, or a step off the domain: no reference there
+    got = [r.detach().reshape(-1).to(torch.float64) for r in results]
+    known = ref[torch.isfinite(ref)]
+    top = float(known.abs().max()) if known.numel() else 0.0
+    scales = [
+        torch.full_like(r, float(roundoff_as_size(top, x.dtype, tolerance(x.dtype))))
+        for r, x in zip(refs, results, strict=True)
+    ]
+    view = Event(0, 0, "", "", [], [], "", False, False, [])
+    view.inputs = [
+        LeafGrad(n, list(r.shape), _dtype(r), None, None, None, None) for n, r in zip(names, results, strict=True)
+    ]
+    check = compare("finite_difference", TANGENT, view, results, got, refs, errs, masks, scales, [None] * len(results))
+    table = tolerance(results[0].dtype) if results else tolerance(torch.float64)
+    check = replace(
+        check,
+        tolerance=f"|Δ| <= {table.atol:g} + max({table.rtol:g}·|ref|, the differences' error, "
+        f"{ROUNDOFF_UNITS}·eps·max|ref|) ({_dtype(results[0]) if results else 'float64'})",
+    )
+    left = [
+        f"{view.inputs[k].name}{element_index(view.inputs[k].shape, i)}"
+        for k, m in enumerate(masks)
+        for i in torch.nonzero(m).reshape(-1).tolist()[:6]
+    ]
+    if left:
+        text = f"no reference at {', '.join(left[:6])} (a step crosses a kink or leaves the domain)"
+        all_left = all(bool(m.all()) for m in masks)
+        check = replace(
+            check,
+            status="skipped" if all_left else check.status,
+            reason=text if all_left or not check.reason else f"{check.reason}; {text}",
+        )
+    shown = [r.reshape(x.shape).tolist() if r.numel() <= SHOWN else None for r, x in zip(refs, results, strict=True)]
+    return check, shown
+
+
+def _tangent_rounding(replay: Any, x0: list[torch.Tensor], us: list[torch.Tensor]) -> torch.Tensor | float:
+    """Per output element, |Ju by forward mode of the replay in the forward's own dtypes − the same in
+    float64|: how far the forward's rounding alone moves Ju (0 where the replay has no forward mode)."""
+    from torch.func import jvp
+
+    try:
+        wide = jvp(flat(replay), tuple(x0), tuple(u.to(torch.float64) for u in us))[1]
+        xs = tuple(x.to(u.dtype) if x.is_floating_point() else x for x, u in zip(x0, us, strict=True))
+        own = jvp(flat(replay.in_native_dtypes()), xs, tuple(us))[1]
+        return (own.to(torch.float64) - wide).abs().nan_to_num(0.0, 0.0, 0.0)
+    except Exception:  # noqa: BLE001 - an op without a forward-mode formula: no allowance beyond the table's
+        return 0.0
 
 
 def _dtype(t: torch.Tensor) -> str:

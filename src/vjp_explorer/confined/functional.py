@@ -28,8 +28,8 @@ from torch.utils import _pytree as pytree
 from ..engine.tolerance import FD_BUDGETS, ROUNDOFF_UNITS, allowed, eps, tolerance, with_error
 from ..events import Event, TensorInfo
 from ..verdicts import Check
-from .functional_judged import judged
-from .functional_refs import contract, hessian_reference, reference, second_block
+from .functional_judged import judged, tangent_record
+from .functional_refs import contract, dual_reference, hessian_reference, reference, second_block
 from .functional_state import untouched, widened
 from .observe_parts import in_functorch_transform
 
@@ -360,7 +360,8 @@ def _forward_ad(observer: Any) -> None:
     import torch.autograd.forward_ad as fwad
 
     real_make, real_unpack = fwad.make_dual, fwad.unpack_dual
-    duals: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # serial -> (dual, its tangent as given)
+    # serial -> (dual, its tangent as given, its primal as given)
+    duals: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     @functools.wraps(real_make)
     def make_dual(tensor: Any, tangent: Any, *args: Any, **kw: Any) -> Any:
@@ -369,7 +370,7 @@ def _forward_ad(observer: Any) -> None:
             from .record import serial
 
             with contextlib.suppress(Exception):  # the tool's own failure: the dual is simply not followed
-                duals[serial(dual)] = (dual, tangent.detach().clone())
+                duals[serial(dual)] = (dual, tangent.detach().clone(), tensor.detach().clone())
                 observer.recorder.roots.add(serial(dual))
         return dual
 
@@ -403,35 +404,14 @@ def _dual_event(
 ) -> Event | None:
     event = Event(0, line, source, "torch.autograd.forward_ad.unpack_dual", [], [], "given", False, False, [])
     event.notes.append("unpack_dual(...).tangent is Ju, the derivative along the tangents u, by forward mode.")
-    event.v = [_info("u", u) for _, u in inputs]
+    event.v = [_info("u", u) for _, u, _ in inputs]
     compares = "the tangent Ju vs central differences of the replayed forward along u (float64, no autograd)"
-    refs = _quietly(observer, lambda: _dual_reference(observer, out, inputs))[0]
+    refs = _quietly(observer, lambda: dual_reference(observer, out, inputs))[0]
     _compare(event, "jvp", refs, [tangent], inputs[0][1].dtype, compares, True)
+    # Ju: the judge's check, on the forward from the duals as the snippet ran it
+    duals, us, at = ([t[i] for t in inputs] for i in range(3))
+    _RECORD[0] = tangent_record(observer, event, [out], duals, at, us, [tangent.detach()], _SKIP[0], _CHEAP[0])
     return event
-
-
-def _dual_reference(observer: Any, out: torch.Tensor, inputs: list[Any]) -> list[tuple[Any, Any]] | str:
-    from ..engine.finite_diff import jacobian_of
-    from . import checks
-    from .record import NotReplayable
-
-    leaves = [d for d, _ in inputs]
-    try:
-        replay = observer.recorder.replay([out], leaves, "it was not computed from the dual tensors seen")
-        x0 = [
-            x if x is not None else d.detach().to(torch.float64)
-            for x, d in zip(replay.leaf_values(), leaves, strict=True)
-        ]
-        replay.hold(x0, [d.dtype for d in leaves])
-        us = [u.to(torch.float64) for _, u in inputs]
-        along = checks.flat(replay)
-        found = jacobian_of(lambda t: along(*[x + t * u for x, u in zip(x0, us, strict=True)]), [torch.zeros(())], 9)
-    except (NotReplayable, RuntimeError) as e:
-        return str(e)
-    if found is None:
-        return "the differences could not be taken"
-    (J,), (E,) = found
-    return [(J.reshape(out.shape), E.reshape(out.shape))]
 
 
 def _vmap_event(
@@ -634,6 +614,9 @@ def _check(observer: Any, event: Event, kind: str, func: Any, inputs: Any, vs: l
     if kind in ("vjp", "jacobian"):  # Jᵀv, or J itself: the judge's check (of a derivative, this process's own)
         f = func if spec is None else None
         _RECORD[0] = judged(observer, event, f, xs, vs, got, kind == "jacobian", _SKIP[0], _CHEAP[0], func)
+    elif kind == "jvp":  # Ju by forward mode: the judge's check (of a derivative, this process's own)
+        f, tangent = (func, (vs, got)) if spec is None else (None, None)
+        _RECORD[0] = judged(observer, event, f, xs, None, [], False, _SKIP[0], _CHEAP[0], func, tangent=tangent)
     elif kind == "hessian":  # ∂²f/∂x² of one input: the judge's check; of several, the child's still
         one = single and len(got) == 1 and tuple(got[0].shape) == 2 * tuple(xs[0].shape) and spec is None
         f, second = (func, got[0]) if one else (None, None)

@@ -30,6 +30,7 @@ def judged(
     cheap: bool,
     owner: Any,
     second: torch.Tensor | None = None,
+    tangent: tuple[list[Any], list[torch.Tensor]] | None = None,
 ) -> dict[str, Any]:
     """The record of a first derivative by reverse mode (Jᵀv: a vjp, a grad) for the judge, which checks it
     out of the snippet's reach as it checks a backward call: the function's forward recorded once more at the
@@ -41,23 +42,32 @@ def judged(
     jacrev, jacfwd), which goes to the judge as Jᵀv for a random v (seeded by the call's line): a wrong entry
     of J shows in it but for a set of v of measure zero. `second`: the call's result is ∂²f/∂x² of a
     one-number `func` of its one input (a hessian, jacrev(jacrev(f)), grad(grad(f))), which the judge checks
-    by second differences of the recorded forward; `got` is then empty."""
+    by second differences of the recorded forward; `got` is then empty. `tangent`: the call's result is Ju by
+    forward mode (a jvp), given as (u per input, Ju per output), which the judge checks by central
+    differences of the recorded forward along u; `vs` and `got` are then empty."""
     from ..calls import CHECKED_IN_CHILD
 
-    def without(why: str) -> dict[str, Any]:
-        empty: dict[str, Any] = {"outputs": [], "v": [], "at": [], "grads": [], "before": [], "names": []}
-        more = {"cheap": cheap, "jacobian_rows": observer.jacobian_rows, "hook": None, "customs": [], "second": None}
-        return {"forward": None, "unreplayable": why, **empty, **more}
-
     if func is None:
-        return without(CHECKED_IN_CHILD)
+        return _without(observer, cheap, CHECKED_IN_CHILD)
     if skip:
-        return without(skip)
+        return _without(observer, cheap, skip)
     try:
-        return _recorded(observer, event, func, xs, vs, got, whole, cheap, owner, second)
+        return _recorded(observer, event, func, xs, vs, got, whole, cheap, owner, second, tangent)
     except Exception as e:  # noqa: BLE001 - the log's own failure: the check is skipped, saying why
-        why = str(e) if type(e).__name__ == "NotReplayable" else f"the recorded forward could not be written down ({e})"
-        return without(why.splitlines()[0][:300] if why else "the function could not be recorded")
+        return _without(observer, cheap, _failed(e))
+
+
+def _without(observer: Any, cheap: bool, why: str) -> dict[str, Any]:
+    """A record with no forward, and why (a check the judge then skips, saying so)."""
+    empty: dict[str, Any] = {"outputs": [], "v": [], "at": [], "grads": [], "before": [], "names": []}
+    more = {"cheap": cheap, "jacobian_rows": observer.jacobian_rows, "hook": None, "customs": []}
+    return {"forward": None, "unreplayable": why, **empty, **more, "second": None, "tangent": None}
+
+
+def _failed(e: Exception) -> str:
+    """Why recording failed, in one line."""
+    why = str(e) if type(e).__name__ == "NotReplayable" else f"the recorded forward could not be written down ({e})"
+    return why.splitlines()[0][:300] if why else "the function could not be recorded"
 
 
 def _recorded(
@@ -71,6 +81,7 @@ def _recorded(
     cheap: bool,
     owner: Any,
     second: torch.Tensor | None,
+    tangent: tuple[list[Any], list[torch.Tensor]] | None,
 ) -> dict[str, Any]:
     from . import checks, oplog
     from .nonfinite import custom_functions
@@ -78,9 +89,13 @@ def _recorded(
     from .record import NotReplayable
 
     grads: list[torch.Tensor | None] = list(got)
-    if second is not None:
-        grads = [None] * len(xs)  # no first derivative: the judge checks the second
-    elif len(got) != len(xs) or not whole and any(g.shape != x.shape for g, x in zip(got, xs, strict=True)):
+    if second is not None or tangent is not None:
+        grads = [None] * len(xs)  # no Jᵀv: the judge checks the second derivative, or Ju
+    if tangent is not None:
+        us = _tangents(tangent[0], xs)
+    elif second is None and (
+        len(got) != len(xs) or not whole and any(g.shape != x.shape for g, x in zip(got, xs, strict=True))
+    ):
         raise NotReplayable("the call's result does not have its inputs' shapes")
     leaves = [x.detach().clone().requires_grad_(True) for x in xs]
     rec = observer.recorder
@@ -92,27 +107,31 @@ def _recorded(
             with torch.enable_grad():
                 out = func(*leaves)
             rec.switch(was_on)
-        if not isinstance(out, torch.Tensor):
-            raise NotReplayable("the function returns more than one tensor")
+        outs = _outputs(out, tangent is not None)
+        out = outs[0]
         if second is not None and out.dim() != 0:
             raise NotReplayable("a second derivative of a function of more than one number")
         v = [out.new_ones(())] if vs is None else [t.detach() for t in vs]
-        if whole:
+        if tangent is not None:
+            v = []
+            if [tuple(r.shape) for r in tangent[1]] != [tuple(o.shape) for o in outs]:
+                raise NotReplayable("the call's Ju does not have the function's output shapes")
+        elif whole:
             v, contracted = _contracted(out, xs, got, event.line)
             grads = list(contracted)
             event.notes.append(
                 "The judge checks J through Jᵀv for a random v (seeded by the line): a wrong entry of J shows there."
             )
-        if len(v) != 1 or not isinstance(v[0], torch.Tensor) or v[0].shape != out.shape:
+        if tangent is None and (len(v) != 1 or not isinstance(v[0], torch.Tensor) or v[0].shape != out.shape):
             raise NotReplayable("v does not have the output's shape")
-        forward = forward_of(observer, event, [out], leaves, grads)
+        forward = forward_of(observer, event, outs, leaves, grads)
         made = forward.pop("made")
-        customs = custom_functions([out])
+        customs = custom_functions(outs)
     finally:
         observer.depth -= 1
         rec.switch(was_on)
         with contextlib.suppress(Exception):
-            rec.forget(rec.slice_for([out], leaves))
+            rec.forget(rec.slice_for(outs, leaves))
     with checks.outside_the_log(), torch._C.DisableTorchFunction():
         return {
             "forward": forward,
@@ -128,7 +147,88 @@ def _recorded(
             "hook": None,
             "customs": list(customs),
             "second": None if second is None else {"result": oplog.array(second.detach())},
+            "tangent": None if tangent is None else _tangent(us, tangent[1]),
         }
+
+
+def tangent_record(
+    observer: Any,
+    event: Any,
+    outs: list[torch.Tensor],
+    leaves: list[torch.Tensor],
+    at: list[torch.Tensor],
+    us: list[torch.Tensor],
+    results: list[torch.Tensor],
+    skip: str,
+    cheap: bool,
+) -> dict[str, Any]:
+    """The record of forward_ad's unpack_dual: the forward from the dual tensors (`leaves`, roots of the log,
+    whose primal values are `at`) to the unpacked outputs, recorded as the snippet ran it, with the tangents u
+    of the duals and each output's tangent Ju."""
+    from . import checks, oplog
+    from .nonfinite import custom_functions
+    from .observe_record import forward_of
+    from .record import NotReplayable
+
+    if skip:
+        return _without(observer, cheap, skip)
+    try:
+        if [tuple(u.shape) for u in us] != [tuple(x.shape) for x in leaves]:
+            raise NotReplayable("the tangents do not have the dual tensors' shapes")
+        forward = forward_of(observer, event, outs, leaves, [None] * len(leaves))
+        made = forward.pop("made")
+        with checks.outside_the_log(), torch._C.DisableTorchFunction():
+            return {
+                "forward": forward,
+                "unreplayable": None,
+                "outputs": [oplog.array(m) for m in made],
+                "v": [],
+                "at": [oplog.array(x) for x in at],
+                "grads": [None for _ in leaves],
+                "before": [None for _ in leaves],
+                "names": [observer.name_of(x) for x in leaves],
+                "cheap": cheap,
+                "jacobian_rows": observer.jacobian_rows,
+                "hook": None,
+                "customs": list(custom_functions(outs)),
+                "second": None,
+                "tangent": _tangent(us, results),
+            }
+    except Exception as e:  # noqa: BLE001 - the log's own failure: the check is skipped, saying why
+        return _without(observer, cheap, _failed(e))
+
+
+def _tangents(given: list[Any], xs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tangent u of each input, as the call took them (None for a one-element input: 1, as
+    torch.autograd.functional.jvp takes it)."""
+    from .record import NotReplayable
+
+    if not given and all(x.numel() == 1 for x in xs):
+        given = [None] * len(xs)
+    if len(given) != len(xs):
+        raise NotReplayable("the tangents do not line up with the inputs")
+    us = [torch.ones_like(x) if u is None else u for u, x in zip(given, xs, strict=True)]
+    if any(not isinstance(u, torch.Tensor) or u.shape != x.shape for u, x in zip(us, xs, strict=True)):
+        raise NotReplayable("the tangents do not have the inputs' shapes")
+    return [u.detach() for u in us]
+
+
+def _outputs(out: Any, several: bool) -> list[torch.Tensor]:
+    """The function's output tensors: one, or (for a derivative along tangents) a tuple or list of them."""
+    from .record import NotReplayable
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if several and isinstance(out, (tuple, list)) and out and all(isinstance(o, torch.Tensor) for o in out):
+        return list(out)
+    raise NotReplayable("the function returns more than one tensor")
+
+
+def _tangent(us: list[torch.Tensor], results: list[torch.Tensor]) -> dict[str, Any]:
+    from . import checks, oplog
+
+    with checks.outside_the_log(), torch._C.DisableTorchFunction():
+        return {"u": [oplog.array(u.detach()) for u in us], "result": [oplog.array(r.detach()) for r in results]}
 
 
 def _contracted(

@@ -116,3 +116,24 @@ def second_block(func: Any, xs: list[torch.Tensor], a: int, b: int, budget: int)
         return f"the function raised {type(e).__name__} in float64: {' '.join(str(e).split())[:120]}"
     full = (*shape[0], *x64[a].shape, *x64[b].shape)
     return [(ref.reshape(full), err.reshape(full))]
+
+
+def dual_reference(observer: Any, out: torch.Tensor, inputs: list[Any]) -> list[tuple[Any, Any]] | str:
+    """Ju of forward_ad's duals (inputs: (dual, u, primal)) by central differences of the replayed forward
+    along u: the view's reference, this process's own (the judge's is confined/checks.tangent)."""
+    from ..engine.finite_diff import derivative_along
+    from . import checks
+    from .record import NotReplayable
+
+    leaves = [d for d, _, _ in inputs]
+    try:
+        replay = observer.recorder.replay([out], leaves, "it was not computed from the dual tensors seen")
+        x0 = [
+            x if x is not None else d.detach().to(torch.float64)
+            for x, d in zip(replay.leaf_values(), leaves, strict=True)
+        ]
+        replay.hold(x0, [d.dtype for d in leaves])
+        J, E = derivative_along(checks.flat(replay), x0, [u.to(torch.float64) for _, u, _ in inputs])
+    except (NotReplayable, RuntimeError) as e:
+        return str(e)
+    return [(J.reshape(out.shape), E.reshape(out.shape))]

@@ -47,6 +47,7 @@ def main() -> int:
             protocol.write_frame(out, {"type": "verdict", "verdict": answer})
         except protocol.FrameTooLarge:
             answer["jtv"] = answer["jacobian"] = answer["finite_difference"] = [None] * len(answer["jtv"])
+            answer["reference"] = [None] * len(answer["reference"])
             protocol.write_frame(out, {"type": "verdict", "verdict": answer})
 
 

@@ -30,13 +30,16 @@ from .payload import joined
 from .protocol import FrameReader, ProtocolError, safe_text
 
 # the calls whose checks only the judge makes: backward calls, and the functional calls whose result is
-# Jᵀv, J or ∂²f/∂x² (confined/functional_judged.judged); the other functional calls' checks still come from
+# Jᵀv, J, Ju or ∂²f/∂x² (confined/functional_judged.py); the other functional calls' checks still come from
 # the child, and so do these calls' forms the judge has no reference for (calls.CHECKED_IN_CHILD)
 FUNCTIONAL = (
     "torch.autograd.functional.vjp",
     "torch.autograd.functional.jacobian",
     "torch.autograd.functional.hessian",
+    "torch.autograd.functional.jvp",
+    "torch.autograd.forward_ad.unpack_dual",
     "torch.func.vjp",
+    "torch.func.jvp",
     "torch.func.grad",
     "torch.func.jacrev",
     "torch.func.jacfwd",
@@ -154,8 +157,16 @@ class Judge:
         hook, customs = (record["hook"], record["customs"]) if record is not None else (None, [])
         own = record is not None and _own(record, event["call"])
         second = record is not None and record.get("second") is not None
+        tangent = record is not None and record.get("tangent") is not None
         # what merge() reads of it
-        event["record"] = {"hook": hook, "customs": customs, "why": why, "own": own, "second": second}
+        event["record"] = {
+            "hook": hook,
+            "customs": customs,
+            "why": why,
+            "own": own,
+            "second": second,
+            "tangent": tangent,
+        }
 
     def _queued(self, message: dict[str, Any]) -> str | None:
         """The judge's frame queued for the writer, once the bytes in flight leave room for it (the parent
@@ -311,7 +322,14 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
         x["omitted"] += omitted
     for note in verdict["notes"]:
         event["notes"] = joined(event["notes"], note)
-    if event["call"] in _JTV_RESULTS and not record.get("second"):  # the judge's reference beside the results
+    if record.get("tangent"):  # Ju: the judge's reference beside the results, never the child's
+        refs = verdict["reference"]
+        event["reference"] = [
+            {**r, "dtype": "float64", "values": ref}
+            for r, ref in zip(event["results"], refs, strict=False)
+            if ref is not None and len(refs) == len(event["results"])
+        ]
+    elif event["call"] in _JTV_RESULTS and not record.get("second"):  # the judge's reference beside the results
         fds = verdict["finite_difference"]
         event["reference"] = [
             {**r, "dtype": "float64", "values": fd}
@@ -344,9 +362,12 @@ def _after(event: dict[str, Any], record: dict[str, Any]) -> None:
         )
         bad = False
     if record["customs"] and bad:
+        what, which = (
+            ("derivative Ju", "jvp (its forward-mode formula)") if record.get("tangent") else ("gradient", "backward")
+        )
         event["diagnosis"] = (event["diagnosis"] + " " if event["diagnosis"] else "") + (
-            f"The gradient passes through the custom Function {', '.join(record['customs'])}: finite differences of "
-            "its forward are the reference, so look at its backward first (a factor, a sign, a transposed or "
+            f"The {what} passes through the custom Function {', '.join(record['customs'])}: finite differences of "
+            f"its forward are the reference, so look at its {which} first (a factor, a sign, a transposed or "
             "missing term)."
         )
     fd = next((c for c in checks if c["name"] == "finite_difference"), None)

@@ -420,6 +420,7 @@ class Observer:
             "hook": None,
             "customs": [],
             "second": None,
+            "tangent": None,
         }
         self.send_event(event, record, c.started)
 

@@ -66,6 +66,7 @@ def record_of(obs: Observer, c: Call, event: Event, got: list[Any]) -> dict[str,
             "hook": obs.hooks.changed,
             "customs": list(c.customs),
             "second": None,
+            "tangent": None,
         }
 
 

@@ -30,6 +30,7 @@ def verdict(event: dict[str, Any]) -> dict[str, Any]:
         "jacobian": [None] * n,
         "finite_difference": [None] * n,
         "omitted": [[] for _ in range(n)],
+        "reference": [],
         "notes": [],
         "unverified": None,
     }
@@ -103,6 +104,12 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
         why = str(e) if isinstance(e, NotReplayable) else f"the replay failed ({str(e).splitlines()[0][:200]})"
         event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
         return
+    if record["tangent"] is not None:  # Ju by forward mode: central differences of the replay along u
+        us = [oplog.tensor(u) for u in record["tangent"]["u"]]
+        results = [oplog.tensor(r) for r in record["tangent"]["result"]]
+        names = [f"jvp[{k}]" if len(results) > 1 else "jvp" for k in range(len(results))]  # as the results
+        check, out["reference"] = checks.tangent(replay, x0, us, results, names)
+        return event.checks.append(check)
     if record["second"] is not None:  # a second derivative: second differences of the replay
         second = oplog.tensor(record["second"]["result"])
         return event.checks.append(checks.second(replay, x0[0], leaves[0].dtype, second, event.line))

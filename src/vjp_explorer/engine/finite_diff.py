@@ -210,6 +210,22 @@ def jacobian_of(f: Any, xs: list[Any], max_evals: int) -> tuple[list[Any], list[
     return list(blocks.values()), list(errors.values())
 
 
+def derivative_along(f: Callable[..., Any], xs: list[Any], us: list[Any]) -> tuple[Any, Any]:
+    """Ju, the derivative of f(*xs) (float64 tensors to one tensor) along the tangents us, by the rule of
+    `jacobian_of` with t the one input: f(x + t·s·u) at t = ±h, ±h/2, Richardson-extrapolated, where s scales
+    u so that the step moves x by STEP·max(|x|, 1) as every column's step does. Per output element, flat: the
+    value (nan where a step crosses a kink) and its error estimate."""
+    top = max((float(u.abs().max()) for u in us if u.numel()), default=0.0)
+    if top == 0.0:  # no direction: Ju is 0 exactly
+        y = f(*xs).reshape(-1)
+        return torch.zeros_like(y), torch.zeros_like(y)
+    s = max([float(x.abs().max()) for x in xs if x.numel()] + [1.0]) / top
+    found = jacobian_of(lambda t: f(*[x + (t * s) * u for x, u in zip(xs, us, strict=True)]), [torch.zeros(())], 4)
+    assert found is not None  # one input element: 4 evaluations, within the budget
+    (J,), (E,) = found
+    return J.reshape(-1) / s, E.reshape(-1) / s
+
+
 def step_rule() -> str:
     """The step rule, as docs/checks.md and `vjp tolerances` state it."""
     return (
@@ -457,6 +473,7 @@ __all__ = [
     "FDResult",
     "every_column",
     "FDUnavailable",
+    "derivative_along",
     "directional_pairs",
     "finite_differences",
     "finite_differences_of",

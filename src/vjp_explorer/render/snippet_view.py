@@ -230,8 +230,10 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
     kind = (
         "check"
         if e.call == "check"
-        else e.call.rsplit(".", 1)[-1]
-        if "functional" in e.call
+        else "jvp"
+        if e.call.endswith("unpack_dual")
+        else e.call.split(" ", 1)[0].rsplit(".", 1)[-1]
+        if "functional" in e.call or e.call.startswith("torch.func.")
         else "grad"
         if e.call.endswith("grad")
         else "backward"

@@ -1,0 +1,193 @@
+"""Forward mode judged out of the snippet's reach: Ju from torch.func.jvp, torch.autograd.functional.jvp and
+torch.autograd.forward_ad (make_dual ... unpack_dual(...).tangent) goes to the judge as the function's
+recorded forward, the tangents u and the call's Ju (calls.TANGENT), and the judge compares Ju element by
+element with central differences of the replayed forward along u (no autograd, engine/finite_diff).
+
+These calls were checked in the snippet's process only, so a snippet that rewrote the tool's comparison
+there could turn a wrong forward-mode formula into `agree`. The oracle is hand-derived: for
+f(x, y) = sin(x)·y + x², Ju = (cos(x)·y + 2x)·u_x + sin(x)·u_y; the planted Function's jvp gives 4x·t where
+d(x²) = 2x·t is right.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from test_judge_functional import ROUTES
+from vjp_explorer.calls import RecordError, validate_record
+from vjp_explorer.confined.checks import TANGENT
+from vjp_explorer.confined.launch import confinement_available
+from vjp_explorer.snippet import run_snippet
+
+pytestmark = pytest.mark.skipif(confinement_available() is not None, reason="no confinement on this machine")
+
+RIGHT = """import torch
+import torch.autograd.forward_ad as fwad
+
+def f(x, y):
+    return torch.sin(x) * y + x ** 2
+
+x = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+y = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
+u = torch.tensor([1.0, 0.0, 0.5], dtype=torch.float64)
+w = torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64)
+_, a = torch.func.jvp(f, (x, y), (u, w))
+_, b = torch.autograd.functional.jvp(f, (x, y), (u, w))
+with fwad.dual_level():
+    c = fwad.unpack_dual(f(fwad.make_dual(x, u), fwad.make_dual(y, w))).tangent
+print([round(t, 6) for t in a.tolist()], bool((a == b).all()), bool((a == c).all()))
+"""
+RIGHT_NAMES = ["torch.func.jvp", "torch.autograd.functional.jvp", "torch.autograd.forward_ad.unpack_dual"]
+
+PLANTED = """import torch
+import torch.autograd.forward_ad as fwad
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return x ** 2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_forward(inputs[0])
+
+    @staticmethod
+    def jvp(ctx, t):
+        (x,) = ctx.saved_tensors
+        return 4 * x * t  # planted: 2 * x * t is right
+
+
+x = torch.tensor([1.0, 2.0, 3.0])
+u = torch.ones(3)
+"""
+CALLS = """
+_, a = torch.func.jvp(Square.apply, (x,), (u,))
+with fwad.dual_level():
+    c = fwad.unpack_dual(Square.apply(fwad.make_dual(x, u))).tangent
+print(a.tolist(), c.tolist())
+"""
+PLANTED_NAMES = ["torch.func.jvp", "torch.autograd.forward_ad.unpack_dual"]
+
+
+def fd(event):
+    return {c.name: c for c in event.checks}["finite_difference"]
+
+
+def test_right_derivatives_along_tangents_are_judged_and_agree():
+    r = run_snippet(RIGHT, seed=0)
+    xs, ys, us, ws = [0.5, 1.0, 2.0], [1.0, -2.0, 3.0], [1.0, 0.0, 0.5], [0.0, 1.0, 1.0]
+    want = [(math.cos(x) * y + 2 * x) * u + math.sin(x) * w for x, y, u, w in zip(xs, ys, us, ws, strict=True)]
+    assert r.stdout == f"{[round(t, 6) for t in want]} True True\n"
+    assert [e.call for e in r.events] == RIGHT_NAMES
+    for event in r.events:
+        check = fd(event)
+        assert check.status == "agree", (event.call, check)
+        assert check.compares == TANGENT and check.independent
+        assert not any("snippet's word" in n for n in event.notes)
+        (ref,) = event.reference  # the judge's differences, shown beside the result
+        assert ref.values == pytest.approx(want, rel=1e-8)
+    assert r.exit_code == 0
+
+
+def test_a_wrong_forward_mode_formula_disagrees_in_the_judge():
+    r = run_snippet(PLANTED + CALLS, seed=0)
+    assert r.stdout == "[4.0, 8.0, 12.0] [4.0, 8.0, 12.0]\n"  # plain torch: the planted jvp, 4x
+    assert [e.call for e in r.events] == PLANTED_NAMES
+    for event in r.events:
+        check = fd(event)
+        assert check.status == "disagree", (event.call, check)
+        assert "factor 2" in (check.reason or "")
+        assert [ref.values for ref in event.reference] == [pytest.approx([2.0, 4.0, 6.0], rel=1e-6)]
+    # the function run again with requires_grad names the custom Function it passes through (a dual's forward
+    # keeps no grad_fn to name it by)
+    assert "look at its jvp" in (r.events[0].diagnosis or "")
+    assert r.exit_code == 3
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_wrong_forward_mode_formula_still_disagrees_however_the_snippet_rewrites_the_tool(route):
+    r = run_snippet(PLANTED + ROUTES[route] + CALLS, seed=0, keep_partial=True)
+    assert r.stdout == "[4.0, 8.0, 12.0] [4.0, 8.0, 12.0]\n" and r.stopped is None  # type: ignore[attr-defined]
+    assert [e.call for e in r.events] == PLANTED_NAMES  # type: ignore[attr-defined]
+    assert all(fd(e).status == "disagree" for e in r.events)  # type: ignore[attr-defined]
+    assert r.exit_code == 3  # type: ignore[attr-defined]
+
+
+def test_a_function_of_two_outputs_is_judged_output_by_output():
+    src = """import torch
+x = torch.tensor([0.3, -1.2])
+_, (a, b) = torch.func.jvp(lambda t: (t.exp(), (t * t).sum()), (x,), (torch.tensor([1.0, 2.0]),))
+print([round(v, 5) for v in a.tolist()], round(float(b), 5))
+"""
+    r = run_snippet(src, seed=0)
+    ex = [math.exp(0.3), 2 * math.exp(-1.2)]  # exp(x)·u
+    assert r.stdout == f"{[round(v, 5) for v in ex]} {round(2 * 0.3 * 1 + 2 * -1.2 * 2, 5)}\n"
+    (event,) = r.events
+    assert fd(event).status == "agree" and fd(event).compares == TANGENT
+    assert [ref.name for ref in event.reference] == ["jvp[0]", "jvp[1]"]
+
+
+def test_a_tangent_at_a_kink_is_no_reference_and_never_a_disagreement():
+    """relu at 0 along u: torch's forward mode gives 0 there (its convention); the differences on the held
+    replay follow the same side, so the call agrees or the element is named as no reference, never wrong."""
+    src = """import torch
+x = torch.tensor([0.0, 1.0, -1.0])
+_, t = torch.func.jvp(torch.relu, (x,), (torch.ones(3),))
+print(t.tolist())
+"""
+    r = run_snippet(src, seed=0)
+    assert r.stdout == "[0.0, 1.0, 0.0]\n"
+    assert fd(r.events[0]).status in ("agree", "skipped") and r.exit_code == 0
+
+
+def test_a_jvp_of_a_derivative_stays_the_snippets_word():
+    """jvp(grad(f)) (a Hessian-vector product) has no tangent record form yet: the child's check, said so."""
+    src = """import torch
+f = lambda x: (x ** 3).sum()
+x = torch.tensor([1.0, 2.0])
+_, hv = torch.func.jvp(torch.func.grad(f), (x,), (torch.tensor([1.0, 0.0]),))
+print(hv.tolist())
+"""
+    r = run_snippet(src, seed=0)
+    assert r.stdout == "[6.0, 0.0]\n"
+    (event,) = r.events
+    assert fd(event).status == "agree" and any("snippet's word" in n for n in event.notes)
+
+
+def _record(**tangent):
+    from vjp_explorer.calls import encode_bytes
+
+    def array(shape):
+        n = math.prod(shape)
+        return encode_bytes("float64", shape, b"\0" * (8 * n))
+
+    base = {
+        "forward": None,
+        "unreplayable": "x",
+        "outputs": [array([3])],
+        "v": [],
+        "at": [array([2])],
+        "grads": [None],
+        "before": [None],
+        "names": ["x"],
+        "cheap": False,
+        "jacobian_rows": 128,
+        "hook": None,
+        "customs": [],
+        "second": None,
+        "tangent": {"u": [array([2])], "result": [array([3])]},
+    }
+    base["tangent"].update({k: [array(s) for s in v] for k, v in tangent.items()})
+    return base
+
+
+def test_a_tangent_record_must_fit_its_inputs_and_outputs():
+    validate_record(_record())
+    for bad in ({"u": [[3]]}, {"result": [[2]]}, {"result": [[3], [3]]}, {"u": []}):
+        with pytest.raises(RecordError, match="tangents"):
+            validate_record(_record(**bad))
+    with pytest.raises(RecordError, match="v per output"):
+        validate_record({**_record(), "v": _record()["outputs"]})

@@ -103,7 +103,13 @@ def snippet_result(
         trust=bool(o.get("trust")),
         keep_partial=keep_partial,
         code=o.get("code") is not None if code is None else code,
+        meanwhile=_views,
     )
+
+
+def _views() -> None:
+    """Import what shows the run, while the child imports torch: off the run's critical path."""
+    from ..render import snippet_view  # noqa: F401
 
 
 def _write_dot(path: Path, result: Any) -> None:

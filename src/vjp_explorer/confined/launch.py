@@ -147,6 +147,7 @@ def run_confined(
     diagnose: bool = False,
     code: bool = False,
     manual: bool = False,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Outcome:
     """Run `text` in a fresh child process, confined unless `trust`, and say what happened.
 
@@ -155,6 +156,8 @@ def run_confined(
     where the machine cannot confine; every other way a run ends is in the Outcome. `diagnose`: the second
     run of a snippet that failed, with confined/diagnose.py's instruments (its "diagnosis" frames). `manual`:
     the snippet writes gradients by hand, which the child pairs with autograd's (its "manual" frames).
+    `meanwhile` runs once, right after the snippet is sent, while the child imports torch (the caller's own
+    imports for what comes after the run, off the run's critical path).
     """
     if mode not in ("script", "repl"):
         raise ValueError(f"mode must be 'script' or 'repl', not {mode!r}")
@@ -174,6 +177,7 @@ def run_confined(
     judge = None
     try:
         session = _Session(limits, on_message)
+        session.meanwhile = meanwhile
         session.outcome.mirrored = not trust and _mirror(folder, dirs)
         session.start(folder, dirs, trust)
         if observe:  # the checks are made out of the snippet's reach, by a process started beside it
@@ -229,6 +233,7 @@ class _Session:
         self.ready: dict[str, Any] | None = None  # the child's "ready": confined, the snippet sent
         self.extra: dict[str, Any] = {}  # more for the snippet frame: observe, seed, explain
         self.judge: Any = None  # judging.Judge: what the observer says about calls goes there too
+        self.meanwhile: Callable[[], object] | None = None  # run once the snippet is sent (run_confined)
 
     def start(self, folder: str, read_dirs: list[str], trust: bool) -> None:
         message_r, message_w = os.pipe()
@@ -365,6 +370,9 @@ class _Session:
             self.outcome.confined, self.outcome.landlock_abi = frame["confined"], frame["landlock_abi"]
             self._send(self.snippet)
             self._close_stdin()
+            meanwhile, self.meanwhile = self.meanwhile, None
+            if meanwhile is not None:
+                meanwhile()
         elif kind == "unavailable":
             self.unavailable = safe_text(frame["reason"])
             self.ended = True

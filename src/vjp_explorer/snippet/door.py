@@ -8,7 +8,7 @@ made safe for a terminal.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..display import Graph
@@ -28,6 +28,7 @@ def run_snippet(
     trust: bool = False,
     keep_partial: bool = False,
     code: bool = False,
+    meanwhile: Callable[[], object] | None = None,
 ) -> SnippetResult:
     """Run a pasted snippet as `python FILE.py` would (a REPL transcript as the REPL did), confined.
 
@@ -35,7 +36,7 @@ def run_snippet(
     that cannot confine without `trust`) are raised; with `keep_partial`, a limit that stopped the snippet is
     `result.stopped` instead, beside the statements and events that ran before it. With `graph`, each
     explained event carries the backward graph with the cotangent every node received; with `code`, what its
-    backward script is written from (backward_code/files.py writes it).
+    backward script is written from; `meanwhile` runs while the child imports torch (launch.run_confined).
     """
     import functools
     import os
@@ -43,8 +44,7 @@ def run_snippet(
     from ..confined.launch import run_confined
     from ..confined.protocol import safe_text
 
-    # without --seed one is drawn and used, so the banner's advice (pass it back with --seed) repeats the run
-    drawn = seed if seed is not None else int.from_bytes(os.urandom(4), "little") % 2**31
+    drawn = seed if seed is not None else int.from_bytes(os.urandom(4), "little") % 2**31  # --seed repeats it
     src = read_source(text, label)
     parse(src, label, limits.snippet_chars, limits.snippet_nodes)  # Python's refusal, pointed, before a child
     again = functools.partial(
@@ -58,7 +58,7 @@ def run_snippet(
         seed=drawn,
     )
     written = _hand_written(src.code)  # gradients the learner writes by hand (docs/manual.md): usually none
-    outcome = again(observe=True, graph=graph, code=code, manual=bool(written))
+    outcome = again(observe=True, graph=graph, code=code, manual=bool(written), meanwhile=meanwhile)
     if outcome.unverified and outcome.stopped is None:  # never exit 0 on a verdict the judge cannot vouch for
         outcome.stopped = _unverified(outcome.unverified)
     if outcome.stopped is not None and not keep_partial:

@@ -148,3 +148,32 @@ def test_a_number_table_splits_into_blocks_of_columns_never_digits():
     assert all(len(line) <= 40 for line in text.splitlines())
     cells = merged(tables(text), "J = ∂y/∂x")
     assert [cells[("y[0]", f"x[{j}]")] for j in range(12)] == [f"-0.12345{j}e-05" for j in range(12)]
+
+
+@pytest.mark.parametrize("width", [40, 63, 80, 200])
+@pytest.mark.parametrize("styled", [False, True])
+def test_a_long_table_written_as_plain_lines_is_what_rich_prints(width, styled, monkeypatch):
+    """Past PLAIN_ROWS rows a block's body is written line by line (a loop's 3,000 folded calls took 3 s in
+    Rich's layout): the text must be Rich's own, character for character, blocks, gaps and wide labels too."""
+    import io
+
+    from rich.console import Console
+    from rich.padding import Padding
+
+    from vjp_explorer.render import fit
+
+    table = fit.NumberTable("call", ["output", "‖model.0.weight.grad‖", "‖b.grad‖", "jtv", "fin. diff."])
+    for k in range(120):
+        label = f"#{k}" if k % 7 else f"層{k}"  # a label two cells wide per character
+        table.add_row(label, fmt(math.sin(k) * 10 ** (k % 9 - 4)), fmt(k * 0.37), "0", "agree", "skipped")
+        if k == 60:
+            table.add_row(None)
+
+    def printed() -> str:
+        console = Console(file=io.StringIO(), width=width, force_terminal=styled, color_system="standard")
+        console.print(Padding(table, (0, 0, 0, 7)))
+        return console.file.getvalue()  # type: ignore[attr-defined]
+
+    fast = printed()
+    monkeypatch.setattr(fit, "PLAIN_ROWS", 10**9)
+    assert fast == printed()

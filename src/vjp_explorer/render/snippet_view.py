@@ -440,7 +440,8 @@ def _summary(r: SnippetResult) -> Text:
     elif n:
         # only independent checks count as evidence; where none ran, say so, and why
         sampled = [e for e in r.events if e.checks and all(c.status == "skipped" for c in e.checks) and _folded(e)]
-        unchecked = [e for e in r.events if e not in sampled and not _independently_agrees(e)]
+        folded = {id(e) for e in sampled}  # by identity: an event's == compares every field, deeply
+        unchecked = [e for e in r.events if id(e) not in folded and not _independently_agrees(e)]
         consistent = sum(1 for e in unchecked if any(c.status == "agree" for c in e.checks))
         if not unchecked:
             text += "; every independent check agrees"

@@ -9,6 +9,7 @@ would otherwise raise deep in a renderer. Each check raises Malformed naming the
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -38,8 +39,7 @@ def record(cls: type, data: Any, where: str) -> dict[str, Any]:
     its annotated type (`Any` fields are arrays, a class other than the basic ones is refused)."""
     if type(data) is not dict:
         raise Malformed(f"{where} is not an object")
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls)}
+    hints, known = _shape_of(cls)
     extra = set(data) - set(known)
     if extra:
         raise Malformed(f"{where} has unknown fields {sorted(extra)[:5]}")
@@ -54,6 +54,13 @@ def record(cls: type, data: Any, where: str) -> dict[str, Any]:
         if hints[name] is Any and "shape" in data and data[name] is not None:
             _shaped(data[name], data["shape"], name, f"{where}.{name}")
     return data
+
+
+@functools.cache
+def _shape_of(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field[Any]]]:
+    """A dataclass's field types and fields, read once per class (get_type_hints evaluates every annotation's
+    text anew: a loop's thousands of events paid for it each time)."""
+    return typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)}
 
 
 def _shaped(values: Any, shape: list[int], name: str, where: str) -> None:

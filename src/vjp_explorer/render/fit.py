@@ -68,7 +68,7 @@ class NumberTable:
         natural = [max(n, _width(h)) for n, h in zip(least, self.headers, strict=True)]
         return least, natural
 
-    def blocks(self, width: int) -> Iterator[Table]:
+    def blocks(self, width: int) -> Iterator[Table | Group]:
         """The tables to print one under the other, each at most `width` wide (where a number fits at all)."""
         least, natural = self._columns()
         widest = max(least, default=0)
@@ -127,7 +127,8 @@ class NumberTable:
             if not isinstance(label, str) or "\n" in label or cell_len(label) > label_width:
                 return False
             for j in group:
-                if not isinstance(cells[j], str) or "\n" in cells[j] or cell_len(cells[j]) > widths[j]:
+                cell = cells[j]
+                if not isinstance(cell, str) or "\n" in cell or cell_len(cell) > widths[j]:
                     return False
         return True
 

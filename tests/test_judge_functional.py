@@ -127,3 +127,59 @@ put(held["message"])
     (event,) = r.events  # type: ignore[attr-defined]
     assert [c.status for c in event.checks] == ["skipped"]  # the judge's: nothing to replay, said why
     assert not any("snippet's word" in n for n in event.notes)
+
+
+VMAPPED = """
+Square.generate_vmap_rule = True  # vmap needs it of a custom Function
+xs = torch.stack([x, 2 * x])
+G = torch.func.vmap(torch.func.grad(lambda t: Square.apply(t).sum()))(xs)
+J = torch.func.vmap(torch.func.jacrev(Square.apply))(xs)
+print(G.tolist(), J.diagonal(dim1=1, dim2=2).tolist())
+"""
+
+
+@pytest.mark.parametrize("route", ["none", *sorted(ROUTES)])
+def test_a_wrong_backward_under_vmap_still_disagrees_however_the_snippet_rewrites_the_tool(route):
+    """vmap(grad(f)) and vmap(jacrev(f)) go to the judge as one function of the whole batch (the samples
+    summed, or stacked with J block-diagonal): per sample 4x where 2x is right, so factor 2 again."""
+    r = run_snippet(PLANTED + ROUTES.get(route, "") + VMAPPED, seed=0, keep_partial=True)
+    want = [[4.0, 8.0, 12.0], [8.0, 16.0, 24.0]]
+    assert r.stdout == f"{want} {want}\n" and r.stopped is None  # type: ignore[attr-defined]
+    assert [e.call for e in r.events] == ["torch.func.vmap"] * 2  # type: ignore[attr-defined]
+    for event in r.events:  # type: ignore[attr-defined]
+        fd = {c.name: c for c in event.checks}["finite_difference"]
+        assert fd.status == "disagree" and "replayed forward" in fd.compares, (event.call, fd)
+        assert not any("snippet's word" in n for n in event.notes)
+    assert r.exit_code == 3  # type: ignore[attr-defined]
+
+
+def test_right_derivatives_under_vmap_are_judged_and_agree():
+    src = """import torch
+from torch.func import grad, jacfwd, vmap
+xs = torch.tensor([[0.1, 0.2, 0.3], [1.0, -1.0, 2.0]], dtype=torch.float64)
+G = vmap(grad(lambda t, s: (torch.sin(t) * t).sum() * s), in_dims=(0, None))(xs, torch.tensor(2.0))
+K = vmap(jacfwd(lambda t: t ** 3))(xs)
+print(G[1].tolist(), K[1].diagonal().tolist())
+"""
+    import math
+
+    r = run_snippet(src, seed=0)
+    row = [1.0, -1.0, 2.0]  # d/dt 2·t·sin t = 2(sin t + t cos t); d(t³) = 3t²
+    g = [2 * (math.sin(t) + t * math.cos(t)) for t in row]
+    assert r.stdout == f"{g} {[3 * t * t for t in row]}\n"
+    for event in r.events:
+        fd = {c.name: c for c in event.checks}["finite_difference"]
+        assert fd.status == "agree" and "replayed forward" in fd.compares
+        assert not any("snippet's word" in n for n in event.notes)
+    assert r.exit_code == 0
+
+
+def test_a_hessian_under_vmap_stays_the_snippets_word():
+    src = """import torch
+H = torch.func.vmap(torch.func.hessian(lambda t: (t ** 3).sum()))(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+print(H[1].tolist())
+"""
+    r = run_snippet(src, seed=0)
+    assert r.stdout == "[[18.0, 0.0], [0.0, 24.0]]\n"
+    (event,) = r.events
+    assert any("snippet's word" in n for n in event.notes) and r.exit_code == 0

@@ -28,7 +28,7 @@ from torch.utils import _pytree as pytree
 from ..engine.tolerance import FD_BUDGETS, ROUNDOFF_UNITS, allowed, eps, tolerance, with_error
 from ..events import Event, TensorInfo
 from ..verdicts import Check
-from .functional_judged import judged, tangent_record
+from .functional_judged import judged, tangent_record, vmap_record
 from .functional_refs import contract, dual_reference, hessian_reference, reference, second_block
 from .functional_state import untouched, widened
 from .observe_parts import in_functorch_transform
@@ -360,8 +360,7 @@ def _forward_ad(observer: Any) -> None:
     import torch.autograd.forward_ad as fwad
 
     real_make, real_unpack = fwad.make_dual, fwad.unpack_dual
-    # serial -> (dual, its tangent as given, its primal as given)
-    duals: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+    duals: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}  # serial -> (dual, tangent, primal)
 
     @functools.wraps(real_make)
     def make_dual(tensor: Any, tangent: Any, *args: Any, **kw: Any) -> Any:
@@ -408,8 +407,7 @@ def _dual_event(
     compares = "the tangent Ju vs central differences of the replayed forward along u (float64, no autograd)"
     refs = _quietly(observer, lambda: dual_reference(observer, out, inputs))[0]
     _compare(event, "jvp", refs, [tangent], inputs[0][1].dtype, compares, True)
-    # Ju: the judge's check, on the forward from the duals as the snippet ran it
-    duals, us, at = ([t[i] for t in inputs] for i in range(3))
+    duals, us, at = ([t[i] for t in inputs] for i in range(3))  # Ju: the judge's check
     _RECORD[0] = tangent_record(observer, event, [out], duals, at, us, [tangent.detach()], _SKIP[0], _CHEAP[0])
     return event
 
@@ -443,6 +441,8 @@ def _vmap_event(
     ]
     compares = (_COMPARES_2 if order == 2 else _COMPARES).format(kind=f"vmap({spec.kind})")
     _compare(event, f"vmap({spec.kind})", refs, got, _leaves(xs, nums)[0].dtype, compares, independent)
+    plain = _spec_of(spec.func) is None  # of a first derivative: the judge's check (functional_judged.py)
+    _RECORD[0] = vmap_record(observer, event, plain, spec, dims, xs, kw, nums, got, _SKIP[0], _CHEAP[0])
     return event
 
 

@@ -151,6 +151,57 @@ def _recorded(
         }
 
 
+MAX_BATCH_J = 1_000_000  # entries of vmap(jacrev(f))'s block-diagonal J a record is made from, at most
+
+
+def vmap_record(
+    observer: Any,
+    event: Any,
+    plain: bool,
+    spec: Any,
+    dims: tuple[Any, ...],
+    xs: tuple[Any, ...],
+    kw: Any,
+    nums: tuple[int, ...],
+    got: list[torch.Tensor],
+    skip: str,
+    cheap: bool,
+) -> dict[str, Any]:
+    """The record of vmap(grad(f)), vmap(jacrev(f)) or vmap(jacfwd(f)) (`spec`: the transform's function,
+    kind and has_aux; `plain`: f is no derivative itself) in one batched argument xs[nums[0]]: the samples'
+    forwards as one function of the whole batch, summed for grad, stacked for J (whose J is then
+    block-diagonal), so that its Jᵀv is the call's per-sample results. Any other form (a derivative of a
+    derivative, several arguments, one not batched along dimension 0, a hessian) is checked in the child
+    still (calls.CHECKED_IN_CHILD)."""
+    import math
+
+    a, func = nums[0], spec.func
+    x = xs[a]
+    first = plain and spec.kind in ("grad", "jacrev", "jacfwd") and len(nums) == 1 and len(got) == 1
+    if not first or dims[a] != 0 or not isinstance(x, torch.Tensor):
+        return judged(observer, event, None, [], None, [], False, skip, cheap, None)
+    size = x.shape[0]
+
+    def sample(b: int, xb: torch.Tensor) -> Any:
+        args = [t[b] if d == 0 else t for t, d in zip(xs, dims, strict=True)]
+        args[a] = xb
+        out = func(*args, **kw)
+        return out[0] if spec.has_aux else out
+
+    def stacked(X: torch.Tensor) -> torch.Tensor:
+        return torch.stack([sample(b, X[b]) for b in range(size)])
+
+    if spec.kind == "grad":
+        return judged(observer, event, lambda X: stacked(X).sum(), [x], None, got, False, skip, cheap, func)
+    inner = tuple(got[0].shape[1 : got[0].dim() - x.dim() + 1])  # one sample's output shape
+    if size * size * math.prod(inner) * math.prod(x.shape[1:]) > MAX_BATCH_J:  # the child's check, then
+        return judged(observer, event, None, [], None, [], False, skip, cheap, None)
+    whole = torch.zeros((size, *inner, *x.shape), dtype=got[0].dtype)
+    for b in range(size):  # block-diagonal: sample b's output depends on sample b alone
+        whole.select(0, b).select(len(inner), b).copy_(got[0][b])
+    return judged(observer, event, stacked, [x], None, [whole], True, skip, cheap, func)
+
+
 def tangent_record(
     observer: Any,
     event: Any,

@@ -40,6 +40,7 @@ FUNCTIONAL = (
     "torch.autograd.forward_ad.unpack_dual",
     "torch.func.vjp",
     "torch.func.jvp",
+    "torch.func.vmap",
     "torch.func.grad",
     "torch.func.jacrev",
     "torch.func.jacfwd",
@@ -309,7 +310,7 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
     if record is not None and _own(record, event["call"]):  # a derivative of a derivative: the child's check
         event["notes"].append(
             "Checked in the snippet's own process (differences of its function), not by the judge, which has no "
-            "reference for this form of a higher derivative yet: this check is the snippet's word."
+            "reference for this form of call yet: this check is the snippet's word."
         )
         return None
     if record is None or verdict is None:

@@ -191,3 +191,74 @@ def test_a_tangent_record_must_fit_its_inputs_and_outputs():
             validate_record(_record(**bad))
     with pytest.raises(RecordError, match="v per output"):
         validate_record({**_record(), "v": _record()["outputs"]})
+
+
+# what an outside bug hunt found in the first version of this door: each a right derivative read wrong,
+# or a call not observed at all
+FOUND = """import torch
+import torch.autograd.forward_ad as fwad
+import torch.nn.functional as F
+from torch.func import jvp
+
+torch.manual_seed(0)
+x = torch.tensor([3.0, 4.0], dtype=torch.float64)
+u = torch.tensor([1.0, 0.0], dtype=torch.float64)
+
+def normed(t):
+    with torch.no_grad():
+        n = t.norm()
+    return t / n
+
+a = jvp(normed, (x,), (u,))[1]                                       # 1: forward mode goes through no_grad
+b = torch.autograd.functional.jvp(normed, x, u)[1]                   # 2: the double-backward trick does not
+c = torch.autograd.functional.jvp(lambda t: t ** 3, torch.tensor(0.7, dtype=torch.float64))[1]  # 3: v omitted
+p = {"w": torch.tensor([1.0, 2.0]), "b": torch.tensor(0.5)}
+d = jvp(lambda q: (q["w"] * q["b"]).sin(), (p,), ({"w": torch.ones(2), "b": torch.tensor(1.0)},))[1]  # 4: dicts
+e = jvp(lambda s, A: A * torch.sin(50 * s), (torch.tensor([0.01, 0.02], dtype=torch.float64),
+        torch.tensor(1e5, dtype=torch.float64)), (torch.ones(2, dtype=torch.float64),
+        torch.tensor(0.0, dtype=torch.float64)))[1]                 # 5: a big input without a tangent
+g = jvp(lambda t: F.dropout(t.sin(), p=0.5), (torch.randn(6),), (torch.ones(6),))[1]  # 6: its own mask again
+fwad.enter_dual_level()
+stale = fwad.make_dual(torch.tensor(2e4), torch.tensor(0.0))
+fwad.exit_dual_level()
+with fwad.dual_level():                                              # 7: a closed level's dual is no input
+    h = fwad.unpack_dual(torch.sin(50 * fwad.make_dual(torch.tensor([0.01, 0.02]), torch.ones(2)))).tangent
+print([round(float(t), 6) for t in (*a, *b, c, *d, *e, *h)])
+"""
+
+
+def test_the_bug_hunts_right_derivatives_agree_and_are_all_observed():
+    r = run_snippet(FOUND, seed=0)
+    assert r.error is None and r.exit_code == 0, [(e.call, e.line, fd(e)) for e in r.events]
+    assert len(r.events) == 7
+    for event in r.events:
+        assert fd(event).status == "agree", (event.call, event.line, fd(event))
+        assert fd(event).compares == TANGENT
+    # by hand: d(x/|x|) along (1, 0) at (3, 4) is (16, −12)/125; with |x| held, (1, 0)/5; d(t³) = 3t²
+    assert r.stdout.startswith(f"[{0.128}, {-0.096}, {0.2}, {0.0}, {round(3 * 0.7**2, 6)}, ")
+
+
+def test_what_the_replay_cannot_follow_is_skipped_saying_why_never_a_disagreement():
+    src = """import torch
+import torch.autograd.forward_ad as fwad
+from torch.func import jvp
+x = torch.tensor([0.5, -1.0, 0.3])
+
+def written(t):
+    y = t * 2
+    y[0] = y[1] * 3.0 + 1      # a write through a view: the log loses the base's new version
+    return y.sin()
+
+print(jvp(written, (x,), (torch.ones(3),))[1].tolist())
+with fwad.dual_level():
+    d = fwad.make_dual(x.clone(), torch.ones(3))
+    d.mul_(2)                  # the dual changed after make_dual
+    print(fwad.unpack_dual(d.sin()).tangent.tolist())
+print(jvp(lambda t: 1 / t, (torch.tensor([0.0, 2.0]),), (torch.ones(2),))[1].tolist())
+"""
+    r = run_snippet(src, seed=0)
+    assert r.exit_code == 0 and r.error is None
+    written, changed, pole = (fd(e) for e in r.events)
+    assert written.status == "skipped" and "constant along u" in (written.reason or "")
+    assert changed.status == "skipped" and "changed in place after make_dual" in (changed.reason or "")
+    assert pole.status == "agree" and "no reference at jvp[0]" in (pole.reason or "")  # 1/x at 0: a pole

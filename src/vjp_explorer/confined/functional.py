@@ -1,16 +1,12 @@
 """torch.autograd.functional and torch.func calls of a snippet: one event each, checked by finite differences.
 
 `install(observer)` wraps torch.autograd.functional.{jacobian, vjp, jvp, hessian}, torch.func.{grad, jacrev,
-jacfwd, hessian, jvp}, the vjp_fn torch.func.vjp returns, and vmap of a transform. The call runs once, as
-written (torch's autograd calls inside it are not events); then the snippet's function is called again,
-quietly (output muted, observation suspended), under no_grad, in float64, at perturbed inputs: J column by
-column by central differences (engine/finite_diff.jacobian_of), never autograd; from J, J, Jᵀv or Jv. A second
-derivative (hessian, jacrev(jacrev(f)), jvp(grad(f))) is checked against central second differences of the
-function. A transform inside vmap sees batched tensors: no event; vmap(grad(f))(xs) is one, sample by sample.
-
-A first derivative by reverse mode (vjp, grad) and J itself (jacobian, jacrev, jacfwd) also get a record
-(functional_judged.py): their checks are the judge's, out of the snippet's reach; the ones made here stay
-only where the judge does not check (second derivatives, forward mode, vmap) and for the view's reference.
+jacfwd, hessian, jvp}, the vjp_fn torch.func.vjp returns, vmap of a transform, and forward_ad. The call runs
+once, as written (torch's autograd calls inside it are not events); here the snippet's function is called
+again, quietly, under no_grad, in float64, at perturbed inputs, for the view's reference. Each call of a form
+the judge has a record for (a first derivative, Ju, ∂²f/∂x² of one input, vmap of a first derivative) also
+gets one (functional_judged.py): its checks are the judge's, out of the snippet's reach; the ones made here
+stay only for the other forms (a mixed or third derivative, vmap of those), said to be the snippet's word.
 """
 
 from __future__ import annotations
@@ -30,7 +26,7 @@ from ..events import Event, TensorInfo
 from ..verdicts import Check
 from .functional_judged import judged, tangent_record, vmap_record
 from .functional_refs import contract, dual_reference, hessian_reference, reference, second_block
-from .functional_state import untouched, widened
+from .functional_state import default_v, flat_args, untouched, widened, without_aux
 from .observe_parts import in_functorch_transform
 
 MAX_EVALS, MAX_EVALS_2 = FD_BUDGETS["functional"].evals, FD_BUDGETS["second"].evals  # calls per reference
@@ -104,6 +100,7 @@ def _emit(observer: Any, line: int, make: Any) -> None:
     explain, checked, every = observer._plan(line)
     _SKIP[0] = "" if checked else f"past the first calls of a line, every {every}th is checked"
     _CHEAP[0], _RECORD[0] = not explain, None
+    observer.rng_call = observer.rng_before  # before make(): its references run through observer._run too
     try:
         event = make()
     except Exception:  # noqa: BLE001
@@ -129,8 +126,11 @@ def _functional(observer: Any, name: str, real: Any) -> Any:
             p = sig.bind(*args, **kwargs).arguments
             inputs, v = p.get("inputs"), p.get("v")
             vs = [] if v is None else [v] if isinstance(v, torch.Tensor) else list(v)
+            if v is None and name in ("vjp", "jvp"):  # torch's v = 1, of one-number outputs or inputs only
+                vs = default_v(value[0] if name == "vjp" else inputs)
             event = _event(f"torch.autograd.functional.{name}", line, source, p.get("func"), inputs, vs)
             if event is not None:
+                event.v_origin = "ones (default)" if v is None and vs else event.v_origin
                 event.create_graph = bool(p.get("create_graph"))
                 _check(observer, event, name, p.get("func"), inputs, vs, value)
             return event
@@ -176,6 +176,7 @@ def _func_vjp(observer: Any, real: Any) -> Any:
 
     @functools.wraps(real)
     def wrapper(func: Any, *primals: Any, **kw: Any) -> Any:
+        rng = torch.get_rng_state()  # the forward's draws are made here, at vjp(), not at vjp_fn()
         out = real(func, *primals, **kw)
         kept = [p.detach().clone() if isinstance(p, torch.Tensor) else p for p in primals]
         vjp_fn = out[1]
@@ -186,12 +187,13 @@ def _func_vjp(observer: Any, real: Any) -> Any:
                 return vjp_fn(*cts, **ckw)
             line, source = observer._where()
             value = observer._run(vjp_fn, cts, ckw)
+            observer.rng_before = rng
             vs = list(cts[0]) if cts and isinstance(cts[0], (tuple, list)) else list(cts[:1])
 
             def make() -> Event | None:
                 event = _event("torch.func.vjp", line, source, func, kept, vs)
                 if event is not None:
-                    f = _first(func) if kw.get("has_aux") else func
+                    f = without_aux(func) if kw.get("has_aux") else func
                     _check(observer, event, "vjp", f, kept, vs, (None, value))
                 return event
 
@@ -214,20 +216,18 @@ def _func_jvp(observer: Any, real: Any) -> Any:
         value = observer._run(real, (func, primals, tangents, *args), kw)
 
         def make() -> Event | None:
-            xs, vs = list(primals), list(tangents)
+            xs, vs = pytree.tree_leaves(primals), pytree.tree_leaves(tangents)  # dicts of parameters too
             event = _event("torch.func.jvp", line, source, func, xs, vs, "Jv by forward mode (dual numbers)")
+            f = without_aux(func) if kw.get("has_aux") else func
+            f = f if all(isinstance(p, torch.Tensor) for p in primals) else flat_args(f, primals)
             if event is not None:
-                _check(observer, event, "jvp", _first(func) if kw.get("has_aux") else func, xs, vs, value)
+                _check(observer, event, "jvp", f, xs, vs, value)
             return event
 
         _emit(observer, line, make)
         return value
 
     return wrapper
-
-
-def _first(func: Any) -> Any:  # a function with has_aux=True, without its aux
-    return lambda *xs, **kw: func(*xs, **kw)[0]
 
 
 def _vmap(observer: Any, real: Any) -> Any:
@@ -387,15 +387,15 @@ def _forward_ad(observer: Any) -> None:
         _emit(observer, line, lambda: _dual_event(observer, line, source, tensor, value.tangent, inputs))
         return value
 
-    real_exit = fwad.dual_level.__exit__
+    real_exit = fwad.exit_dual_level  # dual_level's __exit__ calls it by this module-level name
 
-    def exit_level(self: Any, *args: Any) -> Any:  # the level's duals lose their tangents: forget them
+    @functools.wraps(real_exit)
+    def exit_level(*args: Any, **kw: Any) -> Any:  # the level's duals lose their tangents: forget them
         duals.clear()
         observer.recorder.roots.clear()
-        return real_exit(self, *args)
+        return real_exit(*args, **kw)
 
-    fwad.make_dual, fwad.unpack_dual = make_dual, unpack_dual
-    fwad.dual_level.__exit__ = exit_level  # type: ignore[method-assign]
+    fwad.make_dual, fwad.unpack_dual, fwad.exit_dual_level = make_dual, unpack_dual, exit_level
 
 
 def _dual_event(

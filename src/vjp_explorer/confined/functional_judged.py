@@ -103,9 +103,18 @@ def _recorded(
     observer.depth += 1  # the function's own autograd calls are not events
     try:
         with untouched(owner), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            if observer.rng_call is not None:  # the draws the call made (dropout's mask), made again
+                torch.set_rng_state(observer.rng_call)
             rec.switch(True)
-            with torch.enable_grad():
-                out = func(*leaves)
+            # forward mode carries tangents through torch.no_grad(); autograd.functional.jvp's Ju is reverse
+            # mode's (the double-backward trick), which no_grad cuts
+            forward = tangent is not None and event.call != "torch.autograd.functional.jvp"
+            rec.through_no_grad += forward
+            try:
+                with torch.enable_grad():
+                    out = func(*leaves)
+            finally:
+                rec.through_no_grad -= forward
             rec.switch(was_on)
         outs = _outputs(out, tangent is not None)
         out = outs[0]
@@ -226,6 +235,13 @@ def tangent_record(
     try:
         if [tuple(u.shape) for u in us] != [tuple(x.shape) for x in leaves]:
             raise NotReplayable("the tangents do not have the dual tensors' shapes")
+        with checks.outside_the_log():
+            changed = [observer.name_of(d) for d, p in zip(leaves, at, strict=True) if not torch.equal(d.detach(), p)]
+        if changed:
+            raise NotReplayable(
+                f"{', '.join(changed)} changed in place after make_dual: the recorded forward starts from the "
+                "value make_dual was given, not the one the forward read"
+            )
         forward = forward_of(observer, event, outs, leaves, [None] * len(leaves))
         made = forward.pop("made")
         with checks.outside_the_log(), torch._C.DisableTorchFunction():

@@ -6,10 +6,12 @@ and its float constants in float64 meanwhile (`widened`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 _NARROW = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -118,3 +120,25 @@ def widened(func: Any) -> Any:
 
 def _narrow(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.dtype in _NARROW
+
+
+def flat_args(func: Any, primals: Any) -> Any:
+    """func as a function of the tensors of its arguments' pytree (a dict of parameters: its values)."""
+    shape = pytree.tree_structure(tuple(primals))
+
+    @functools.wraps(func)  # __wrapped__: the snippet's state is put back after re-runs (untouched)
+    def flat(*leaves: Any) -> Any:
+        return func(*pytree.tree_unflatten(list(leaves), shape))
+
+    return flat
+
+
+def default_v(t: Any) -> list[torch.Tensor]:
+    """v = 1 for each one-number tensor of t (a tensor or a tuple of them), as torch takes v=None."""
+    ts = [t] if isinstance(t, torch.Tensor) else list(t) if isinstance(t, (tuple, list)) else []
+    ok = ts and all(isinstance(x, torch.Tensor) and x.numel() == 1 for x in ts)
+    return [torch.ones_like(x) for x in ts] if ok else []
+
+
+def without_aux(func: Any) -> Any:  # a function with has_aux=True, without its aux
+    return lambda *xs, **kw: func(*xs, **kw)[0]

@@ -80,6 +80,8 @@ class Observer:
         self.real: dict[str, Any] = {}
         self.started = 0  # calls announced so far
         self.active = 0  # observed calls running now, in any thread (autograd's threads write .grad too)
+        self.rng_before: torch.Tensor | None = None  # the random state before the last functional call (_run)
+        self.rng_call: torch.Tensor | None = None  # that of the call whose event is being made (functional._emit)
         self.said: set[int] = set()  # lines already reported for a backward that ran unobserved
         self.watched: set[int] = set()  # the leaves whose .grad autograd tells us of
         self.manual: Any = None  # manual.ManualWatch where the snippet writes gradients by hand
@@ -478,6 +480,8 @@ class Observer:
         return "it was made where the log does not see: another thread, or a backward pass"
 
     def _run(self, real: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not self.depth:  # the outermost call: a functional call's re-run draws what the call drew
+            self.rng_before = torch.get_rng_state()
         self.depth += 1
         self.active += 1
         self.recorder.paused += 1  # backward's own operations are not the forward

@@ -90,6 +90,9 @@ class Recorder(TorchDispatchMode):
         self.dropped = False  # the log overflowed: older forwards cannot be replayed
         self.failed = ""  # why the log could not record an operation (its own failure, never the snippet's)
         self.roots: set[int] = set()  # serials tracked without requiring grad: forward-mode AD's dual tensors
+        # forward mode (a jvp's forward, or while dual tensors live): tangents flow through torch.no_grad(), so
+        # what runs there is part of the function, logged too
+        self.through_no_grad = 0
         self.on_leaf: Callable[[torch.Tensor], None] | None = None  # told of each leaf as the log first copies it
         self.where: Callable[[], int] | None = None  # the snippet's line running now (asked only at a kink)
         self._on = False  # on the dispatch stack
@@ -136,7 +139,8 @@ class Recorder(TorchDispatchMode):
         # argmax) is a constant to backward: not logged; a later logged op that reads its result copies it
         # then, as an input from outside, so the replay holds it fixed as autograd does.
         name = func.overloadpacket.__name__
-        if self.paused or (not torch.is_grad_enabled() and self.custom_depth == 0) or name in ("detach", "alias"):
+        unlogged = not torch.is_grad_enabled() and self.custom_depth == 0 and not (self.through_no_grad or self.roots)
+        if self.paused or unlogged or name in ("detach", "alias"):
             return func(*args, **kwargs)
         try:
             tensors = [a for a in _leaves(args, kwargs) if isinstance(a, torch.Tensor)]

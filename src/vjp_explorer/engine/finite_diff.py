@@ -212,18 +212,23 @@ def jacobian_of(f: Any, xs: list[Any], max_evals: int) -> tuple[list[Any], list[
 
 def derivative_along(f: Callable[..., Any], xs: list[Any], us: list[Any]) -> tuple[Any, Any]:
     """Ju, the derivative of f(*xs) (float64 tensors to one tensor) along the tangents us, by the rule of
-    `jacobian_of` with t the one input: f(x + t·s·u) at t = ±h, ±h/2, Richardson-extrapolated, where s scales
-    u so that the step moves x by STEP·max(|x|, 1) as every column's step does. Per output element, flat: the
-    value (nan where a step crosses a kink) and its error estimate."""
-    top = max((float(u.abs().max()) for u in us if u.numel()), default=0.0)
-    if top == 0.0:  # no direction: Ju is 0 exactly
+    every column: f(x + t·s·u) at t = ±h, ±h/2, Richardson-extrapolated, where s scales u so that the step
+    moves no input with a tangent by more than STEP·max(|x|, 1) (an input with none does not set it). Per
+    output element, flat: the value and its error estimate; the value is nan where the differences are no
+    reference (a kink, a step off the domain, differences at h and h/2 that do not settle: a pole)."""
+    moving = [(x, u) for x, u in zip(xs, us, strict=True) if u.numel() and bool(u.ne(0).any())]
+    if not moving:  # no direction: Ju is 0 exactly
         y = f(*xs).reshape(-1)
         return torch.zeros_like(y), torch.zeros_like(y)
-    s = max([float(x.abs().max()) for x in xs if x.numel()] + [1.0]) / top
-    found = jacobian_of(lambda t: f(*[x + (t * s) * u for x, u in zip(xs, us, strict=True)]), [torch.zeros(())], 4)
-    assert found is not None  # one input element: 4 evaluations, within the budget
-    (J,), (E,) = found
-    return J.reshape(-1) / s, E.reshape(-1) / s
+    s = min(max(float(x.abs().max()) if x.numel() else 0.0, 1.0) / float(u.abs().max()) for x, u in moving)
+    fn = CallableFunction(lambda t: f(*[x + (t * s) * u for x, u in zip(xs, us, strict=True)]), [torch.zeros(())])
+    f0, scale = _sizes(fn)
+    a = _along(fn, lambda step: {"x0": torch.tensor(step, dtype=torch.float64)}, STEP, [])
+    rounding = 16 * EPS * (f0 + scale) / (STEP / 2)
+    ref = a.richardson
+    unsettled = a.spread > 1e-3 * ref.abs().clamp(min=1.0) + rounding
+    none = _kinks(a.bends, STEP, rounding) | ~torch.isfinite(ref) | ~torch.isfinite(fn.f0.reshape(-1)) | unsettled
+    return torch.where(none, float("nan"), ref) / s, (a.spread + rounding) / s
 
 
 def step_rule() -> str:

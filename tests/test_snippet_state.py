@@ -98,6 +98,33 @@ def test_after_grad_f_a_global_f_writes_holds_what_python_leaves_there():
     assert ns["g"].tolist() == pytest.approx([3.0, 12.0])
 
 
+IN_PLACE = """
+import torch
+torch.manual_seed(0)
+bn = torch.nn.BatchNorm1d(3)
+lin = torch.nn.Linear(3, 3)
+x = torch.randn(5, 3)
+seen = torch.zeros(())
+def f(t):
+    seen.add_(1)
+    return bn(lin(t)).tanh()
+_, a = torch.autograd.functional.jvp(f, x, torch.ones(5, 3))
+_, b = torch.autograd.functional.vjp(f, x, torch.ones(5, 3))
+"""
+
+
+def test_what_the_re_runs_write_in_place_holds_what_python_leaves_there():
+    """The references and the judge's record run f again and again: a BatchNorm's running statistics (its
+    kernel writes them without a new version) and a counter the function adds to are put back."""
+    events, ns = observe(IN_PLACE)
+    want = plain(IN_PLACE)
+    assert [checks(e)["finite_difference"] for e in events] == ["agree", "agree"]
+    assert int(ns["seen"]) == int(want["seen"]) == 2
+    assert int(ns["bn"].num_batches_tracked) == int(want["bn"].num_batches_tracked) == 2
+    assert torch.equal(ns["bn"].running_mean, want["bn"].running_mean)
+    assert torch.equal(ns["bn"].running_var, want["bn"].running_var)
+
+
 INFERENCE = """
 import torch
 with torch.inference_mode():

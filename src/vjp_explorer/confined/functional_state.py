@@ -64,9 +64,14 @@ def untouched(func: Any) -> Any:
     ]
     cells = [(c, c.cell_contents) for c in (plain.__closure__ or ()) if _full(c)] if plain is not None else []
     rng = (torch.get_rng_state(), random.getstate())
+    tensors = _reachable(func, plain, names)
     try:
         yield
     finally:
+        with torch.no_grad():  # what the re-runs wrote in place (a BatchNorm's statistics, a counter) put back
+            for t, version, value in tensors:  # (a kernel's own writes, BatchNorm's, leave the version as it was)
+                if t.shape == value.shape and (t._version != version or not torch.equal(t, value)):
+                    t.copy_(value)
         if names is not None and kept is not None:
             for k in [k for k in names if k not in kept]:
                 del names[k]
@@ -81,6 +86,30 @@ def untouched(func: Any) -> Any:
             cell.cell_contents = value
         torch.set_rng_state(rng[0])
         random.setstate(rng[1])
+
+
+SNAPSHOT = 10_000_000  # elements of the tensors a function can reach that are copied before its re-runs
+
+
+def _reachable(func: Any, plain: Any, names: Any) -> list[tuple[torch.Tensor, int, torch.Tensor]]:
+    """The tensors func can write in place: its modules' parameters and buffers, the tensors it closes over
+    or names as globals; each with its version and a copy of its values (up to SNAPSHOT elements in all)."""
+    found: dict[int, torch.Tensor] = {}
+    for m in _modules_of(func):
+        for t in (*m.parameters(), *m.buffers()):
+            found.setdefault(id(t), t)
+    if plain is not None:
+        cells = [c.cell_contents for c in plain.__closure__ or () if _full(c)]
+        named = [names[n] for n in plain.__code__.co_names if n in names]
+        for t in (*cells, *named):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                found.setdefault(id(t), t)
+    kept, room = [], SNAPSHOT
+    for t in found.values():
+        if t.numel() <= room:
+            room -= t.numel()
+            kept.append((t, t._version, t.detach().clone()))
+    return kept
 
 
 @contextlib.contextmanager

@@ -258,11 +258,16 @@ def _graph(nodes: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
     return None if nodes is None else Graph(nodes)
 
 
+_NUMBERS = (int, float, bool)
+
+
 def _safe(x: Any, safe: Any) -> Any:
     if isinstance(x, str):
         return safe(x)
     if isinstance(x, dict):
         return {str(k): _safe(v, safe) for k, v in x.items()}
     if isinstance(x, list):
+        if all(type(v) in _NUMBERS for v in x):  # a row of values: no text in it to make safe
+            return x
         return [_safe(v, safe) for v in x]
     return x

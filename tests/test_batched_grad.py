@@ -32,7 +32,8 @@ def test_a_vjp_in_vmap_is_one_event_with_the_batch_shape():
     assert torch.tensor(got["values"], dtype=torch.float64).allclose(want, atol=1e-6)
     (ref,) = event["reference"]
     assert torch.tensor(ref["values"], dtype=torch.float64).allclose(want, atol=1e-8)
-    assert [c["status"] for c in event["checks"]] == ["agree"]
+    # the judge's checks of the batch, contracted by random weights (functional_judged.batch_record)
+    assert {c["name"]: c["status"] for c in event["checks"]} == {"jtv": "agree", "finite_difference": "agree"}
     assert ns["jac"].double().allclose(want, atol=1e-6)  # the snippet's own result, as Python computes it
 
 
@@ -57,9 +58,46 @@ y = Sin.apply(x)
 jac = torch.vmap(lambda v: torch.autograd.grad(y, x, v, retain_graph=True)[0])(torch.eye(3))
 """
     (event,), _ = observe(src)
-    (check,) = event["checks"]
-    assert check["status"] == "disagree"
+    assert {c["name"]: c["status"] for c in event["checks"]} == {"jtv": "disagree", "finite_difference": "disagree"}
     (ref,) = event["reference"]
     assert torch.tensor(ref["values"], dtype=torch.float64).diagonal().tolist() == pytest.approx(
         torch.tensor([0.1, 0.2, 0.3]).double().cos().tolist(), rel=1e-8
     )
+
+
+@pytest.mark.parametrize("route", ["none", "frame writer", "comparison routine", "finite-difference reference"])
+def test_a_wrong_batched_gradient_disagrees_in_the_judge_however_the_snippet_rewrites_the_tool(route):
+    """The batch goes to the judge contracted by random weights c: Σ_b c_b·grads[b] against
+    Jᵀ(Σ_b c_b·v[b]) of the replayed forward, out of the snippet's reach."""
+    from test_judge_tamper import REWRITES
+    from vjp_explorer.confined.launch import confinement_available
+    from vjp_explorer.snippet import run_snippet
+
+    if confinement_available() is not None:
+        pytest.skip("no confinement on this machine")
+    src = """import torch
+class Sin(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.cos() * (2 if BAD else 1)
+    @staticmethod
+    def vmap(info, in_dims, x):
+        return Sin.apply(x), in_dims[0]
+x = torch.tensor([0.1, 0.2, 0.3], requires_grad=True)
+y = Sin.apply(x)
+"""
+    call = "jac = torch.vmap(lambda v: torch.autograd.grad(y, x, v, retain_graph=True)[0])(torch.eye(3))\n"
+    attack = REWRITES.get(route, "")
+    for bad, want in ((True, "disagree"), (False, "agree")):
+        r = run_snippet(f"BAD = {bad}\n" + src + attack + call, seed=0, keep_partial=True)
+        (event,) = r.events  # type: ignore[attr-defined]
+        assert event.call == "torch.autograd.grad in torch.vmap"
+        assert {c.name: c.status for c in event.checks} == {"jtv": want, "finite_difference": want}, (route, bad)
+        assert all("replayed forward" in c.compares for c in event.checks)
+        assert any("Σ_b c_b" in n for n in event.notes)
+        assert r.exit_code == (3 if bad else 0)  # type: ignore[attr-defined]

@@ -24,7 +24,7 @@ from torch.utils import _pytree as pytree
 from ..engine.tolerance import FD_BUDGETS, ROUNDOFF_UNITS, allowed, eps, tolerance, with_error
 from ..events import Event, TensorInfo
 from ..verdicts import Check
-from .functional_judged import judged, tangent_record, vmap_record
+from .functional_judged import batch_record, judged, tangent_record, vmap_record
 from .functional_refs import contract, dual_reference, hessian_reference, reference, second_block
 from .functional_state import default_v, flat_args, untouched, widened, without_aux
 from .observe_parts import in_functorch_transform
@@ -308,9 +308,8 @@ def unbatched(outs: list[Any], vs: list[Any], inputs: Any, value: Any) -> _Batch
 def _batched_event(observer: Any, line: int, source: str, call: _Batched | None) -> Event | None:
     """The event of an autograd.grad call inside vmap: per sample b, grads[b] against Jᵀ v[b], J by
     central differences of the replayed forward (float64, no autograd)."""
-    what = "inside vmap: one call with a batch of v (vmap batches the backward), each sample's Jᵀv"
     event = Event(0, line, source, "torch.autograd.grad in torch.vmap", [], [], "grad_outputs", False, False, [])
-    event.notes.append(f"grad() {what}.")
+    event.notes.append("grad() inside vmap: one call with a batch of v (vmap batches the backward), each sample's Jᵀv.")
     compares = "each sample's grads vs Jᵀv[b], J from central differences of the replayed forward (float64)"
     if call is None or not call.inputs or not all(isinstance(v, torch.Tensor) for v in call.vs):
         why = "the call inside vmap could not be read back" if call is None else "grad_outputs not given as tensors"
@@ -325,6 +324,7 @@ def _batched_event(observer: Any, line: int, source: str, call: _Batched | None)
     ]
     refs = _quietly(observer, lambda: _batched_reference(observer, call, size))[0]
     _compare(event, "grad", refs, got, call.inputs[0].dtype, compares, True)
+    _RECORD[0] = batch_record(observer, event, call.outs, call.inputs, call.vs, got, _SKIP[0], _CHEAP[0])
     return event
 
 

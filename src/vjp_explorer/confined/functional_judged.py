@@ -211,6 +211,61 @@ def vmap_record(
     return judged(observer, event, stacked, [x], None, [whole], True, skip, cheap, func)
 
 
+def batch_record(
+    observer: Any,
+    event: Any,
+    outs: list[torch.Tensor],
+    leaves: list[torch.Tensor],
+    vs: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    skip: str,
+    cheap: bool,
+) -> dict[str, Any]:
+    """The record of autograd.grad inside the snippet's vmap (a batch of v, vs and grads with the batch
+    dimension first): the forward from `leaves` to `outs` as the snippet ran it, with the batch contracted
+    by random weights c (seeded by the call's line): v = Σ_b c_b·v[b], grads = Σ_b c_b·grads[b], which is
+    Jᵀv again. A wrong sample shows in it but for a set of c of measure zero."""
+    from . import checks, oplog
+    from .nonfinite import custom_functions
+    from .observe_record import forward_of
+
+    if skip:
+        return _without(observer, cheap, skip)
+    try:
+        size = vs[0].shape[0]
+        c = torch.randn(size, generator=torch.Generator().manual_seed(event.line), dtype=torch.float64)
+
+        def contract(t: torch.Tensor) -> torch.Tensor:
+            return torch.tensordot(c, t.detach().to(torch.float64), dims=1).to(t.dtype)
+
+        v, g = [contract(t) for t in vs], [contract(t) for t in grads]
+        forward = forward_of(observer, event, outs, leaves, list(g))
+        made = forward.pop("made")
+        event.notes.append(
+            "The judge checks the batch as Σ_b c_b·grads[b] against Jᵀ(Σ_b c_b·v[b]) for random c (seeded by "
+            "the line): a wrong sample shows there."
+        )
+        with checks.outside_the_log(), torch._C.DisableTorchFunction():
+            return {
+                "forward": forward,
+                "unreplayable": None,
+                "outputs": [oplog.array(m) for m in made],
+                "v": [oplog.array(t) for t in v],
+                "at": [oplog.array(x.detach()) for x in leaves],
+                "grads": [oplog.array(t) for t in g],
+                "before": [None for _ in leaves],
+                "names": [observer.name_of(x) for x in leaves],
+                "cheap": cheap,
+                "jacobian_rows": observer.jacobian_rows,
+                "hook": None,
+                "customs": list(custom_functions(outs)),
+                "second": None,
+                "tangent": None,
+            }
+    except Exception as e:  # noqa: BLE001 - the log's own failure: the check is skipped, saying why
+        return _without(observer, cheap, _failed(e))
+
+
 def tangent_record(
     observer: Any,
     event: Any,

@@ -46,7 +46,16 @@ FUNCTIONAL = (
     "torch.func.jacfwd",
     "torch.func.hessian",
 )
-JUDGED = ("Tensor.backward", "torch.autograd.backward", "torch.autograd.grad", "engine.run_backward", *FUNCTIONAL)
+# autograd.grad inside the snippet's own vmap: a backward call with a batch of v (functional_judged.batch_record)
+BATCHED = "torch.autograd.grad in torch.vmap"
+JUDGED = (
+    "Tensor.backward",
+    "torch.autograd.backward",
+    "torch.autograd.grad",
+    "engine.run_backward",
+    BATCHED,
+    *FUNCTIONAL,
+)
 _LIMITS = ("snippet_memory_bytes", "snippet_cpu_seconds", "snippet_file_bytes", "snippet_open_files")
 FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
 # bytes of records handed to the judge's writer but not yet written to its pipe: past it the parent waits

@@ -37,10 +37,8 @@ def test_a_vjp_in_vmap_is_one_event_with_the_batch_shape():
     assert ns["jac"].double().allclose(want, atol=1e-6)  # the snippet's own result, as Python computes it
 
 
-def test_a_wrong_batched_gradient_disagrees():
-    """A custom Function with a wrong backward, its vjp taken for a batch of v."""
-    src = """
-import torch
+# a custom Function whose backward is off by FACTOR (2: wrong, 1: right), its vjp taken for a batch of v
+SIN = """import torch
 class Sin(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
@@ -49,7 +47,7 @@ class Sin(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g * x.cos() * 2
+        return g * x.cos() * FACTOR
     @staticmethod
     def vmap(info, in_dims, x):
         return Sin.apply(x), in_dims[0]
@@ -57,6 +55,11 @@ x = torch.tensor([0.1, 0.2, 0.3], requires_grad=True)
 y = Sin.apply(x)
 jac = torch.vmap(lambda v: torch.autograd.grad(y, x, v, retain_graph=True)[0])(torch.eye(3))
 """
+
+
+def test_a_wrong_batched_gradient_disagrees():
+    """A custom Function with a wrong backward, its vjp taken for a batch of v."""
+    src = SIN.replace("FACTOR", "2")
     (event,), _ = observe(src)
     assert {c["name"]: c["status"] for c in event["checks"]} == {"jtv": "disagree", "finite_difference": "disagree"}
     (ref,) = event["reference"]
@@ -75,26 +78,11 @@ def test_a_wrong_batched_gradient_disagrees_in_the_judge_however_the_snippet_rew
 
     if confinement_available() is not None:
         pytest.skip("no confinement on this machine")
-    src = """import torch
-class Sin(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.sin()
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * x.cos() * (2 if BAD else 1)
-    @staticmethod
-    def vmap(info, in_dims, x):
-        return Sin.apply(x), in_dims[0]
-x = torch.tensor([0.1, 0.2, 0.3], requires_grad=True)
-y = Sin.apply(x)
-"""
-    call = "jac = torch.vmap(lambda v: torch.autograd.grad(y, x, v, retain_graph=True)[0])(torch.eye(3))\n"
     attack = REWRITES.get(route, "")
+    head, call = SIN.rsplit("jac = ", 1)  # the attack runs before the batched call
     for bad, want in ((True, "disagree"), (False, "agree")):
-        r = run_snippet(f"BAD = {bad}\n" + src + attack + call, seed=0, keep_partial=True)
+        src = head.replace("FACTOR", "2" if bad else "1") + attack + "jac = " + call
+        r = run_snippet(src, seed=0, keep_partial=True)
         (event,) = r.events  # type: ignore[attr-defined]
         assert event.call == "torch.autograd.grad in torch.vmap"
         assert {c.name: c.status for c in event.checks} == {"jtv": want, "finite_difference": want}, (route, bad)

@@ -100,7 +100,6 @@ def _emit(observer: Any, line: int, make: Any) -> None:
     explain, checked, every = observer._plan(line)
     _SKIP[0] = "" if checked else f"past the first calls of a line, every {every}th is checked"
     _CHEAP[0], _RECORD[0] = not explain, None
-    observer.rng_call = observer.rng_before  # before make(): its references run through observer._run too
     try:
         event = make()
     except Exception:  # noqa: BLE001
@@ -125,9 +124,8 @@ def _functional(observer: Any, name: str, real: Any) -> Any:
         def make() -> Event | None:
             p = sig.bind(*args, **kwargs).arguments
             inputs, v = p.get("inputs"), p.get("v")
-            vs = [] if v is None else [v] if isinstance(v, torch.Tensor) else list(v)
-            if v is None and name in ("vjp", "jvp"):  # torch's v = 1, of one-number outputs or inputs only
-                vs = default_v(value[0] if name == "vjp" else inputs)
+            vs = [] if v is None else [v] if isinstance(v, torch.Tensor) else list(v)  # None: torch's 1, below
+            vs = default_v(value[0] if name == "vjp" else inputs) if v is None and name in ("vjp", "jvp") else vs
             event = _event(f"torch.autograd.functional.{name}", line, source, p.get("func"), inputs, vs)
             if event is not None:
                 event.v_origin = "ones (default)" if v is None and vs else event.v_origin
@@ -572,10 +570,12 @@ def _quietly(observer: Any, compute: Any, func: Any = None) -> tuple[Any, bool]:
         return _SKIP[0], True
     used = _REF["used"]
     _REF["active"] += 1
+    observer.depth += 1  # inside the call's event: observer.rng_before stays the call's
     try:
         with untouched(func), widened(func):
             found = observer._run(compute, (), {})
     finally:
+        observer.depth -= 1
         _REF["active"] -= 1
     return found, _REF["used"] == used
 

@@ -83,7 +83,6 @@ def _recorded(
     second: torch.Tensor | None,
     tangent: tuple[list[Any], list[torch.Tensor]] | None,
 ) -> dict[str, Any]:
-    from . import checks, oplog
     from .nonfinite import custom_functions
     from .observe_record import forward_of
     from .record import NotReplayable
@@ -103,8 +102,8 @@ def _recorded(
     observer.depth += 1  # the function's own autograd calls are not events
     try:
         with untouched(owner), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            if observer.rng_call is not None:  # the draws the call made (dropout's mask), made again
-                torch.set_rng_state(observer.rng_call)
+            if observer.rng_before is not None:  # the draws the call made (dropout's mask), made again
+                torch.set_rng_state(observer.rng_before)
             rec.switch(True)
             # forward mode carries tangents through torch.no_grad(); autograd.functional.jvp's Ju is reverse
             # mode's (the double-backward trick), which no_grad cuts
@@ -134,30 +133,76 @@ def _recorded(
         if tangent is None and (len(v) != 1 or not isinstance(v[0], torch.Tensor) or v[0].shape != out.shape):
             raise NotReplayable("v does not have the output's shape")
         forward = forward_of(observer, event, outs, leaves, grads)
-        made = forward.pop("made")
         customs = custom_functions(outs)
     finally:
         observer.depth -= 1
         rec.switch(was_on)
         with contextlib.suppress(Exception):
             rec.forget(rec.slice_for(outs, leaves))
+    tangents = None if tangent is None else (us, tangent[1])
+    return _record(observer, forward, xs, xs, v, grads, customs, cheap, second, tangents)
+
+
+def _record(
+    observer: Any,
+    forward: dict[str, Any],
+    at: list[torch.Tensor],
+    named: list[torch.Tensor],
+    v: list[torch.Tensor],
+    grads: list[torch.Tensor | None],
+    customs: Any,
+    cheap: bool,
+    second: torch.Tensor | None = None,
+    tangent: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None,
+) -> dict[str, Any]:
+    """The record the judge reads (calls.RECORD) of a forward observe_record.forward_of wrote: its outputs
+    as made, v, the inputs' values (`at`) and names (those of the snippet's tensors `named`), the grads
+    (None: no gradient), and a second derivative's result or a derivative along tangents' (u per input, Ju
+    per output)."""
+    from . import checks, oplog
+
+    made = forward.pop("made")
     with checks.outside_the_log(), torch._C.DisableTorchFunction():
         return {
             "forward": forward,
             "unreplayable": None,
             "outputs": [oplog.array(m) for m in made],
             "v": [oplog.array(t) for t in v],
-            "at": [oplog.array(x) for x in xs],
+            "at": [oplog.array(x.detach()) for x in at],
             "grads": [None if g is None else oplog.array(g.detach()) for g in grads],
-            "before": [None for _ in xs],
-            "names": [observer.name_of(x) for x in xs],
+            "before": [None for _ in at],
+            "names": [observer.name_of(x) for x in named],
             "cheap": cheap,
             "jacobian_rows": observer.jacobian_rows,
             "hook": None,
             "customs": list(customs),
             "second": None if second is None else {"result": oplog.array(second.detach())},
-            "tangent": None if tangent is None else _tangent(us, tangent[1]),
+            "tangent": None
+            if tangent is None
+            else {
+                "u": [oplog.array(u.detach()) for u in tangent[0]],
+                "result": [oplog.array(r.detach()) for r in tangent[1]],
+            },
         }
+
+
+def _contracted(
+    out: torch.Tensor, xs: list[torch.Tensor], blocks: list[torch.Tensor], line: int
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """J's blocks (shape: the output's, then the input's) as Jᵀv for a random v: ([v], one Jᵀv per input)."""
+    from .record import NotReplayable
+
+    for J, x in zip(blocks, xs, strict=True):
+        if tuple(J.shape) != (*out.shape, *x.shape):
+            raise NotReplayable("the call's J does not have the output's and the inputs' shapes")
+    gen = torch.Generator().manual_seed(line)  # not the snippet's generator: its random state is its own
+    v = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out.dtype)  # as the record carries it
+    v64 = v.to(torch.float64)
+    jtv = [
+        torch.tensordot(v64, J.detach().to(torch.float64), dims=out.dim()).to(x.dtype)
+        for J, x in zip(blocks, xs, strict=True)
+    ]
+    return [v], jtv
 
 
 MAX_BATCH_J = 1_000_000  # entries of vmap(jacrev(f))'s block-diagonal J a record is made from, at most
@@ -225,7 +270,6 @@ def batch_record(
     dimension first): the forward from `leaves` to `outs` as the snippet ran it, with the batch contracted
     by random weights c (seeded by the call's line): v = Σ_b c_b·v[b], grads = Σ_b c_b·grads[b], which is
     Jᵀv again. A wrong sample shows in it but for a set of c of measure zero."""
-    from . import checks, oplog
     from .nonfinite import custom_functions
     from .observe_record import forward_of
 
@@ -240,28 +284,11 @@ def batch_record(
 
         v, g = [contract(t) for t in vs], [contract(t) for t in grads]
         forward = forward_of(observer, event, outs, leaves, list(g))
-        made = forward.pop("made")
         event.notes.append(
             "The judge checks the batch as Σ_b c_b·grads[b] against Jᵀ(Σ_b c_b·v[b]) for random c (seeded by "
             "the line): a wrong sample shows there."
         )
-        with checks.outside_the_log(), torch._C.DisableTorchFunction():
-            return {
-                "forward": forward,
-                "unreplayable": None,
-                "outputs": [oplog.array(m) for m in made],
-                "v": [oplog.array(t) for t in v],
-                "at": [oplog.array(x.detach()) for x in leaves],
-                "grads": [oplog.array(t) for t in g],
-                "before": [None for _ in leaves],
-                "names": [observer.name_of(x) for x in leaves],
-                "cheap": cheap,
-                "jacobian_rows": observer.jacobian_rows,
-                "hook": None,
-                "customs": list(custom_functions(outs)),
-                "second": None,
-                "tangent": None,
-            }
+        return _record(observer, forward, leaves, leaves, v, list(g), custom_functions(outs), cheap)
     except Exception as e:  # noqa: BLE001 - the log's own failure: the check is skipped, saying why
         return _without(observer, cheap, _failed(e))
 
@@ -280,7 +307,7 @@ def tangent_record(
     """The record of forward_ad's unpack_dual: the forward from the dual tensors (`leaves`, roots of the log,
     whose primal values are `at`) to the unpacked outputs, recorded as the snippet ran it, with the tangents u
     of the duals and each output's tangent Ju."""
-    from . import checks, oplog
+    from . import checks
     from .nonfinite import custom_functions
     from .observe_record import forward_of
     from .record import NotReplayable
@@ -298,24 +325,8 @@ def tangent_record(
                 "value make_dual was given, not the one the forward read"
             )
         forward = forward_of(observer, event, outs, leaves, [None] * len(leaves))
-        made = forward.pop("made")
-        with checks.outside_the_log(), torch._C.DisableTorchFunction():
-            return {
-                "forward": forward,
-                "unreplayable": None,
-                "outputs": [oplog.array(m) for m in made],
-                "v": [],
-                "at": [oplog.array(x) for x in at],
-                "grads": [None for _ in leaves],
-                "before": [None for _ in leaves],
-                "names": [observer.name_of(x) for x in leaves],
-                "cheap": cheap,
-                "jacobian_rows": observer.jacobian_rows,
-                "hook": None,
-                "customs": list(custom_functions(outs)),
-                "second": None,
-                "tangent": _tangent(us, results),
-            }
+        grads: list[torch.Tensor | None] = [None] * len(leaves)
+        return _record(observer, forward, at, leaves, [], grads, custom_functions(outs), cheap, tangent=(us, results))
     except Exception as e:  # noqa: BLE001 - the log's own failure: the check is skipped, saying why
         return _without(observer, cheap, _failed(e))
 
@@ -344,29 +355,3 @@ def _outputs(out: Any, several: bool) -> list[torch.Tensor]:
     if several and isinstance(out, (tuple, list)) and out and all(isinstance(o, torch.Tensor) for o in out):
         return list(out)
     raise NotReplayable("the function returns more than one tensor")
-
-
-def _tangent(us: list[torch.Tensor], results: list[torch.Tensor]) -> dict[str, Any]:
-    from . import checks, oplog
-
-    with checks.outside_the_log(), torch._C.DisableTorchFunction():
-        return {"u": [oplog.array(u.detach()) for u in us], "result": [oplog.array(r.detach()) for r in results]}
-
-
-def _contracted(
-    out: torch.Tensor, xs: list[torch.Tensor], blocks: list[torch.Tensor], line: int
-) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """J's blocks (shape: the output's, then the input's) as Jᵀv for a random v: ([v], one Jᵀv per input)."""
-    from .record import NotReplayable
-
-    for J, x in zip(blocks, xs, strict=True):
-        if tuple(J.shape) != (*out.shape, *x.shape):
-            raise NotReplayable("the call's J does not have the output's and the inputs' shapes")
-    gen = torch.Generator().manual_seed(line)  # not the snippet's generator: its random state is its own
-    v = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out.dtype)  # as the record carries it
-    v64 = v.to(torch.float64)
-    jtv = [
-        torch.tensordot(v64, J.detach().to(torch.float64), dims=out.dim()).to(x.dtype)
-        for J, x in zip(blocks, xs, strict=True)
-    ]
-    return [v], jtv

@@ -81,7 +81,6 @@ class Observer:
         self.started = 0  # calls announced so far
         self.active = 0  # observed calls running now, in any thread (autograd's threads write .grad too)
         self.rng_before: torch.Tensor | None = None  # the random state before the last functional call (_run)
-        self.rng_call: torch.Tensor | None = None  # that of the call whose event is being made (functional._emit)
         self.said: set[int] = set()  # lines already reported for a backward that ran unobserved
         self.watched: set[int] = set()  # the leaves whose .grad autograd tells us of
         self.manual: Any = None  # manual.ManualWatch where the snippet writes gradients by hand

@@ -262,3 +262,65 @@ print(jvp(lambda t: 1 / t, (torch.tensor([0.0, 2.0]),), (torch.ones(2),))[1].tol
     assert written.status == "skipped" and "constant along u" in (written.reason or "")
     assert changed.status == "skipped" and "changed in place after make_dual" in (changed.reason or "")
     assert pole.status == "agree" and "no reference at jvp[0]" in (pole.reason or "")  # 1/x at 0: a pole
+
+
+def test_the_jvp_fn_of_linearize_is_judged_call_by_call():
+    """torch.func.linearize(f, x) returns f(x) and a jvp_fn: each call of it is a jvp event, judged as one."""
+    src = (
+        PLANTED
+        + """
+_, jfn = torch.func.linearize(Square.apply, x)
+print(jfn(u).tolist())
+_, sfn = torch.func.linearize(torch.sin, x)
+print([round(t, 6) for t in sfn(torch.tensor([1.0, 0.0, 2.0])).tolist()])
+"""
+    )
+    r = run_snippet(src, seed=0)
+    want = [round(math.cos(a) * t, 6) for a, t in ((1.0, 1.0), (2.0, 0.0), (3.0, 2.0))]  # cos(2)·0 is -0.0
+    assert r.stdout == f"[4.0, 8.0, 12.0]\n{want}\n"
+    assert [e.call for e in r.events] == ["torch.func.linearize"] * 2
+    planted, right = (fd(e) for e in r.events)
+    assert planted.status == "disagree" and "factor 2" in (planted.reason or "")
+    assert right.status == "agree" and right.compares == TANGENT
+    assert r.events[1].reference[0].values == pytest.approx([math.cos(1.0), 0.0, 2 * math.cos(3.0)], rel=1e-6)
+    assert r.exit_code == 3
+
+
+def test_an_output_that_does_not_depend_on_the_inputs_says_so_and_shows_no_reference():
+    """A constant function and an integer result have derivative 0 by definition: skipped with that reason,
+    and no reference beside the result (the child's differences of a step function, 1/(2h), were shown)."""
+    src = """import torch
+x = torch.tensor([1.0, 2.0])
+_, a = torch.func.jvp(lambda t: torch.ones(2), (x,), (torch.ones(2),))
+_, b = torch.func.jvp(lambda t: (t > 1).long(), (x,), (torch.ones(2),))
+print(a.tolist(), b.tolist())
+"""
+    r = run_snippet(src, seed=0)
+    assert r.stdout == "[0.0, 0.0] [0, 0]\n"
+    constant, integer = (fd(e) for e in r.events)
+    assert constant.status == integer.status == "skipped"
+    assert "does not depend on its inputs" in (constant.reason or "")
+    assert "integer tensor" in (integer.reason or "")
+    assert all(e.reference == [] for e in r.events) and r.exit_code == 0
+
+
+def test_a_float32_gradient_past_the_dtypes_range_is_an_overflow_not_a_disagreement():
+    """exp(2)·1e38 = 7.4e38 is past float32's largest number (3.4e38): torch's inf there is an overflow of a
+    right gradient, said so, never `disagree`."""
+    src = """import torch
+y = torch.tensor([2.0, 1.0], requires_grad=True)
+torch.exp(y).backward(torch.tensor([1e38, 1.0]))
+print(y.grad.tolist())
+"""
+    r = run_snippet(src, seed=0)
+    assert r.stdout == f"[inf, {float(torch_exp1())}]\n"
+    (event,) = r.events
+    assert fd(event).status == "agree" and list(fd(event).overflow) == ["y[0]"]
+    assert "overflowed its dtype at y[0]" in (event.diagnosis or "")
+    assert r.exit_code == 0
+
+
+def torch_exp1():
+    import torch
+
+    return torch.exp(torch.tensor(1.0)).item()

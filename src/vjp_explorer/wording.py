@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 CLI, API = "cli", "api"
+SNIPPET = "snippet"  # a pasted snippet: no option sets its dtype, its own code does
 
 # key -> (the command line's option, explore()'s keyword); a value follows each, as that surface writes it
 _SPELLING = {

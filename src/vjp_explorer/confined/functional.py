@@ -1,9 +1,10 @@
 """torch.autograd.functional and torch.func calls of a snippet: one event each, checked by finite differences.
 
 `install(observer)` wraps torch.autograd.functional.{jacobian, vjp, jvp, hessian}, torch.func.{grad, jacrev,
-jacfwd, hessian, jvp}, the vjp_fn torch.func.vjp returns, vmap of a transform, and forward_ad. The call runs
-once, as written (torch's autograd calls inside it are not events); here the snippet's function is called
-again, quietly, under no_grad, in float64, at perturbed inputs, for the view's reference. Each call of a form
+jacfwd, hessian, jvp}, the vjp_fn torch.func.vjp returns, the jvp_fn of torch.func.linearize, vmap of a
+transform, and forward_ad. The call runs once, as written (torch's autograd calls inside it are not
+events); here the snippet's function is called again, quietly, under no_grad, in float64, at perturbed
+inputs, for the view's reference. Each call of a form
 the judge has a record for (a first derivative, Ju, ∂²f/∂x² of one input, vmap of a first derivative) also
 gets one (functional_judged.py): its checks are the judge's, out of the snippet's reach; the ones made here
 stay only for the other forms (a mixed or third derivative, vmap of those), said to be the snippet's word.
@@ -25,7 +26,15 @@ from ..engine.tolerance import FD_BUDGETS, ROUNDOFF_UNITS, allowed, eps, toleran
 from ..events import Event, TensorInfo
 from ..verdicts import Check
 from .functional_judged import batch_record, judged, tangent_record, vmap_record
-from .functional_refs import contract, dual_reference, hessian_reference, reference, second_block
+from .functional_refs import (
+    Batched,
+    batched_reference,
+    contract,
+    dual_reference,
+    hessian_reference,
+    reference,
+    second_block,
+)
 from .functional_state import default_v, flat_args, untouched, widened, without_aux
 from .observe_parts import in_functorch_transform
 
@@ -71,6 +80,7 @@ def install(observer: Any) -> None:
         setattr(func, name, _transform(observer, name, getattr(func, name)))
     func.vjp = _func_vjp(observer, func.vjp)
     func.jvp = _func_jvp(observer, func.jvp)
+    func.linearize = _func_linearize(observer, func.linearize)
     torch.vmap = func.vmap = _vmap(observer, func.vmap)  # the same function under two names
     _forward_ad(observer)
     # gradcheck makes hundreds of autograd calls of its own: they are its business, not events
@@ -228,6 +238,39 @@ def _func_jvp(observer: Any, real: Any) -> Any:
     return wrapper
 
 
+def _func_linearize(observer: Any, real: Any) -> Any:
+    """torch.func.linearize(f, *primals): the event is each call of the jvp_fn it returns (Ju, at the primals)."""
+
+    @functools.wraps(real)
+    def wrapper(func: Any, *primals: Any, **kw: Any) -> Any:
+        rng = torch.get_rng_state()  # the forward's draws are made here, at linearize(), not at jvp_fn()
+        out, jvp_fn = real(func, *primals, **kw)
+        kept = pytree.tree_map(lambda p: p.detach().clone() if isinstance(p, torch.Tensor) else p, primals)
+
+        @functools.wraps(jvp_fn)
+        def called(*tangents: Any, **ckw: Any) -> Any:
+            if _passing(observer):
+                return jvp_fn(*tangents, **ckw)
+            line, source = observer._where()
+            value = observer._run(jvp_fn, tangents, ckw)
+            observer.rng_before = rng
+
+            def make() -> Event | None:
+                xs, vs = pytree.tree_leaves(kept), pytree.tree_leaves(tangents)
+                event = _event("torch.func.linearize", line, source, func, xs, vs, "Ju by the linearized forward")
+                f = func if all(isinstance(p, torch.Tensor) for p in kept) else flat_args(func, kept)
+                if event is not None:
+                    _check(observer, event, "jvp", f, xs, vs, (None, value))
+                return event
+
+            _emit(observer, line, make)
+            return value
+
+        return out, called
+
+    return wrapper
+
+
 def _vmap(observer: Any, real: Any) -> Any:
     """vmap of one of the transforms above: the batched call is one event, checked sample by sample."""
 
@@ -277,33 +320,7 @@ def _grads_in(observer: Any, batched: Any) -> Any:
     return called
 
 
-@dataclass
-class _Batched:
-    """One autograd.grad call inside vmap: its outputs and inputs (unbatched, the snippet's own tensors), and
-    its v and grads with the batch dimension first."""
-
-    outs: list[torch.Tensor]
-    inputs: list[torch.Tensor]
-    vs: list[torch.Tensor]
-    grads: list[Any]
-
-
-def unbatched(outs: list[Any], vs: list[Any], inputs: Any, value: Any) -> _Batched:
-    """The batched v and grads of an autograd.grad call inside vmap, as plain tensors (batch dimension 0)."""
-    from torch._C import _functorch as F
-
-    def plain(t: Any) -> Any:
-        if not isinstance(t, torch.Tensor) or not F.is_batchedtensor(t):
-            return t.detach().clone() if isinstance(t, torch.Tensor) else t
-        inner, dim = F._unwrap_batched(t, F.maybe_get_level(t))
-        return plain(inner.movedim(dim, 0) if dim is not None else inner)
-
-    if any(isinstance(t, torch.Tensor) and F.is_batchedtensor(t) for t in [*outs, *(inputs or [])]):
-        raise ValueError("the outputs or inputs are batched themselves")
-    return _Batched(list(outs), list(inputs or []), [plain(v) for v in vs], [plain(g) for g in value])
-
-
-def _batched_event(observer: Any, line: int, source: str, call: _Batched | None) -> Event | None:
+def _batched_event(observer: Any, line: int, source: str, call: Batched | None) -> Event | None:
     """The event of an autograd.grad call inside vmap: per sample b, grads[b] against Jᵀ v[b], J by
     central differences of the replayed forward (float64, no autograd)."""
     event = Event(0, line, source, "torch.autograd.grad in torch.vmap", [], [], "grad_outputs", False, False, [])
@@ -320,35 +337,10 @@ def _batched_event(observer: Any, line: int, source: str, call: _Batched | None)
         torch.zeros(size, *x.shape) if g is None else g.reshape(size, *x.shape)
         for g, x in zip(call.grads, call.inputs, strict=True)
     ]
-    refs = _quietly(observer, lambda: _batched_reference(observer, call, size))[0]
+    refs = _quietly(observer, lambda: batched_reference(observer, call, size, MAX_EVALS))[0]
     _compare(event, "grad", refs, got, call.inputs[0].dtype, compares, True)
     _RECORD[0] = batch_record(observer, event, call.outs, call.inputs, call.vs, got, _SKIP[0], _CHEAP[0])
     return event
-
-
-def _batched_reference(observer: Any, call: _Batched, size: int) -> list[tuple[Any, Any]] | str:
-    from ..engine.finite_diff import jacobian_of
-    from . import checks
-    from .record import NotReplayable
-
-    try:
-        replay = observer.recorder.replay(call.outs, call.inputs)
-        x0 = [
-            x if x is not None else leaf.detach().to(torch.float64)
-            for x, leaf in zip(replay.leaf_values(), call.inputs, strict=True)
-        ]
-        replay.hold(x0, [leaf.dtype for leaf in call.inputs])
-        found = jacobian_of(checks.flat(replay), x0, MAX_EVALS)
-    except (NotReplayable, RuntimeError) as e:
-        return str(e)
-    if found is None:
-        return f"more than {MAX_EVALS:,} evaluations of the replay would be needed"
-    blocks, errors = found
-    v = torch.cat([t.reshape(size, -1).to(torch.float64) for t in call.vs], dim=1)  # B × m
-    return [
-        ((v @ J).reshape(size, *x.shape), (v.abs() @ E).reshape(size, *x.shape))
-        for J, E, x in zip(blocks, errors, call.inputs, strict=True)
-    ]
 
 
 def _forward_ad(observer: Any) -> None:

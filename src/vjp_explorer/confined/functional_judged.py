@@ -116,6 +116,8 @@ def _recorded(
                 rec.through_no_grad -= forward
             rec.switch(was_on)
         outs = _outputs(out, tangent is not None)
+        if why := _constant(rec, outs):
+            raise NotReplayable(why)
         out = outs[0]
         if second is not None and out.dim() != 0:
             raise NotReplayable("a second derivative of a function of more than one number")
@@ -184,6 +186,20 @@ def _record(
                 "result": [oplog.array(r.detach()) for r in tangent[1]],
             },
         }
+
+
+def _constant(rec: Any, outs: list[torch.Tensor]) -> str:
+    """Why no output depends on the inputs (each made without reading them, or an integer), or ""."""
+    from .record import key
+
+    if any(o.requires_grad or key(o) in rec.made for o in outs):
+        return ""
+    if not any(o.is_floating_point() or o.is_complex() for o in outs):
+        return "the function's output is an integer tensor: it has no derivative (torch gives zeros), nothing to check"
+    return (
+        "the function's output does not depend on its inputs (it is made without reading them): its "
+        "derivative is 0, with nothing to difference"
+    )
 
 
 def _contracted(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -137,3 +138,56 @@ def dual_reference(observer: Any, out: torch.Tensor, inputs: list[Any]) -> list[
     except (NotReplayable, RuntimeError) as e:
         return str(e)
     return [(J.reshape(out.shape), E.reshape(out.shape))]
+
+
+@dataclass
+class Batched:
+    """One autograd.grad call inside vmap: its outputs and inputs (unbatched, the snippet's own tensors), and
+    its v and grads with the batch dimension first."""
+
+    outs: list[torch.Tensor]
+    inputs: list[torch.Tensor]
+    vs: list[torch.Tensor]
+    grads: list[Any]
+
+
+def unbatched(outs: list[Any], vs: list[Any], inputs: Any, value: Any) -> Batched:
+    """The batched v and grads of an autograd.grad call inside vmap, as plain tensors (batch dimension 0)."""
+    from torch._C import _functorch as F
+
+    def plain(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor) or not F.is_batchedtensor(t):
+            return t.detach().clone() if isinstance(t, torch.Tensor) else t
+        inner, dim = F._unwrap_batched(t, F.maybe_get_level(t))
+        return plain(inner.movedim(dim, 0) if dim is not None else inner)
+
+    if any(isinstance(t, torch.Tensor) and F.is_batchedtensor(t) for t in [*outs, *(inputs or [])]):
+        raise ValueError("the outputs or inputs are batched themselves")
+    return Batched(list(outs), list(inputs or []), [plain(v) for v in vs], [plain(g) for g in value])
+
+
+def batched_reference(observer: Any, call: Batched, size: int, evals: int) -> list[tuple[Any, Any]] | str:
+    """Per sample b, Jᵀv[b] with J by central differences of the replayed forward (within `evals` calls),
+    and its error estimate; or why there is none."""
+    from ..engine.finite_diff import jacobian_of
+    from . import checks
+    from .record import NotReplayable
+
+    try:
+        replay = observer.recorder.replay(call.outs, call.inputs)
+        x0 = [
+            x if x is not None else leaf.detach().to(torch.float64)
+            for x, leaf in zip(replay.leaf_values(), call.inputs, strict=True)
+        ]
+        replay.hold(x0, [leaf.dtype for leaf in call.inputs])
+        found = jacobian_of(checks.flat(replay), x0, evals)
+    except (NotReplayable, RuntimeError) as e:
+        return str(e)
+    if found is None:
+        return f"more than {evals:,} evaluations of the replay would be needed"
+    blocks, errors = found
+    v = torch.cat([t.reshape(size, -1).to(torch.float64) for t in call.vs], dim=1)  # B × m
+    return [
+        ((v @ J).reshape(size, *x.shape), (v.abs() @ E).reshape(size, *x.shape))
+        for J, E, x in zip(blocks, errors, call.inputs, strict=True)
+    ]

@@ -40,6 +40,7 @@ FUNCTIONAL = (
     "torch.autograd.forward_ad.unpack_dual",
     "torch.func.vjp",
     "torch.func.jvp",
+    "torch.func.linearize",
     "torch.func.vmap",
     "torch.func.grad",
     "torch.func.jacrev",
@@ -326,6 +327,8 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
         event["checks"] = [_skipped("the call came without its record: nothing to replay")]
         return "it came without the record of its forward"
     event["checks"] = verdict["checks"]
+    if event["call"] in FUNCTIONAL:  # the judge's reference beside the results, never the child's
+        event["reference"] = []
     arrays = zip(verdict["jtv"], verdict["jacobian"], verdict["finite_difference"], verdict["omitted"], strict=True)
     for x, (jtv, jac, fd, omitted) in zip(event["inputs"], arrays, strict=False):
         x["jtv"], x["jacobian"], x["finite_difference"] = jtv, jac, fd
@@ -381,7 +384,13 @@ def _after(event: dict[str, Any], record: dict[str, Any]) -> None:
             "missing term)."
         )
     fd = next((c for c in checks if c["name"] == "finite_difference"), None)
-    if event["diagnosis"] and fd is not None and fd["status"] == "agree":
+    if event["diagnosis"] and fd is not None and fd["status"] == "agree" and fd["overflow"]:
+        event["diagnosis"] = (
+            f"The grad overflowed its dtype at {', '.join(fd['overflow'][:6])}: finite differences give a finite "
+            "value there, past the dtype's largest number (float64, or a smaller v, keeps it finite). "
+            + event["diagnosis"]
+        )
+    elif event["diagnosis"] and fd is not None and fd["status"] == "agree":
         event["diagnosis"] = (
             "Finite differences find no finite derivative here either, so a non-finite grad is what the math "
             "gives (the derivative is infinite or undefined at this point). " + event["diagnosis"]

@@ -382,7 +382,7 @@ class Observer:
     def _note_batched(self, qualname: str, real: Any, args: Any, kwargs: Any, value: Any) -> None:
         """An autograd.grad call inside torch.vmap, its batched v and grads unwrapped (functional.unbatched);
         None where it cannot be read (the event says so)."""
-        from .functional import unbatched
+        from .functional_refs import unbatched
 
         assert self.batched is not None
         try:

@@ -15,7 +15,7 @@ from rich.console import Group
 from rich.text import Text
 
 from ..verdicts import Check, Tolerance, headline
-from ..wording import CLI, option
+from ..wording import CLI, SNIPPET, option
 from .fit import ValueGrid
 from .numbers import fmt
 
@@ -66,7 +66,9 @@ def check_detail(c: Check, said_to: str = CLI, brief: bool = False) -> Text:
     if c.overflow:
         t.append(
             f"\noverflowed the dtype (inf) where the exact value is finite: {_listed(c.overflow)}; "
-            f"try {option(said_to, 'dtype', 'float64')}",
+            "compute in float64 (.double())"
+            if said_to == SNIPPET
+            else f"try {option(said_to, 'dtype', 'float64')}",
             "yellow",
         )
     return t

@@ -16,7 +16,7 @@ from rich.text import Text
 from ..events import Event, LeafGrad, element_index
 from ..snippet.result import SnippetResult, Step
 from ..snippet.source import verdict_of, visible
-from ..wording import API, CLI, option
+from ..wording import API, CLI, SNIPPET, option
 from . import manual_view, why_view
 from .checks_view import check_rows, verdict_line
 from .fit import NumberTable, ValueGrid
@@ -262,7 +262,7 @@ def _event(e: Event, explain: bool, full: bool) -> RenderableType:
     if e.checks:
         # the one renderer of check rows and the verdict line (checks_view.py); run is brief, explain says all
         # --code's script counts in the verdict where it reproduced with the table alone (verdicts.script_route)
-        parts += [check_rows(e.checks, brief=not explain), verdict_line([*e.checks, *_script_checks(e)])]
+        parts += [check_rows(e.checks, SNIPPET, brief=not explain), verdict_line([*e.checks, *_script_checks(e)])]
     if e.diagnosis:
         parts.append(Text(("diagnosis: " if e.call == "check" else "") + visible(e.diagnosis), style="yellow"))
     parts.extend(why_view.kinks(e.kinks))

@@ -317,6 +317,8 @@ print(y.grad.tolist())
     (event,) = r.events
     assert fd(event).status == "agree" and list(fd(event).overflow) == ["y[0]"]
     assert "overflowed its dtype at y[0]" in (event.diagnosis or "")
+    (why,) = [d for d in r.diagnoses if d.kind == "nonfinite_grad"]  # the cause: backward overflowed, not a pole
+    assert "past float32's largest number" in why.text and "scale the loss" in why.fix
     assert r.exit_code == 0
 
 

@@ -517,6 +517,8 @@ class Diagnoser(TorchFunctionMode):
             return
         spurious = rec.spurious(made, arriving)
         facts: dict[str, Any] = {"node": type(node).__name__, "overflow": rec.overflowed(made)}
+        if spurious and (dtype := rec.past_range(made, arriving)):  # a right gradient too large for its dtype
+            facts["backward_overflow"] = dtype
         named = lambda t: rec.bound_name(t, None, self.namespace)  # noqa: E731
         kinks = conventions.of_call(made.call, made.line, named) if made.call is not None else []
         if kinks:  # its input sits on a kink (sqrt at 0): the convention PyTorch followed there

@@ -97,6 +97,24 @@ def spurious(made: Made, arriving: tuple[Any, ...]) -> bool | None:
     """Whether the exact derivative is finite where backward sent a nan or inf: the node's op recomputed in
     float64 on the values it read, its VJP with the cotangent that arrived, a zero cotangent counting as no
     path at all (0·∞ of a branch `where` did not take is no derivative of the function). None: not known."""
+    found = _wide_vjp(made, arriving)
+    return None if found is None else all(bool(torch.isfinite(d).all()) for d in found)
+
+
+def past_range(made: Made, arriving: tuple[Any, ...]) -> str | None:
+    """The dtype whose largest number the exact (float64) gradient of the node passes, where it does: the
+    backward overflowed (float16 training without a loss scale), a right gradient too large to hold."""
+    dtype = arriving[0].dtype if arriving and floating(arriving[0]) else None
+    found = _wide_vjp(made, arriving) if dtype is not None and dtype != torch.float64 else None
+    if dtype is None or not found or not all(bool(torch.isfinite(d).all()) for d in found):
+        return None
+    top = torch.finfo(dtype).max
+    return str(dtype).removeprefix("torch.") if any(bool((d.abs() > top).any()) for d in found) else None
+
+
+def _wide_vjp(made: Made, arriving: tuple[Any, ...]) -> list[torch.Tensor] | None:
+    """The node's VJP recomputed in float64 with the cotangent that arrived (zero where it is zero, for an
+    elementwise op), one per floating input; None where it cannot be recomputed."""
     if made.call is None or not arriving or not isinstance(arriving[0], torch.Tensor):
         return None
     func, args, kwargs = made.call
@@ -120,14 +138,14 @@ def spurious(made: Made, arriving: tuple[Any, ...]) -> bool | None:
             return None
         g = arriving[0].detach().to(torch.float64)
         grads = torch.autograd.grad(out, ins, g, allow_unused=True)
+    found = []
     for d in grads:
         if d is None:
             continue
         if d.shape == g.shape:  # elementwise: a zero cotangent is no path through this element
             d = torch.where(g == 0, torch.zeros_like(d), d)
-        if not bool(torch.isfinite(d).all()):
-            return False
-    return True
+        found.append(d)
+    return found
 
 
 def overflowed(made: Made) -> bool:

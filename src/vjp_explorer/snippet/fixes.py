@@ -243,6 +243,11 @@ def _nonfinite(
     text = _source(lines, at)
     op = cause["op"]
     where = f"line {at}: " if at else ""
+    if facts.get("backward_overflow"):
+        return where + (
+            f"the gradient overflows {facts['backward_overflow']}: scale the loss (or v) down before backward "
+            "(torch.amp.GradScaler does so for float16 and unscales the grads after), or compute in float64."
+        )
     if facts.get("overflow"):
         source = facts.get("from") or {}
         if source.get("line"):

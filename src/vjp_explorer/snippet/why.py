@@ -294,7 +294,13 @@ def _nonfinite_text(name: str, line: int, cause: dict[str, Any], d: dict[str, An
         text += f"its input, from `{source['op']}`{_at(source)}, had overflowed to inf in float32; "
     elif facts.get("overflow"):
         text += f"the forward `{op}` itself overflowed to inf in float32 (float64 holds it finite); "
-    if d["spurious"] is True:
+    if facts.get("backward_overflow"):
+        dtype = facts["backward_overflow"]
+        text += (
+            f"the exact gradient is finite there but past {dtype}'s largest number (recomputed in float64), so "
+            "backward overflowed: a right gradient too large for its dtype."
+        )
+    elif d["spurious"] is True:
         text += (
             "the exact derivative is finite there (recomputed in float64, a zero cotangent counted as no path), "
             "so the nan/inf is an artefact of how it was computed."

@@ -119,6 +119,44 @@ print(M.tolist())
     assert r.exit_code == 0
 
 
+TWO = """
+g = lambda a, b: (Cube.apply(a) * b).sum()
+y = torch.tensor([2.0, -1.0, 0.5])
+H = torch.autograd.functional.hessian(g, (x, y))
+G = torch.func.jacrev(torch.func.jacrev(g, argnums=(0, 1)), argnums=(0, 1))(x, y)
+print([b.diagonal().tolist() for row in H for b in row], bool(torch.equal(G[0][1], H[0][1])))
+"""
+
+
+def test_a_hessian_of_several_inputs_goes_to_the_judge_as_one_joined_matrix():
+    """hessian(g, (x, y)) returns blocks ∂²g/∂x_a∂x_b; the judge checks them joined as one N × N matrix, so a
+    planted backward (∂²/∂x² = 0 where 6x·y is right) disagrees, and the right blocks of f agree."""
+    r = run_snippet(PLANTED + TWO, seed=0)
+    # by hand, g = Σ x³·y: ∂²g/∂x² = diag(6x·y), planted 0; ∂²g/∂x∂y = diag(3x²); ∂²g/∂y² = 0
+    assert r.stdout == "[[0.0, 0.0, 0.0], [3.0, 12.0, 27.0], [3.0, 12.0, 27.0], [0.0, 0.0, 0.0]] True\n"
+    assert [e.call for e in r.events] == ["torch.autograd.functional.hessian", "torch.func.jacrev"]
+    for event in r.events:
+        assert fd(event).status == "disagree", (event.call, fd(event))
+        assert "second differences of the replayed forward" in fd(event).compares
+        assert not any("snippet's word" in n for n in event.notes)
+    right = run_snippet(
+        TWO.replace("Cube.apply(a)", "a ** 3").replace(
+            "\ng = ", "import torch\nx = torch.tensor([1.0, 2.0, 3.0])\ng = ", 1
+        ),
+        seed=0,
+    )
+    assert right.stdout.startswith("[[12.0, -12.0, 9.0], [3.0, 12.0, 27.0]")
+    assert all(fd(e).status == "agree" for e in right.events) and right.exit_code == 0
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_wrong_joined_hessian_still_disagrees_however_the_snippet_rewrites_the_tool(route):
+    r = run_snippet(PLANTED + ROUTES[route] + TWO, seed=0, keep_partial=True)
+    assert r.stdout.endswith("True\n") and r.stopped is None  # type: ignore[attr-defined]
+    assert len(r.events) == 2 and all(fd(e).status == "disagree" for e in r.events)  # type: ignore[attr-defined]
+    assert r.exit_code == 3  # type: ignore[attr-defined]
+
+
 def test_the_judges_second_differences_match_a_hand_derived_contraction():
     """The engine's directional second difference, the judge's reference: uᵀHw of Σx³ is Σ 6xᵢuᵢwᵢ."""
     from vjp_explorer.engine.finite_diff import second_directional

@@ -402,8 +402,9 @@ RECORD: dict[str, Check] = {
     "jacobian_rows": _int,
     "hook": _opt(_str),  # the kind of the snippet's hook that changed a gradient during the call (hooks.py)
     "customs": _list(_str, 100),  # the custom autograd.Functions the gradient passes through
-    # a second derivative of a one-number function of one input (a hessian, jacrev(jacrev(f)), grad(grad(f))):
-    # `result`, the call's ∂²f/∂x², shaped (*x.shape, *x.shape); the judge checks it by second differences
+    # a second derivative of a one-number function (a hessian, jacrev(jacrev(f)), grad(grad(f))): `result`,
+    # the call's ∂²f/∂x², shaped (*x.shape, *x.shape) for one input, N × N over several inputs' elements
+    # joined in order (the blocks ∂²f/∂x_a∂x_b); the judge checks it by second differences
     "second": _opt(lambda x: _fields(x, SECOND)),
     # a derivative along tangents by forward mode: the judge checks Ju by central differences along u; `v`
     # is then empty (there is no cotangent) and `grads` all None
@@ -502,8 +503,18 @@ def _consistent(record: Record) -> None:
         if g is not None and g["shape"] != a["shape"]:
             raise RecordError("a record whose grad has another shape than its input")
     second = record["second"]
-    if second is not None and (n != 1 or second["result"]["shape"] != 2 * record["at"][0]["shape"]):
-        raise RecordError("a record of a second derivative whose result is not ∂²f/∂x² of its one input")
+    elements = sum(math.prod(a["shape"]) for a in record["at"])
+    if second is not None and (
+        n == 0
+        or n == 1
+        and second["result"]["shape"] != 2 * record["at"][0]["shape"]
+        or n > 1
+        and second["result"]["shape"] != [elements, elements]
+    ):
+        raise RecordError(
+            "a record of a second derivative whose result is not ∂²f/∂x² of its one input, or the N × N "
+            "matrix of its inputs joined"
+        )
     if tangent is not None and (
         second is not None
         or [u["shape"] for u in tangent["u"]] != [a["shape"] for a in record["at"]]

@@ -211,6 +211,18 @@ def directions(
     )
 
 
+def joined(replay: Any, x0: list[torch.Tensor]) -> tuple[torch.Tensor, Any]:
+    """The inputs as one flat vector z, and the replay as a function of z (one input: as it is)."""
+    if len(x0) == 1:
+        return x0[0], replay
+    sizes, shapes = [x.numel() for x in x0], [x.shape for x in x0]
+
+    def of(z: torch.Tensor) -> list[torch.Tensor]:
+        return replay(*(p.reshape(s) for p, s in zip(z.split(sizes), shapes, strict=True)))
+
+    return torch.cat([x.reshape(-1) for x in x0]), of
+
+
 def second(replay: Any, x0: torch.Tensor, dtype: torch.dtype, result: torch.Tensor, line: int) -> Check:
     """A second derivative H = ∂²f/∂x² the call returned, against central second differences of the replayed
     one-number forward along random u and w (seeded by the call's line, drawn here, in the judge): uᵀHw is

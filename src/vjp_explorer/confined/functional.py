@@ -25,7 +25,7 @@ from torch.utils import _pytree as pytree
 from ..engine.tolerance import FD_BUDGETS, ROUNDOFF_UNITS, allowed, eps, tolerance, with_error
 from ..events import Event, TensorInfo
 from ..verdicts import Check
-from .functional_judged import batch_record, judged, tangent_record, vmap_record
+from .functional_judged import batch_record, joined_hessian, judged, tangent_record, vmap_record
 from .functional_refs import (
     Batched,
     batched_reference,
@@ -491,6 +491,12 @@ def _second_record(
         base, a, b, aux = spec.func, spec.argnums, spec.argnums, spec.has_aux
     else:
         base, a, b, aux = inner.func, inner.argnums, spec.argnums, inner.has_aux or spec.has_aux
+    if isinstance(a, tuple) and isinstance(b, tuple) and a == b and not aux:  # argnums=(0, 1): blocks joined
+        nums = tuple(k % len(xs) for k in a)
+        joined = joined_hessian([xs[k] for k in nums], got) if len(set(nums)) == len(nums) else None
+        if joined is not None and all(isinstance(xs[k], torch.Tensor) for k in nums):
+            f = _fixing(base, xs, kw, nums, False, widen=False)
+            return judged(observer, event, f, [xs[k] for k in nums], None, [], False, _SKIP[0], _CHEAP[0], base, joined)
     x = xs[a % len(xs)] if isinstance(a, int) and isinstance(b, int) and a % len(xs) == b % len(xs) else None
     if aux or x is None or len(got) != 1 or tuple(got[0].shape) != 2 * tuple(x.shape):
         return judged(observer, event, None, [], None, [], False, _SKIP[0], _CHEAP[0], None)
@@ -609,9 +615,10 @@ def _check(observer: Any, event: Event, kind: str, func: Any, inputs: Any, vs: l
     elif kind == "jvp":  # Ju by forward mode: the judge's check (of a derivative, this process's own)
         f, tangent = (func, (vs, got)) if spec is None else (None, None)
         _RECORD[0] = judged(observer, event, f, xs, None, [], False, _SKIP[0], _CHEAP[0], func, tangent=tangent)
-    elif kind == "hessian":  # ∂²f/∂x² of one input: the judge's check; of several, the child's still
-        one = single and len(got) == 1 and tuple(got[0].shape) == 2 * tuple(xs[0].shape) and spec is None
-        f, second = (func, got[0]) if one else (None, None)
+    elif kind == "hessian":  # ∂²f/∂x² of one input, or of several joined: the judge's check
+        one = single and len(got) == 1 and tuple(got[0].shape) == 2 * tuple(xs[0].shape)
+        second = got[0] if one else None if single else joined_hessian(xs, got)
+        f = func if second is not None and spec is None else None
         _RECORD[0] = judged(observer, event, f, xs, None, [], False, _SKIP[0], _CHEAP[0], func, second=second)
 
 

@@ -42,7 +42,8 @@ def judged(
     jacrev, jacfwd), which goes to the judge as Jᵀv for a random v (seeded by the call's line): a wrong entry
     of J shows in it but for a set of v of measure zero. `second`: the call's result is ∂²f/∂x² of a
     one-number `func` of its one input (a hessian, jacrev(jacrev(f)), grad(grad(f))), which the judge checks
-    by second differences of the recorded forward; `got` is then empty. `tangent`: the call's result is Ju by
+    by second differences of the recorded forward; of several inputs, the blocks joined (`joined_hessian`);
+    `got` is then empty. `tangent`: the call's result is Ju by
     forward mode (a jvp), given as (u per input, Ju per output), which the judge checks by central
     differences of the recorded forward along u; `vs` and `got` are then empty."""
     from ..calls import CHECKED_IN_CHILD
@@ -186,6 +187,24 @@ def _record(
                 "result": [oplog.array(r.detach()) for r in tangent[1]],
             },
         }
+
+
+def joined_hessian(xs: list[torch.Tensor], blocks: list[torch.Tensor]) -> torch.Tensor | None:
+    """The blocks ∂²f/∂x_a∂x_b of a hessian of several inputs (a-major, each shaped (*x_a.shape, *x_b.shape))
+    as one N × N matrix over the inputs' elements joined in order; None where they are not that."""
+    k = len(xs)
+    if k < 2 or len(blocks) != k * k:
+        return None
+    rows = []
+    for a, xa in enumerate(xs):
+        row = []
+        for b, xb in enumerate(xs):
+            h = blocks[a * k + b]
+            if tuple(h.shape) != (*xa.shape, *xb.shape):
+                return None
+            row.append(h.detach().reshape(xa.numel(), xb.numel()).to(torch.float64))
+        rows.append(torch.cat(row, dim=1))
+    return torch.cat(rows, dim=0)
 
 
 def _constant(rec: Any, outs: list[torch.Tensor]) -> str:

@@ -112,7 +112,9 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
         return event.checks.append(check)
     if record["second"] is not None:  # a second derivative: second differences of the replay
         second = oplog.tensor(record["second"]["result"])
-        return event.checks.append(checks.second(replay, x0[0], leaves[0].dtype, second, event.line))
+        z, joined = checks.joined(replay, x0)
+        dtype = max((x.dtype for x in leaves), key=lambda d: torch.finfo(d).eps if d.is_floating_point else 0.0)
+        return event.checks.append(checks.second(joined, z, dtype, second, event.line))
     cheap = record["cheap"]
     v = torch.cat([x.reshape(-1).to(torch.float64) for x in vs]) if vs else torch.zeros(0, dtype=torch.float64)
     try:

@@ -89,3 +89,25 @@ def test_a_wrong_batched_gradient_disagrees_in_the_judge_however_the_snippet_rew
         assert all("replayed forward" in c.compares for c in event.checks)
         assert any("Σ_b c_b" in n for n in event.notes)
         assert r.exit_code == (3 if bad else 0)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("factor", "want", "code"), [("2", "disagree", 3), ("1", "agree", 0)])
+def test_is_grads_batched_is_one_event_judged_as_a_batch(factor, want, code):
+    """autograd.grad(..., is_grads_batched=True) broke the channel (its batched grads made an event whose
+    grad did not fit its input); it is one event whose results hold one Jᵀv per row of v, judged as a batch."""
+    from vjp_explorer.confined.launch import confinement_available
+    from vjp_explorer.snippet import run_snippet
+
+    if confinement_available() is not None:
+        pytest.skip("no confinement on this machine")
+    src = SIN.replace("FACTOR", factor).rsplit("jac = ", 1)[0] + (
+        "(jac,) = torch.autograd.grad(y, x, torch.eye(3), is_grads_batched=True)\n"
+        "print([round(t, 6) for t in jac.diagonal().tolist()])\n"
+    )
+    r = run_snippet(src, seed=0)
+    cos = [round(float(c) * int(factor), 6) for c in torch.tensor([0.1, 0.2, 0.3]).cos()]
+    assert r.stdout == f"{cos}\n"
+    (event,) = r.events
+    assert event.call == "torch.autograd.grad" and [res.shape for res in event.results] == [[3, 3]]
+    assert {c.name: c.status for c in event.checks} == {"jtv": want, "finite_difference": want}
+    assert r.exit_code == code

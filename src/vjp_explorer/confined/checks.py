@@ -21,6 +21,7 @@ from .pattern import mistake_pattern
 JACOBIAN_ROWS = 128  # J of the replay for outputs up to this many elements (one autograd call per row)
 FD_EVALS = FD_BUDGETS["snippet"].evals  # every column of J up to 100 input elements, else random directions
 JTV = "the call's grads vs Jᵀv from the Jacobian of the replayed forward (autograd of the replay, float64)"
+JTV_VJP = "the call's grads vs Jᵀv by one vjp of the replayed forward (autograd of the replay, float64)"
 FD = "the call's grads vs Jᵀv from central differences of the replayed forward (float64, no autograd)"
 FD_DIR = "<u, the call's grads> vs (f(x + hu) - f(x - hu))/2h · v of the replayed forward, random u (float64)"
 SECOND = (
@@ -47,6 +48,29 @@ def flat(replay: Any) -> Callable[..., torch.Tensor]:
     return f
 
 
+def vjp_of(replay: Any, x0: list[torch.Tensor], v: torch.Tensor) -> list[torch.Tensor] | str:
+    """Jᵀv of the replay in float64 by autograd of the replay itself (our graph), one flat tensor per input;
+    or why not."""
+    try:
+        return _vjp(flat(replay), [x.clone().requires_grad_() for x in x0], v)
+    except (RuntimeError, ValueError, TypeError, IndexError) as e:
+        return f"the replay failed ({str(e).splitlines()[0][:200] if str(e) else type(e).__name__})"
+
+
+def _vjp(f: Any, xs: list[torch.Tensor], v: torch.Tensor) -> list[torch.Tensor]:
+    """Jᵀv of f at xs (v flat, over f's flat output), one flat float64 tensor per input (zeros: unused)."""
+    with torch.enable_grad():
+        y = f(*xs)
+        if not y.requires_grad:
+            return [torch.zeros(x.numel(), dtype=torch.float64) for x in xs]
+        # v through a scalar root, not grad_outputs (which imports torch.fx and sympy, 0.4 s)
+        gs = torch.autograd.grad((y * v.to(y.dtype)).sum(), xs, allow_unused=True)
+    return [
+        torch.zeros(x.numel(), dtype=torch.float64) if g is None else g.detach().reshape(-1).to(torch.float64)
+        for g, x in zip(gs, xs, strict=True)
+    ]
+
+
 def forward_rounding(
     replay: Any, x0: list[torch.Tensor], leaves: list[torch.Tensor], v: torch.Tensor
 ) -> list[torch.Tensor]:
@@ -54,22 +78,10 @@ def forward_rounding(
     forward's rounding alone moves the gradient (a float32 loss whose residuals cancel), allowed on top of
     the tolerance. Both are autograd of the recorded ATen forward, never the snippet's own backward."""
 
-    def vjp(f: Any, xs: list[torch.Tensor]) -> list[torch.Tensor]:
-        with torch.enable_grad():
-            y = f(*xs)
-            if not y.requires_grad:
-                return [torch.zeros(x.numel(), dtype=torch.float64) for x in xs]
-            # v through a scalar root, not grad_outputs (which imports torch.fx and sympy, 0.4 s)
-            gs = torch.autograd.grad((y * v.to(y.dtype)).sum(), xs, allow_unused=True)
-        return [
-            torch.zeros(x.numel(), dtype=torch.float64) if g is None else g.detach().reshape(-1).to(torch.float64)
-            for g, x in zip(gs, xs, strict=True)
-        ]
-
     try:
-        wide = vjp(flat(replay), [x.clone().requires_grad_() for x in x0])
+        wide = _vjp(flat(replay), [x.clone().requires_grad_() for x in x0], v)
         own = [x.to(leaf.dtype).clone().requires_grad_() for x, leaf in zip(x0, leaves, strict=True)]
-        native = vjp(flat(replay.in_native_dtypes()), own)
+        native = _vjp(flat(replay.in_native_dtypes()), own, v)
         return [(a - b).abs().nan_to_num(0.0, 0.0, 0.0) for a, b in zip(native, wide, strict=True)]
     except (RuntimeError, ValueError, TypeError, IndexError):
         return [torch.zeros(x.numel(), dtype=torch.float64) for x in x0]

@@ -365,6 +365,7 @@ def _after(event: dict[str, Any], record: dict[str, Any]) -> None:
     by its design), the custom Function to suspect, and whether finite differences see a non-finite grad too."""
     checks = event["checks"]
     bad = any(c["status"] == "disagree" for c in checks)
+    nonfinite = event["diagnosis"]  # the child's word on a nan or inf grad, where the call has one
     if record["hook"] is not None and bad:
         why = "a hook of the snippet changed the gradient on its way, so .grad is not Jᵀv by design"
         for c in checks:
@@ -384,13 +385,13 @@ def _after(event: dict[str, Any], record: dict[str, Any]) -> None:
             "missing term)."
         )
     fd = next((c for c in checks if c["name"] == "finite_difference"), None)
-    if event["diagnosis"] and fd is not None and fd["status"] == "agree" and fd["overflow"]:
+    if nonfinite and fd is not None and fd["status"] == "agree" and fd["overflow"]:
         event["diagnosis"] = (
             f"The grad overflowed its dtype at {', '.join(fd['overflow'][:6])}: finite differences give a finite "
             "value there, past the dtype's largest number (float64, or a smaller v, keeps it finite). "
             + event["diagnosis"]
         )
-    elif event["diagnosis"] and fd is not None and fd["status"] == "agree":
+    elif nonfinite and fd is not None and fd["status"] == "agree":
         event["diagnosis"] = (
             "Finite differences find no finite derivative here either, so a non-finite grad is what the math "
             "gives (the derivative is infinite or undefined at this point). " + event["diagnosis"]

@@ -112,6 +112,7 @@ class Observer:
                 out = apply(cls, *args, **kwargs)
             finally:
                 rec.custom_depth -= 1
+                rec.read_number = rec.read_number and rec.custom_depth > 0
             return rec.mark(out)  # --code: its node is made here, at the line that called apply
 
         torch.autograd.Function.apply = classmethod(recorded_apply)  # type: ignore[assignment]
@@ -362,6 +363,14 @@ class Observer:
         nonfinite = any(isinstance(g, torch.Tensor) and not bool(torch.isfinite(g).all()) for g in got)
         event.diagnosis = c.diagnosis if nonfinite else None
         record = record_of(self, c, event, got)
+        if c.p.arguments.get("is_grads_batched"):  # a batch of v, one Jᵀv per row: as autograd.grad inside vmap
+            from .functional_judged import batch_record
+
+            skip = "" if c.checked else f"past the first calls of a line, every {c.every}th is checked"
+            record = batch_record(self, event, c.outs, c.leaves, c.v_used, got, skip, not c.explain)
+            event.results = [info(f"grad[{k}]" if len(got) > 1 else "grad", g, c.explain) for k, g in enumerate(got)]
+            event.inputs = []  # each result holds one Jᵀv per row of v (batch first), as the results show
+            event.notes.append("is_grads_batched=True: one backward per row of v (batch first), each row's Jᵀv.")
         event.notes.extend(event_notes(event, c.before))
         event.kinks = conventions.of_entries(self.recorder.slice_for(c.outs, c.leaves), self.global_name)
         event.notes.extend(self._unreached(c))

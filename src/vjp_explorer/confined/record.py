@@ -59,6 +59,7 @@ class Entry:
     results: list[torch.Tensor] = field(default_factory=list)  # kept for random results
     random: bool = False
     kink: dict[str, Any] | None = None  # an input on a kink or tie, and PyTorch's convention (conventions.py)
+    number: bool = False  # made in a custom Function's forward after it read a tensor as a Python number
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class Recorder(TorchDispatchMode):
         self.max_entries, self.max_copy_bytes = max_entries, max_copy_bytes
         self.paused = 0
         self.custom_depth = 0  # inside a custom autograd.Function's forward: grad is off, yet it is the function
+        self.read_number = False  # that forward read a tracked tensor as a Python number (.item()) so far
         self.dropped = False  # the log overflowed: older forwards cannot be replayed
         self.failed = ""  # why the log could not record an operation (its own failure, never the snippet's)
         self.roots: set[int] = set()  # serials tracked without requiring grad: forward-mode AD's dual tensors
@@ -140,6 +142,16 @@ class Recorder(TorchDispatchMode):
         # then, as an input from outside, so the replay holds it fixed as autograd does.
         name = func.overloadpacket.__name__
         unlogged = not torch.is_grad_enabled() and self.custom_depth == 0 and not (self.through_no_grad or self.roots)
+        if unlogged and not self.paused and _in_place(name, args) and key(args[0]) in self.made:
+            return self._through(func, name, args, kwargs)
+        logged = func
+        if self.custom_depth and not self.paused and name in ("detach", "alias", "_local_scalar_dense"):
+            # in a custom Function's forward, the forward is the function: a detach is still the same values
+            # (logged as the view it is), and a value read as a Python number leaves what the log can follow
+            if name == "_local_scalar_dense":
+                self.read_number = self.read_number or any(key(t) in self.made or t.requires_grad for t in args[:1])
+                return func(*args, **kwargs)
+            logged, name = torch.ops.aten.alias.default, "alias_of_detach"
         if self.paused or unlogged or name in ("detach", "alias"):
             return func(*args, **kwargs)
         try:
@@ -159,12 +171,31 @@ class Recorder(TorchDispatchMode):
         try:
             if self.lines is not None and self.custom_depth == 0:  # a custom Function's node: mark() after it
                 self._await_nodes(out)
-            entry = self._log(func, name, tensors, refs, out)
+            entry = self._log(logged, name, tensors, refs, out)
             if conv is not None and conv.after:
                 kink = conventions.hit(conv, func, args, kwargs, out)
             if entry is not None and kink is not None:
                 entry.kink = {**kink, "line": self.where() if self.where is not None else None}
         except Exception as e:  # noqa: BLE001
+            self._fail(name, e)
+        return out
+
+    def _through(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
+        """An in-place write without grad to a tensor the log made (a guard, `sq.clamp_(min=eps)` under no_grad,
+        as F.cosine_similarity does): autograd keeps the tensor's history, so backward passes through as if the
+        write were not there while later operations read the new values. Logged as old + (new - old), the
+        difference a constant."""
+        t = args[0]
+        before, old = key(t), t.detach().clone()
+        out = func(*args, **kwargs)
+        try:
+            after = (before[0], before[1] + 1)  # autograd bumps the version once the op returns through it
+            entry = Entry(
+                torch.ops.aten.add.Tensor, (_Ref(before, before[0], True), self._ref(t.detach() - old)), {}, [after]
+            )
+            self.entries.append(entry)
+            self.made[after] = (entry, 0)
+        except Exception as e:  # noqa: BLE001 - as in __torch_dispatch__
             self._fail(name, e)
         return out
 
@@ -218,7 +249,7 @@ class Recorder(TorchDispatchMode):
             (serial(o), key(o)[1] + 1) if serial(o) in written else (serial(o), base) if base is not None else key(o)
             for o in outs
         ]
-        entry = Entry(func, refs[0], refs[1], keys)
+        entry = Entry(func, refs[0], refs[1], keys, number=self.read_number and self.custom_depth > 0)
         entry.random = any(name.startswith(r) for r in _RANDOM) or name == "native_dropout"
         if entry.random:
             entry.results = [o.detach().clone() for o in outs]
@@ -332,6 +363,12 @@ class Recorder(TorchDispatchMode):
         """The replay from `leaves` to `outputs`; NotReplayable where an output's forward is not in the log
         (`unseen`: the caller's word on where it may have run instead)."""
         entries = self.slice_for(outputs, leaves)
+        if any(e.number for e in entries):
+            raise NotReplayable(
+                "a custom Function's forward reads a tensor as a Python number (.item(), float()) and computes on "
+                "with it: the value leaves torch there, so the recorded forward cannot follow how the output "
+                "depends on it"
+            )
         missing = [o for o in outputs if key(o) not in self.made and serial(o) not in {serial(t) for t in leaves}]
         if missing:
             why = "older operations were dropped to bound memory" if self.dropped else self.failed or unseen
@@ -383,6 +420,7 @@ class Replay:
         self.narrowed: list[str] = []  # ops run in float32 for want of a float64 kernel
         self.points: dict[int, kinks.Point] | None = None  # per piecewise entry: how it ran at the point
         self._holding: dict[int, kinks.Point] | None = None
+        self.smooth: set[int] | None = None  # the norms (2-norms) whose input is nonzero at the point: no kink there
 
     def in_native_dtypes(self) -> Replay:
         """The same replay in the forward's own dtypes: the size of its rounding, against the float64 one."""
@@ -395,16 +433,17 @@ class Replay:
         from now on the replay is smooth near the point, and differentiated there as autograd did. The
         branches are read in the forward's own dtypes (a float32 pre-activation of 1e-9 that is -1e-9 in
         float64 took float32's branch), in float64 where an op has no kernel in them."""
-        if not any(kinks.rule_for(e.func) for e in self.entries):
+        if not any(kinks.rule_for(e.func) or e.func.overloadpacket.__name__ in _NORMS for e in self.entries):
             return
         for native in (True, False):
             self._holding = {}
             try:
                 runner = self.in_native_dtypes() if native else self
-                runner._holding = self._holding
+                runner._holding, runner.smooth = self._holding, set()
                 with torch.no_grad():
                     runner(*[x.to(d) if native else x for x, d in zip(x0, dtypes, strict=True)])
                 self.points = {i: _as_wide(at) for i, at in self._holding.items()}
+                self.smooth = runner.smooth
                 return
             except (NotReplayable, RuntimeError):
                 if not native:
@@ -414,7 +453,8 @@ class Replay:
 
     def unheld(self) -> list[str]:
         """The operations with a kink the replay does not hold (kinks.UNHELD) it runs through."""
-        names = [e.func.overloadpacket.__name__ for e in self.entries]
+        smooth = self.smooth or set()
+        names = [e.func.overloadpacket.__name__ for i, e in enumerate(self.entries) if i not in smooth]
         return sorted({n for n in names if n in kinks.UNHELD})
 
     def _cast(self, t: torch.Tensor) -> torch.Tensor:
@@ -499,6 +539,11 @@ class Replay:
 
         args, kwargs = _map(lambda a: self._arg(a, env, by_leaf, name), e.args, e.kwargs)  # as the log nested them
         args, kwargs = _dense_backward(e.func, args, kwargs)
+        holds = self._holding is not None and kinks.rule_for(e.func) is not None
+        if self._holding is not None and self.smooth is not None and _smooth_norm(e.func, args, kwargs):
+            self.smooth.add(i)
+        # an in-place op (clamp_) overwrites the input its branch is read from: the point is read before it runs
+        before = kinks.point(e.func, *_map(_copy, args, kwargs), None) if holds and e.func._schema.is_mutable else None
         at = self.points.get(i) if self.points is not None else None
         rule = kinks.rule_for(e.func) if at is not None else None
         if name == "native_dropout":  # the recorded mask, not a new draw
@@ -512,8 +557,9 @@ class Replay:
                 res = e.func(*args, **kwargs)
             except (RuntimeError, NotImplementedError) as err:
                 res = self._narrow(e, args, kwargs, err)
-        if self._holding is not None and kinks.rule_for(e.func) is not None:
-            self._holding[i] = kinks.point(e.func, args, kwargs, res)
+        if holds:
+            at_point = kinks.point(e.func, args, kwargs, res)
+            self._holding[i] = at_point if before is None else kinks.Point(before.args, at_point.results)  # type: ignore[index]
         outs = [o for o in _leaves((res,), {}) if isinstance(o, torch.Tensor)]
         for k, o in zip(e.outs, outs, strict=False):
             env[k] = o
@@ -532,6 +578,32 @@ def _same(held: torch.Tensor, now: torch.Tensor) -> bool:
     if now.layout != torch.strided:
         return torch.equal(held.to_dense(), now.detach().to_dense())
     return torch.equal(held, now.detach())
+
+
+_NORMS = ("linalg_vector_norm", "norm")
+
+
+def _smooth_norm(func: Any, args: Any, kwargs: Any) -> bool:
+    """A 2-norm of a tensor with no zero element: smooth there (its only kink is where its input is 0)."""
+    if func.overloadpacket.__name__ not in _NORMS or not args or not isinstance(args[0], torch.Tensor):
+        return False
+    p = kwargs.get("ord", kwargs.get("p", args[1] if len(args) > 1 and not isinstance(args[1], (list, tuple)) else 2))
+    return p in (2, 2.0, None) and bool((args[0] != 0).all())
+
+
+def _in_place(name: str, args: Any) -> bool:
+    """Whether an operation writes into its first argument, a float tensor (`clamp_`, `mul_`, `copy_`)."""
+    return (
+        name.endswith("_")
+        and not name.startswith("_")
+        and bool(args)
+        and isinstance(args[0], torch.Tensor)
+        and args[0].is_floating_point()
+    )
+
+
+def _copy(t: Any) -> Any:
+    return t.detach().clone() if isinstance(t, torch.Tensor) else t
 
 
 def _narrow_float(t: Any) -> Any:

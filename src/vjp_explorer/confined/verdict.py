@@ -134,19 +134,7 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
     sizes = [Jk.abs().T @ v.abs() for Jk in jac] if jac is not None else None
     if terms is not None:  # the size of what backward added up: its rounding is at that size
         sizes = terms if sizes is None else [torch.maximum(a, b) for a, b in zip(sizes, terms, strict=True)]
-    if jac is None:
-        why = f"J has more than {record['jacobian_rows']} rows (--limit snippet_jacobian_rows=N)"
-        if cheap:
-            why = "a folded call: finite differences along random directions only"
-        event.checks.append(Check("jtv", "skipped", checks.JTV, reason=why))
-    else:
-        refs = [Jk.T @ v for Jk in jac]
-        for k, ref in enumerate(refs):
-            event.inputs[k].jtv = ref.reshape(leaves[k].shape).tolist()
-            event.inputs[k].jacobian = jac[k].tolist()
-        masks = [torch.zeros(r.shape, dtype=torch.bool) for r in refs]
-        errs = list(rounding or [])
-        event.checks.append(checks.compare("jtv", checks.JTV, event, leaves, g64, refs, errs, masks, sizes, prior))
+    event.checks.append(_jtv(event, replay, x0, v, jac, leaves, g64, sizes, prior, rounding, cheap))
     check = _finite_differences(event, fd, leaves, g64, sizes, prior, rounding)
     if replay.narrowed:  # finite differences of a float32 op are at its rounding's scale: no evidence
         why = (
@@ -155,6 +143,37 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
         )
         check = Check("finite_difference", "skipped", checks.FD, reason=why)
     event.checks.append(checks.unheld_kinks(check, replay.unheld()))
+
+
+def _jtv(
+    event: Event,
+    replay: Any,
+    x0: list[torch.Tensor],
+    v: torch.Tensor,
+    jac: list[torch.Tensor] | None,
+    leaves: list[torch.Tensor],
+    g64: list[torch.Tensor],
+    sizes: Any,
+    prior: Any,
+    rounding: Any,
+    cheap: bool,
+) -> Check:
+    """The grads against Jᵀv by autograd of the replay: from J where it was built, else one vjp of the replay
+    (any number of rows); a folded call gets the finite differences alone."""
+    if cheap:
+        return Check(
+            "jtv", "skipped", checks.JTV, reason="a folded call: finite differences along random directions only"
+        )
+    refs = [Jk.T @ v for Jk in jac] if jac is not None else checks.vjp_of(replay, x0, v)
+    if isinstance(refs, str):
+        return Check("jtv", "skipped", checks.JTV_VJP, reason=refs)
+    for k, ref in enumerate(refs):
+        event.inputs[k].jtv = ref.reshape(leaves[k].shape).tolist()
+        if jac is not None:
+            event.inputs[k].jacobian = jac[k].tolist()
+    masks = [torch.zeros(r.shape, dtype=torch.bool) for r in refs]
+    compares = checks.JTV if jac is not None else checks.JTV_VJP
+    return checks.compare("jtv", compares, event, leaves, g64, refs, list(rounding or []), masks, sizes, prior)
 
 
 def _finite_differences(

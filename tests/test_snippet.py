@@ -548,3 +548,18 @@ def test_numpy_in_a_snippet_prints_what_python_prints():
     assert got.stdout == want["stdout"]
     assert "[2. 4. 6.]" in got.stdout and "array(" not in got.stdout  # a bare expression in a script echoes nothing
     assert [x.grad for x in got.events[0].inputs] == [[2.0, 4.0, 6.0]]
+
+
+def test_sys_exit_ends_the_snippet_with_pythons_status_and_sys_stdout_buffer_takes_bytes():
+    """sys.exit(5) read as success (exit 0, nothing said); sys.stdout.buffer did not exist."""
+    src = (
+        'import sys\nsys.stdout.buffer.write(b"bytes \\xc3")\nsys.stdout.buffer.write(b"\\xa9\\n")\n'
+        'print("hi")\nsys.exit(5)\nprint("never")\n'
+    )
+    r = run_snippet(src, seed=0)
+    assert r.stdout == "bytes é\nhi\n"  # a character split across two writes, joined as python joins it
+    assert r.error is not None and (r.error.type, r.error.message, r.error.line) == ("SystemExit", "5", 5)
+    assert r.exit_code == 4
+    said = run_snippet('import sys\nsys.exit("fatal: no data")\n', seed=0)
+    assert said.error is not None and said.error.message == "fatal: no data" and said.exit_code == 4
+    assert run_snippet("import sys\nsys.exit(0)\n", seed=0).exit_code == 0

@@ -288,3 +288,21 @@ def test_a_trusted_snippet_is_diagnosed_in_a_confined_run_so_its_effects_do_not_
     r = run_snippet(code, "trusted.py", seed=0, trust=True)
     assert r.error is not None and [(d.kind, d.line) for d in r.diagnoses] == [("inplace_modified", 7)]
     assert (tmp_path / "runs.txt").read_text() == "ran\n"  # once: the confined second run wrote in its scratch
+
+
+@pytest.mark.parametrize(
+    ("line", "cut", "words"),
+    [
+        ("loss = (x > 0.5).float().sum()", {"line": 3, "op": "gt"}, "a comparison gives a bool tensor"),
+        ("loss = x.argmax().float()", {"line": 3, "op": "argmax"}, "it returns indices"),
+        ("loss = torch.tensor(x.sum().item())", {"line": 3, "op": ".item()"}, ".item() turns the value"),
+    ],
+)
+def test_a_graph_lost_at_a_step_or_a_python_number_names_that_line(line, cut, words):
+    """x requires grad, so "requires_grad was never set" (and its fix, a new leaf cut off from x) was wrong:
+    the graph was lost where a comparison, an index or .item() left the floats."""
+    src = f"import torch\nx = torch.tensor([0.1, 0.9, 0.3], requires_grad=True)\n{line}\nloss.backward()\n"
+    r = run_snippet(src, seed=0)
+    (d,) = [d for d in r.diagnoses if d.kind == "no_grad_fn"]
+    assert d.cause == cut and words in d.text and "never set" not in d.text
+    assert "requires_grad=True" not in d.fix

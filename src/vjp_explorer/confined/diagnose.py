@@ -132,7 +132,7 @@ class Diagnoser(TorchFunctionMode):
                 continue
             m = Made(weakref.ref(o), line, name, parents, before, [weakref.ref(t) for t in ins])
             m.requires_grad = o.requires_grad
-            if lost and not o.requires_grad and o.is_floating_point():
+            if lost and not o.requires_grad:  # a float without grad, or an index or a comparison's bools
                 m.cut = rec.cut_name(name, grad_mode)
                 m.cut_leaves = rec.leaves_of(ins)
                 self.cuts = [*self.cuts[-999:], m]
@@ -494,7 +494,7 @@ class Diagnoser(TorchFunctionMode):
         for m in records:
             if m.parents or m.op not in _FACTORIES or m.line is None:
                 continue
-            for at in src.python_sources(tree, m.line):
+            for at in [m.line, *src.python_sources(tree, m.line)]:  # `torch.tensor(x.sum().item())`: the same line
                 for cut in [*self.python, *self.cuts]:
                     if cut.line == at and (leaf is None or leaf in cut.cut_leaves):
                         return cut

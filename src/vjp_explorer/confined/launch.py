@@ -400,6 +400,7 @@ class _Session:
             self.ended = True
         elif kind == "exit":
             self.outcome.exit_code = frame["code"]
+            self.outcome.exited = (frame["line"], frame["code"], safe_text(frame["message"][:2000]))
             self.ended = True
         elif kind == "refused":
             if len(self.outcome.refused) < MAX_REFUSED:

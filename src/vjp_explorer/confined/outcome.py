@@ -58,6 +58,7 @@ class Outcome:
     events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (statement index, event) observed
     exception: SnippetException | None = None
     exit_code: int = 0  # what `python FILE.py` would have exited with (sys.exit, an exception: 1)
+    exited: tuple[int, int, str] | None = None  # sys.exit: (line, status, the message Python prints)
     stopped: VjpError | None = None  # the tool stopped the snippet: a limit, a crash, a broken channel
     at_exit: Statement | None = None  # what the snippet's atexit functions printed, after its last statement
     refused: list[Refused] = field(default_factory=list)  # attempts the confinement refused (audited)

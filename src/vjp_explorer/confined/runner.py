@@ -37,11 +37,33 @@ class Observer(Protocol):
     def after_statement(self, stmt: ast.stmt) -> None: ...
 
 
+class _Bytes(io.BufferedIOBase):
+    """The binary side of a _Stream (`sys.stdout.buffer`): bytes decoded as UTF-8 (a character split across
+    writes waits for its rest), written as text."""
+
+    def __init__(self, text: _Stream) -> None:
+        import codecs
+
+        self._text, self._decode = text, codecs.getincrementaldecoder("utf-8")("replace")
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        raw = bytes(data)
+        self._text.write(self._decode.decode(raw))
+        return len(raw)
+
+    def flush(self) -> None:
+        self._text.flush()
+
+
 class _Stream(io.TextIOBase):
     """sys.stdout or sys.stderr of the snippet: text collected per statement, sent in chunks as frames."""
 
     def __init__(self, name: str, fd: int, flush_chunk: Callable[[str, str], None]) -> None:
         self.name, self._fd, self._flush_chunk = name, fd, flush_chunk
+        self.buffer = _Bytes(self)  # sys.stdout.buffer.write(b"...") as python's own stream takes it
         self.parts: list[str] = []
         self.size = 0
         self.lock = threading.Lock()  # the snippet writes while the flusher (keep_sending) takes

@@ -98,6 +98,17 @@ def run_snippet(
             message=safe_text(exc.message),
             explanation=explain_refusal(refusal, exc.via) if refusal else explain_error(exc.message),
         )
+    elif outcome.exited is not None and outcome.exited[1] != 0:  # sys.exit(5): python ends with status 5
+        line, status, message = outcome.exited
+        error = RaisedError(
+            line=line,
+            source=lines[line - 1] if 0 < line <= len(lines) else "",
+            type="SystemExit",
+            message=message or str(status),
+            explanation=f"sys.exit ends the snippet here: python exits with status {status}"
+            + (", printing the message on stderr" if message else "")
+            + "; the lines after it do not run.",
+        )
     raised = (error.type, error.message) if error is not None else None
     for k, step in enumerate(steps):
         _claim(src, step, code_line.get(step.end_line, step.end_line), raised if k == len(steps) - 1 else None)

@@ -260,6 +260,12 @@ _CUT_WORDS = {
     ".numpy()": ".numpy() hands the values to numpy, which has no graph",
     "float()": "float() turns the value into a Python number, which has no graph",
     "int()": "int() turns the value into a Python number, which has no graph",
+    **dict.fromkeys(
+        ("gt", "lt", "ge", "le", "eq", "ne", "logical_and", "logical_or", "logical_not", "isclose"),
+        "a comparison gives a bool tensor: a step, with no gradient",
+    ),
+    **dict.fromkeys(("argmax", "argmin", "argsort"), "it returns indices (an integer tensor), which have no gradient"),
+    "_to_copy": "a cast to an integer or bool dtype has no gradient",
 }
 
 

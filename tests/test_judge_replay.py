@@ -160,3 +160,19 @@ Sin.apply(x).backward(torch.ones(2000))
     assert r.exit_code == 3
     right = run_snippet(src.replace("gx[0] = gx[0] + 0.05", "pass"), seed=0)
     assert statuses(right.events[0])["jtv"] == "agree" and right.exit_code == 0
+
+
+def test_a_symmetric_matrix_into_cholesky_is_differenced_along_symmetric_perturbations():
+    """cholesky reads one triangle, and torch's gradient of a symmetric input is the symmetric one (each
+    off-diagonal pair shares the derivative): by hand, d logdet K / dK = K⁻¹, which the single-entry
+    differences give as 2·K⁻¹ below the diagonal and 0 above. The check follows torch's convention, says so."""
+    src = """import torch
+K = torch.tensor([[2.0, 0.5], [0.5, 1.0]], requires_grad=True)
+L = torch.linalg.cholesky(K)
+(2 * L.diagonal().log().sum()).backward()
+"""
+    r = run_snippet(src, seed=0)
+    fd = {c.name: c for c in r.events[0].checks}["finite_difference"]
+    assert fd.status == "agree" and "symmetric perturbations" in (fd.reason or "") and r.exit_code == 0
+    inv = [[1 / 1.75, -0.5 / 1.75], [-0.5 / 1.75, 2 / 1.75]]  # K⁻¹, det K = 1.75
+    assert r.events[0].inputs[0].finite_difference == [pytest.approx(row, abs=1e-7) for row in inv]

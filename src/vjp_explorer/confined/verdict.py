@@ -8,6 +8,7 @@ recorded output; an input got a gradient the log never reads) the call is `unver
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -136,6 +137,8 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
         sizes = terms if sizes is None else [torch.maximum(a, b) for a, b in zip(sizes, terms, strict=True)]
     event.checks.append(_jtv(event, replay, x0, v, jac, leaves, g64, sizes, prior, rounding, cheap))
     check = _finite_differences(event, fd, leaves, g64, sizes, prior, rounding)
+    if check.status == "disagree" and (sym := _symmetric(replay, x0)):  # cholesky of a symmetric leaf: its convention
+        check = _along_symmetric(event, replay, x0, v, sym, (leaves, g64, sizes, prior, rounding), check)
     if replay.narrowed:  # finite differences of a float32 op are at its rounding's scale: no evidence
         why = (
             f"{', '.join(replay.narrowed)} has no float64 kernel (LSTM's on CPU): the replay runs it in float32, "
@@ -143,6 +146,51 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
         )
         check = Check("finite_difference", "skipped", checks.FD, reason=why)
     event.checks.append(checks.unheld_kinks(check, replay.unheld()))
+
+
+# operations that read a symmetric matrix from one triangle: torch's gradient of their input is symmetric
+_SYMMETRIC = ("linalg_cholesky_ex", "cholesky", "_linalg_eigh", "linalg_eigh", "linalg_eigvalsh")
+
+
+def _symmetric(replay: Any, x0: list[torch.Tensor]) -> list[int]:
+    """The inputs that are symmetric matrices where the forward runs an operation that reads one triangle."""
+    if not any(e.func.overloadpacket.__name__ in _SYMMETRIC for e in replay.entries):
+        return []
+    return [
+        k
+        for k, x in enumerate(x0)
+        if x.dim() >= 2 and x.shape[-1] == x.shape[-2] > 1 and torch.equal(x, x.transpose(-1, -2))
+    ]
+
+
+def _along_symmetric(
+    event: Event, replay: Any, x0: list[torch.Tensor], v: torch.Tensor, sym: list[int], at: tuple[Any, ...], was: Check
+) -> Check:
+    """The differences along symmetric perturbations of the symmetric inputs (S + h·(E + Eᵀ)/2), the convention
+    torch's gradient follows for cholesky and eigh: where the grads agree with those, the check says so;
+    else the first check stands."""
+
+    def f(*xs: torch.Tensor) -> torch.Tensor:
+        return checks.flat(replay)(*[(x + x.transpose(-1, -2)) / 2 if k in sym else x for k, x in enumerate(xs)])
+
+    try:
+        fd = finite_differences_of(f, x0, v, checks.FD_EVALS)
+    except (NotReplayable, RuntimeError):
+        return was
+    shown = [x.finite_difference for x in event.inputs]
+    check = _finite_differences(event, fd, *at)
+    if check.status == "disagree":
+        for x, values in zip(event.inputs, shown, strict=True):
+            x.finite_difference = values
+        return was
+    names = ", ".join(event.inputs[k].name for k in sym)
+    ops = sorted({e.func.overloadpacket.__name__ for e in replay.entries} & set(_SYMMETRIC))
+    why = (
+        f"{names} is symmetric and reaches {', '.join(ops)}, "
+        "which reads one triangle: torch's gradient is the symmetric one (each off-diagonal pair shares the "
+        "derivative), so the differences are taken along symmetric perturbations"
+    )
+    return replace(check, reason=f"{why}; {check.reason}" if check.reason else why)
 
 
 def _jtv(

@@ -286,3 +286,38 @@ def test_promotion_is_undone_after_the_reference_runs(tmp_path):
     spec.loader.exec_module(module)
     result = check(module.Linear, torch.tensor([1.0, 2.0, 3.0]))
     assert result.exit_code == 0 and module.W.dtype == torch.float32
+
+
+HYPER = '''import torch
+
+class Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, n):
+        ctx.save_for_backward(x)
+        ctx.n = n
+        return x ** n
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * ctx.n * x ** (ctx.n - 1), None
+
+
+def powr(x, n=3):
+    return x ** n
+'''
+
+
+def test_a_number_the_backward_takes_no_gradient_of_goes_as_a_const_and_a_default_may_be_left_out(vjp, tmp_path):
+    """Function.apply(x, 3), with backward returning None for n, read as wrong (n forced a tensor that asks a
+    gradient); powr(x, n=3) demanded --n. By hand, d/dx x³ at (1, 2) = (3, 12)."""
+    path = tmp_path / "hyper.py"
+    path.write_text(HYPER)
+    res = vjp("check", f"{path}:Cube", "--x", "1,2", "--const", "n=3", "--json")
+    assert res.exit_code == 0, res.stdout
+    (event,) = json.loads(res.stdout)["events"]
+    assert event["status"] == "agree" and [x["name"] for x in event["inputs"]] == ["x"]
+    assert event["inputs"][0]["grad"] == [3.0, 12.0]
+    assert vjp("check", f"{path}:powr", "--x", "1,2").exit_code == 0  # n=3, its default
+    missing = vjp("check", f"{path}:Cube", "--x", "1,2")
+    assert missing.exit_code == 2 and "--const NAME=VALUE" in missing.stderr

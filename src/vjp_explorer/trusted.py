@@ -55,26 +55,43 @@ def load_target(target: str) -> tuple[Any, str]:
 
 def parameters(obj: Any) -> list[str]:
     """The input names a function or autograd.Function takes (without ctx)."""
+    return list(_positional(obj))
+
+
+def defaulted(obj: Any) -> set[str]:
+    """The positional parameters that have a default (they may be left out, from the last one back)."""
+    return {name for name, p in _positional(obj).items() if p.default is not p.empty}
+
+
+def _positional(obj: Any) -> dict[str, Any]:
     import inspect
 
     import torch
 
     fn = obj.forward if isinstance(obj, type) and issubclass(obj, torch.autograd.Function) else obj
-    names = [
-        p.name
+    params = {
+        p.name: p
         for p in inspect.signature(fn).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
+    }
     # forward(ctx, ...), unless the Function defines setup_context (torch.func's form): then forward(...)
     with_ctx = fn is not obj and obj.setup_context is torch.autograd.Function.setup_context
-    return names[1:] if with_ctx else names
+    return dict(list(params.items())[1:]) if with_ctx else params
 
 
-def check(obj: Any, *inputs: Any, gradient: Any = None, v: Any = None, label: str | None = None) -> CheckResult:
+def check(
+    obj: Any,
+    *inputs: Any,
+    gradient: Any = None,
+    v: Any = None,
+    label: str | None = None,
+    constants: tuple[int, ...] = (),
+) -> CheckResult:
     """Check the backward of `obj` (a function or a torch.autograd.Function) at `inputs`, with v (default 1).
 
     `gradient` is v, the argument of `y.backward(gradient)`, as `explore` takes it; `v=` is the same keyword;
-    "ones" is v = 1 of the output's shape."""
+    "ones" is v = 1 of the output's shape. The inputs at the positions in `constants` are held fixed (no
+    gradient is asked of them), as are inputs that are not tensors (a Python number: an exponent `n`)."""
     import torch
 
     if gradient is not None:
@@ -86,7 +103,10 @@ def check(obj: Any, *inputs: Any, gradient: Any = None, v: Any = None, label: st
     name = str(label or getattr(obj, "__name__", "function"))
     names = _names(obj, len(inputs))
     xs = [
-        x.detach().clone().requires_grad_(x.is_floating_point()) if isinstance(x, torch.Tensor) else x for x in inputs
+        x.detach().clone().requires_grad_(x.is_floating_point() and k not in constants)
+        if isinstance(x, torch.Tensor)
+        else x
+        for k, x in enumerate(inputs)
     ]
     leaves = [x for x in xs if isinstance(x, torch.Tensor) and x.requires_grad]
     leaf_names = [n for n, x in zip(names, xs, strict=True) if isinstance(x, torch.Tensor) and x.requires_grad]

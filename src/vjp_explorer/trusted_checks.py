@@ -75,9 +75,12 @@ def differences(fn64: Any, xs: list[Any], leaves: list[Any], v: Any) -> Any:
 
 def close(got: Any, ref: Any, err: Any, tol: Tolerance) -> Any:
     """Elementwise: |got − ref| within the table's first weighing, the reference's error estimate as its size."""
+    import torch
+
     from .engine.tolerance import allowed, with_error
 
-    return (got - ref).abs() <= allowed(ref, with_error(0.0, err, tol), tol)
+    same = (got == ref) | (torch.isnan(got) & torch.isnan(ref))  # the same inf, or nan both ways: left out
+    return same | ((got - ref).abs() <= allowed(ref, with_error(0.0, err, tol), tol))
 
 
 def compare(

@@ -359,6 +359,7 @@ def check_cmd(
     ],
     grad: GradOpt = None,
     dtype: DtypeOpt = None,
+    const: ConstOpt = None,
     json_: CheckJsonOpt = False,
     full: FullOpt = False,
     debug: DebugOpt = False,
@@ -383,7 +384,7 @@ def check_cmd(
         dtype = settings["dtype"]
         from .check import check_command
 
-        code = check_command(ctx, target, grad, dtype, json_, full, debug, write_after_status, render)
+        code = check_command(ctx, target, grad, dtype, json_, full, debug, write_after_status, render, const)
     except (Exception, KeyboardInterrupt) as e:
         status.stop()
         raise fail(e, debug) from None

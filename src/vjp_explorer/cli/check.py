@@ -19,16 +19,21 @@ def check_command(
     debug: bool,
     write: Callable[..., None],
     render: Callable[..., str],
+    consts: list[str] | None = None,
 ) -> int:
     for problem in ctx.meta.get("vjp_problems", []):
         raise UsageError(problem)
     given = dict(ctx.meta.get("vjp_variables", []))
+    fixed = _constants(consts or [])
+    if both := sorted(set(fixed) & set(given)):
+        raise UsageError(f"{', '.join(both)} is given twice, as --NAME and as --const; give it once.")
+    given.update(fixed)
     if dtype not in (None, "float32", "float64"):
         raise UsageError(f"--dtype must be float32 or float64, not {visible(dtype)!r}.")
     import contextlib
     import io
 
-    from ..trusted import check, load_target, parameters
+    from ..trusted import check, defaulted, load_target, parameters
 
     printed = io.StringIO()  # what the user's module prints: never on stdout, which holds the check (or JSON)
     with contextlib.redirect_stdout(printed):
@@ -38,16 +43,25 @@ def check_command(
         names = parameters(obj)
     except (TypeError, ValueError):
         raise UsageError(f"{label}: cannot read its parameters; is it a function or an autograd.Function?") from None
+    optional = defaulted(obj)
+    while names and names[-1] in optional and names[-1] not in given:  # left out: its default stands
+        names = names[:-1]
     missing = [n for n in names if n not in given]
-    unknown = [n for n in given if n not in names]
+    unknown = [n for n in given if n not in names and n not in optional]
     if unknown:
-        takes = f"its parameters are: {', '.join(names)}" if names else "it takes no parameters"
+        takes = (
+            f"its positional parameters are: {', '.join(parameters(obj))}"
+            if parameters(obj)
+            else "it takes no positional parameters"
+        )
         raise UsageError(f"{label} has no parameter {', '.join(visible(n) for n in unknown)}; {takes}.")
     if missing:
         raise UsageError(
             f"Give a value for {', '.join(missing)}: vjp check {visible(target)} "
             + " ".join(f"--{n} VALUE" for n in names)
-            + "."
+            + ".",
+            hint="A value held fixed, with no gradient asked of it (an exponent, a flag), goes as --const NAME=VALUE: "
+            "a number is passed as a Python number.",
         )
     import torch
 
@@ -59,7 +73,9 @@ def check_command(
     dtype_origin = Origin("--dtype", "--dtype")
     origins = [Origin(f"--{n}", f"--{n}") for n in names]
     inputs = [
-        make_tensor(parse_value(given[n], o), o, tdtype, gen, dtype_origin=dtype_origin)
+        given[n]
+        if n in fixed and isinstance(given[n], (int, float))
+        else make_tensor(parse_value(given[n], o), o, tdtype, gen, dtype_origin=dtype_origin)
         for n, o in zip(names, origins, strict=True)
     ]
     v = None
@@ -73,7 +89,8 @@ def check_command(
         )
     try:
         with contextlib.redirect_stdout(printed):
-            result = check(obj, *inputs, v=v, label=label)
+            constants = tuple(k for k, n in enumerate(names) if n in fixed)
+            result = check(obj, *inputs, v=v, label=label, constants=constants)
     except UsageError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's forward or backward raised (or torch refused it)
@@ -97,6 +114,24 @@ def check_command(
         if result.exit_code == 3:
             write("error: the backward is wrong (exit 3); see the diagnosis above.\n", err=True)
     return result.exit_code
+
+
+def _constants(items: list[str]) -> dict[str, Any]:
+    """--const NAME=VALUE: a Python number where VALUE is one (an exponent n: passed as 3, not a tensor), else
+    the value's text, made a tensor that asks no gradient."""
+    import ast
+
+    found: dict[str, Any] = {}
+    for item in items:
+        name, eq, text = item.partition("=")
+        if not eq or not name.strip().isidentifier():
+            raise UsageError(f"--const takes NAME=VALUE, not {visible(item)!r}.", hint="For example: --const n=3")
+        try:
+            value = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            value = text
+        found[name.strip()] = value if type(value) in (int, float) else text
+    return found
 
 
 def _said(printed: Any, target: str, write: Callable[..., None]) -> None:

@@ -299,10 +299,18 @@ def _along(
 ) -> _Along:
     """f's central differences along one direction at h and h/2 (4 evaluations): `shifted(s)` is the point
     moved by s along it."""
+    from ..errors import ProgramError
+
     ds, bends, crossed = [], [], False
+    nan = torch.full((fn.f0.numel(),), math.nan, dtype=torch.float64)
     for step in (h, h / 2):
-        hi, k_hi = fn(shifted(step))
-        lo, k_lo = fn(shifted(-step))
+        try:
+            hi, k_hi = fn(shifted(step))
+            lo, k_lo = fn(shifted(-step))
+        except (ProgramError, RuntimeError):  # torch refuses the stepped input (BCE of p = 0 - h): off the domain
+            return _Along(nan, nan, [nan, nan], False)
+        if hi.shape != fn.f0.shape or lo.shape != fn.f0.shape:  # a mask selects another count of elements
+            return _Along(nan, nan, [nan, nan], True)
         crossed = crossed or _crosses(k0, k_hi) or _crosses(k0, k_lo)
         # an output element that did not change differs by 0, even where it is infinite (1/x at 0: inf - inf)
         ds.append(torch.where(hi == lo, 0.0, hi - lo).reshape(-1) / (2 * step))

@@ -104,6 +104,32 @@ class Interpreter:
             out = Val(t.to(self.dtype), out.deps, out.size)
         return Forward(env, self.steps, self.control, out, self.work)
 
+    def _in_place(self, s: P.Assign, env: dict[str, Val]) -> None:
+        """`h += 1` writes into h's tensor in torch, so every other name of that tensor (g = h, a view of h)
+        changes with it; vjp runs it out of place, as h = h + 1: refused where another name shares it."""
+        old = env.get(s.target)
+        t = old.v if old is not None else None
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            return
+        shared = sorted(
+            n
+            for n, val in env.items()
+            if n != s.target
+            and isinstance(val.v, torch.Tensor)
+            and val.v.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+        )
+        if shared:
+            raise self.err(
+                ProgramError,
+                f"'{s.target} += ...' writes into the tensor {s.target} names, in place, in torch, and "
+                f"{', '.join(shared)} names the same tensor (or a view of it), so it would change too; vjp runs "
+                f"the update out of place ({s.target} = {s.target} + ...), which would give other numbers than "
+                "torch here.",
+                s.span,
+                f"Write {s.target} = {s.target} + ... (a new tensor: what vjp computes), or make the other name a "
+                f"copy ({shared[0]} = {s.target}.clone()).",
+            )
+
     def _block(self, body: tuple[P.Stmt, ...], env: dict[str, Val]) -> None:
         for s in body:
             if isinstance(s, P.Assign):
@@ -113,6 +139,8 @@ class Interpreter:
                         f"The program ran more than {self.limits.steps:,} assignments (--limit steps=N to raise it).",
                         s.span,
                     )
+                if s.augmented and not isinstance(s.value, P.Update):
+                    self._in_place(s, env)
                 expr = _bind(s.value, self.loop_values) if self.loop_values else s.value
                 expr = sizes.resolve(self, expr, env)  # the trace records the sizes as read now
                 self.fixed = {}

@@ -346,7 +346,8 @@ def reduce(x: SymTensor, dim: Any, keepdim: bool, combine: Callable[..., Any]) -
     for idx in _indices(x.shape):
         groups.setdefault(tuple(idx[i] for i in kept), []).append(x.at(idx))
     shape = tuple(1 if i in dims else x.shape[i] for i in range(nd)) if keepdim else tuple(x.shape[i] for i in kept)
-    return SymTensor(shape, [combine(*groups[k]) for k in sorted(groups)])
+    # over no elements (x[x > 5].sum() with none selected) each result is the empty sum: 0, as torch's
+    return SymTensor(shape, [combine(*groups.get(k, [])) for k in _indices(tuple(x.shape[i] for i in kept))])
 
 
 def transpose(x: SymTensor, d0: int, d1: int) -> SymTensor:

@@ -321,3 +321,18 @@ def test_a_number_the_backward_takes_no_gradient_of_goes_as_a_const_and_a_defaul
     assert vjp("check", f"{path}:powr", "--x", "1,2").exit_code == 0  # n=3, its default
     missing = vjp("check", f"{path}:Cube", "--x", "1,2")
     assert missing.exit_code == 2 and "--const NAME=VALUE" in missing.stderr
+
+
+def test_what_the_users_code_writes_to_descriptor_1_never_reaches_the_json(tmp_path):
+    """os.write(1, ...) in the user's forward (a C extension's printf) landed in stdout, once per evaluation,
+    and broke the JSON; it goes to stderr while the user's code runs. Run as a user runs it, in a process."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path / "noisy.py"
+    path.write_text("import os\n\ndef f(x):\n    os.write(1, b'noise\\n')\n    return x * x\n")
+    vjp = Path(sys.executable).with_name("vjp")
+    res = subprocess.run([str(vjp), "check", f"{path}:f", "--x", "1,2", "--json"], capture_output=True, text=True)
+    assert res.returncode == 0 and json.loads(res.stdout)["exit_code"] == 0
+    assert "noise" in res.stderr

@@ -74,3 +74,9 @@ def test_a_snippet_refuses_svg_with_json_clearly(vjp, tmp_path):
     r = vjp("run", "seed000_ex1", "--json", "--svg", str(tmp_path / "s.svg"))
     assert r.exit_code == 2 and "--svg and --html" in r.stderr and "with --json" in r.stderr
     assert not (tmp_path / "s.svg").exists()
+
+
+def test_a_file_that_cannot_be_made_is_refused_before_any_work_even_for_root(vjp):
+    """access() says yes to root in /proc: the JSON went out with exit_code 0, then the run exited 2."""
+    res = vjp("run", "x*2", "--x", "1,2", "--grad", "ones", "--json", "--svg", "/proc/vjp-nowhere.svg")
+    assert res.exit_code == 2 and res.stdout == "" and "cannot be written" in res.stderr

@@ -23,6 +23,13 @@ def check_writable(option: str, path: Path) -> None:
         raise UsageError(f"{option} {shown}: the file exists and may not be written.")
     if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"{option} {shown}: the folder {str(parent)!r} may not be written.")
+    if not path.exists():  # access() says yes to root everywhere (/proc too): make the file once, and remove it
+        try:
+            with open(path, "x"):
+                pass
+            path.unlink()
+        except OSError as e:
+            raise UsageError(f"{option} {shown}: cannot be written ({e.strerror}).") from None
 
 
 def wrote(path: Path, what: str) -> None:

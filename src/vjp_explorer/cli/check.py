@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import Origin, UsageError
@@ -36,7 +37,7 @@ def check_command(
     from ..trusted import check, defaulted, load_target, parameters
 
     printed = io.StringIO()  # what the user's module prints: never on stdout, which holds the check (or JSON)
-    with contextlib.redirect_stdout(printed):
+    with contextlib.redirect_stdout(printed), _fd1_to_stderr():
         obj, label = load_target(target)
     _said(printed, target, write)
     try:
@@ -88,7 +89,7 @@ def check_command(
             else make_tensor(spec, grad_origin, tdtype, gen, dtype_origin=dtype_origin)
         )
     try:
-        with contextlib.redirect_stdout(printed):
+        with contextlib.redirect_stdout(printed), _fd1_to_stderr():
             constants = tuple(k for k, n in enumerate(names) if n in fixed)
             result = check(obj, *inputs, v=v, label=label, constants=constants)
     except UsageError:
@@ -114,6 +115,27 @@ def check_command(
         if result.exit_code == 3:
             write("error: the backward is wrong (exit 3); see the diagnosis above.\n", err=True)
     return result.exit_code
+
+
+@contextmanager
+def _fd1_to_stderr() -> Iterator[None]:
+    """What the user's code writes to file descriptor 1 itself (os.write, a C extension) goes to stderr while
+    it runs: stdout holds the check, or its JSON, alone."""
+    import os
+    import sys
+
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no descriptor 1 to guard
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _constants(items: list[str]) -> dict[str, Any]:

@@ -44,8 +44,8 @@ def signed_infinity(y: Any, d: Any, s: Any, subs: dict[Any, Any]) -> float:
         )
         if math.isnan(near) or math.isnan(nearer):
             continue  # y is not real on this side (log, sqrt left of 0)
-        if abs(nearer) < 10 * abs(near) or (near > 0) != (nearer > 0):
-            return math.nan  # bounded, or changes sign: no infinite limit
+        if nearer == 0 or abs(nearer) < 10 * abs(near) or (near > 0) != (nearer > 0):
+            return math.nan  # bounded (0/0 that tends to 0: atan2 at the origin), or changes sign: no infinite limit
         signs.add(nearer > 0)
     if len(signs) != 1:
         return math.nan

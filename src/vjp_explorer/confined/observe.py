@@ -485,7 +485,10 @@ class Observer:
                 "it was computed by a backward pass with create_graph=True, a gradient of a gradient: the log "
                 "replays forward operations only, so higher derivatives have no independent check here yet"
             )
-        return "it was made where the log does not see: another thread, or a backward pass"
+        return (
+            "the log does not follow how it was made: most often an in-place write into a view or an index of it "
+            "(b[0] = ..., b[mask] = ...), else another thread or a backward pass"
+        )
 
     def _run(self, real: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not self.depth:  # the outermost call: a functional call's re-run draws what the call drew

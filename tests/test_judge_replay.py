@@ -176,3 +176,27 @@ L = torch.linalg.cholesky(K)
     assert fd.status == "agree" and "symmetric perturbations" in (fd.reason or "") and r.exit_code == 0
     inv = [[1 / 1.75, -0.5 / 1.75], [-0.5 / 1.75, 2 / 1.75]]  # K⁻¹, det K = 1.75
     assert r.events[0].inputs[0].finite_difference == [pytest.approx(row, abs=1e-7) for row in inv]
+
+
+def test_a_gradient_penalty_is_checked_through_the_gradient_it_penalises():
+    """g = ∂out/∂x with create_graph=True depends on w too; the log's replay of g read x alone, so
+    gp.backward() to w was skipped ("w got a gradient, yet the recorded forward never read it"). By hand, with
+    u = w·x and s = sech²(u): g = w·s, gp = Σ g², ∂gp/∂w = 2g·(s − 2u·s·tanh(u))."""
+    import math
+
+    src = """import torch
+w = torch.tensor([0.5, -1.0], requires_grad=True)
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+out = torch.tanh(w * x).sum()
+(g,) = torch.autograd.grad(out, x, create_graph=True)
+(g ** 2).sum().backward()
+"""
+    r = run_snippet(src, seed=0)
+    assert [statuses(e) for e in r.events] == [{"jtv": "agree", "finite_difference": "agree"}] * 2
+    want = []
+    for w, x in ((0.5, 1.0), (-1.0, 2.0)):
+        u = w * x
+        s = 1 / math.cosh(u) ** 2
+        want.append(2 * w * s * (s - 2 * u * s * math.tanh(u)))
+    (w_in,) = [i for i in r.events[1].inputs if i.name == "w"]
+    assert w_in.finite_difference == pytest.approx(want, rel=1e-6) and r.exit_code == 0

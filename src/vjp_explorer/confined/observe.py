@@ -412,7 +412,10 @@ class Observer:
         )
         try:
             with checks.outside_the_log():
-                self.recorder.record_grad(c.outs, c.v_used, c.leaves, grads)
+                # g depends on every leaf of the graph, not only on those it is taken for (a gradient penalty's
+                # ∂out/∂x depends on w): the replay of g reads them all
+                others = [t for t in graph_leaves(c.outs) if all(t is not x for x in c.leaves)]
+                self.recorder.record_grad(c.outs, c.v_used, c.leaves, grads, others)
         except Exception:  # noqa: BLE001, S110 - the tool's own failure: the gradient stays a constant to the replay
             pass
 

@@ -290,7 +290,12 @@ class Recorder(TorchDispatchMode):
         return _Ref(copied, n, False)
 
     def record_grad(
-        self, outputs: list[torch.Tensor], vs: list[Any], inputs: list[torch.Tensor], grads: list[Any]
+        self,
+        outputs: list[torch.Tensor],
+        vs: list[Any],
+        inputs: list[torch.Tensor],
+        grads: list[Any],
+        others: list[torch.Tensor] = (),  # type: ignore[assignment]
     ) -> None:
         """A gradient taken with create_graph=True, as one entry of the log: a later forward that reads it
         (a MAML step `w - lr * g`) is replayed with g recomputed from its inputs, not held as a constant.
@@ -298,8 +303,9 @@ class Recorder(TorchDispatchMode):
         kept = [(x, g) for x, g in zip(inputs, grads, strict=True) if isinstance(g, torch.Tensor)]
         if not kept or not all(isinstance(v, torch.Tensor) for v in vs):
             return
+        read = [*inputs, *others]  # the inputs g is taken for first (GradOf's `which`), then what else it reads
         try:
-            inner = self.replay(outputs, inputs)
+            inner = self.replay(outputs, read)
         except NotReplayable:
             return  # its forward is not in the log: g stays a constant, and a check that needs it says so
         grad = GradOf(
@@ -307,7 +313,7 @@ class Recorder(TorchDispatchMode):
             [v.detach().clone() for v in vs],
             [k for k, g in enumerate(grads) if isinstance(g, torch.Tensor)],
         )
-        refs = tuple(self._ref(x) for x in inputs)
+        refs = tuple(self._ref(x) for x in read)
         keys = [key(g) for _, g in kept]
         entry = Entry(grad, refs, {}, keys)
         self.entries.append(entry)

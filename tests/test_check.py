@@ -288,7 +288,7 @@ def test_promotion_is_undone_after_the_reference_runs(tmp_path):
     assert result.exit_code == 0 and module.W.dtype == torch.float32
 
 
-HYPER = '''import torch
+HYPER = """import torch
 
 class Cube(torch.autograd.Function):
     @staticmethod
@@ -305,7 +305,7 @@ class Cube(torch.autograd.Function):
 
 def powr(x, n=3):
     return x ** n
-'''
+"""
 
 
 def test_a_number_the_backward_takes_no_gradient_of_goes_as_a_const_and_a_default_may_be_left_out(vjp, tmp_path):

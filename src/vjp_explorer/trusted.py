@@ -132,13 +132,7 @@ def check(
     if not isinstance(y, torch.Tensor):
         raise UsageError(f"{name} returned {type(y).__name__}, not a tensor or tensors; vjp check takes tensors.")
     ones = isinstance(v, str) and v == "ones"  # `--grad ones`: given, of the output's shape
-    if not (v is None or ones) and torch.as_tensor(v).numel() != y.numel():
-        raise UsageError(
-            f"v (--grad, gradient=) has {torch.as_tensor(v).numel()} elements, but {name}'s output has shape "
-            f"{list(y.shape)} ({y.numel()} elements): v holds one weight per output element.",
-            hint="Give v of the output's shape, or --grad ones.",
-        )
-    vv = torch.ones_like(y) if v is None or ones else torch.as_tensor(v, dtype=y.dtype).reshape(y.shape)
+    vv = _v_for(y, v, ones, name)
     event = Event(
         1,
         0,
@@ -220,6 +214,21 @@ def promoted(obj: Any) -> Iterator[list[str]]:
     finally:
         for step in reversed(undo):
             step()
+
+
+def _v_for(y: Any, v: Any, ones: bool, name: str) -> Any:
+    """v for the output y: ones where not given (or "ones"), else the given values in y's shape."""
+    import torch
+
+    if v is None or ones:
+        return torch.ones_like(y)
+    if torch.as_tensor(v).numel() != y.numel():
+        raise UsageError(
+            f"v (--grad, gradient=) has {torch.as_tensor(v).numel()} elements, but {name}'s output has shape "
+            f"{list(y.shape)} ({y.numel()} elements): v holds one weight per output element.",
+            hint="Give v of the output's shape, or --grad ones.",
+        )
+    return torch.as_tensor(v, dtype=y.dtype).reshape(y.shape)
 
 
 def _refused(message: str) -> str | None:

@@ -34,36 +34,13 @@ def check_command(
     import contextlib
     import io
 
-    from ..trusted import check, defaulted, load_target, parameters
+    from ..trusted import check, load_target
 
     printed = io.StringIO()  # what the user's module prints: never on stdout, which holds the check (or JSON)
     with contextlib.redirect_stdout(printed), _fd1_to_stderr():
         obj, label = load_target(target)
     _said(printed, target, write)
-    try:
-        names = parameters(obj)
-    except (TypeError, ValueError):
-        raise UsageError(f"{label}: cannot read its parameters; is it a function or an autograd.Function?") from None
-    optional = defaulted(obj)
-    while names and names[-1] in optional and names[-1] not in given:  # left out: its default stands
-        names = names[:-1]
-    missing = [n for n in names if n not in given]
-    unknown = [n for n in given if n not in names and n not in optional]
-    if unknown:
-        takes = (
-            f"its positional parameters are: {', '.join(parameters(obj))}"
-            if parameters(obj)
-            else "it takes no positional parameters"
-        )
-        raise UsageError(f"{label} has no parameter {', '.join(visible(n) for n in unknown)}; {takes}.")
-    if missing:
-        raise UsageError(
-            f"Give a value for {', '.join(missing)}: vjp check {visible(target)} "
-            + " ".join(f"--{n} VALUE" for n in names)
-            + ".",
-            hint="A value held fixed, with no gradient asked of it (an exponent, a flag), goes as --const NAME=VALUE: "
-            "a number is passed as a Python number.",
-        )
+    names = _names(obj, label, target, given)
     import torch
 
     from ..engine.tensors import make_tensor
@@ -115,6 +92,38 @@ def check_command(
         if result.exit_code == 3:
             write("error: the backward is wrong (exit 3); see the diagnosis above.\n", err=True)
     return result.exit_code
+
+
+def _names(obj: Any, label: str, target: str, given: dict[str, Any]) -> list[str]:
+    """The parameters to pass, in order: every one given, a defaulted one left out from the last back;
+    UsageError for a name the function does not take or one it needs that was not given."""
+    from ..trusted import defaulted, parameters
+
+    try:
+        names = parameters(obj)
+    except (TypeError, ValueError):
+        raise UsageError(f"{label}: cannot read its parameters; is it a function or an autograd.Function?") from None
+    optional = defaulted(obj)
+    while names and names[-1] in optional and names[-1] not in given:  # left out: its default stands
+        names = names[:-1]
+    missing = [n for n in names if n not in given]
+    unknown = [n for n in given if n not in names and n not in optional]
+    if unknown:
+        takes = (
+            f"its positional parameters are: {', '.join(parameters(obj))}"
+            if parameters(obj)
+            else "it takes no positional parameters"
+        )
+        raise UsageError(f"{label} has no parameter {', '.join(visible(n) for n in unknown)}; {takes}.")
+    if missing:
+        raise UsageError(
+            f"Give a value for {', '.join(missing)}: vjp check {visible(target)} "
+            + " ".join(f"--{n} VALUE" for n in names)
+            + ".",
+            hint="A value held fixed, with no gradient asked of it (an exponent, a flag), goes as --const NAME=VALUE: "
+            "a number is passed as a Python number.",
+        )
+    return names
 
 
 @contextmanager

@@ -290,6 +290,13 @@ def _environment(scratch: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1"}
 
 
+# the calls whose result is Ju by forward mode: their reference is the judge's only
+_TANGENTS = (
+    "torch.func.jvp",
+    "torch.func.linearize",
+    "torch.autograd.functional.jvp",
+    "torch.autograd.forward_ad.unpack_dual",
+)
 # the functional calls whose results are Jᵀv itself, one block per input (J's calls go as a contraction)
 _JTV_RESULTS = ("torch.autograd.functional.vjp", "torch.func.vjp", "torch.func.grad")
 
@@ -327,7 +334,7 @@ def merge(event: dict[str, Any], verdict: Verdict | None) -> str | None:
         event["checks"] = [_skipped("the call came without its record: nothing to replay")]
         return "it came without the record of its forward"
     event["checks"] = verdict["checks"]
-    if event["call"] in FUNCTIONAL:  # the judge's reference beside the results, never the child's
+    if event["call"] in _TANGENTS:  # Ju: the judge's reference beside the results, or none; never the child's
         event["reference"] = []
     arrays = zip(verdict["jtv"], verdict["jacobian"], verdict["finite_difference"], verdict["omitted"], strict=True)
     for x, (jtv, jac, fd, omitted) in zip(event["inputs"], arrays, strict=False):

@@ -23,6 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from . import conventions, kinks
+from . import record_parts as parts
 
 # operations that draw random numbers: replayed from their recorded result, never drawn again
 LINE = "vjp_explorer.line"  # the key of a backward node's metadata that holds the snippet's line
@@ -142,7 +143,7 @@ class Recorder(TorchDispatchMode):
         # then, as an input from outside, so the replay holds it fixed as autograd does.
         name = func.overloadpacket.__name__
         unlogged = not torch.is_grad_enabled() and self.custom_depth == 0 and not (self.through_no_grad or self.roots)
-        if unlogged and not self.paused and _in_place(name, args) and key(args[0]) in self.made:
+        if unlogged and not self.paused and parts.in_place(name, args) and key(args[0]) in self.made:
             return self._through(func, name, args, kwargs)
         logged = func
         if self.custom_depth and not self.paused and name in ("detach", "alias", "_local_scalar_dense"):
@@ -155,10 +156,10 @@ class Recorder(TorchDispatchMode):
         if self.paused or unlogged or name in ("detach", "alias"):
             return func(*args, **kwargs)
         try:
-            tensors = [a for a in _leaves(args, kwargs) if isinstance(a, torch.Tensor)]
+            tensors = [a for a in parts.leaves(args, kwargs) if isinstance(a, torch.Tensor)]
             roots = self.roots
             tracked = any(t.requires_grad or key(t) in self.made or (roots and serial(t) in roots) for t in tensors)
-            refs = _map(self._ref, args, kwargs) if tracked else None  # before the call: in-place ops
+            refs = parts.map_args(self._ref, args, kwargs) if tracked else None  # before the call: in-place ops
         except Exception as e:  # noqa: BLE001 - the log's own failure: the op runs as Python would, unlogged
             self._fail(name, e)
             return func(*args, **kwargs)
@@ -205,7 +206,7 @@ class Recorder(TorchDispatchMode):
         import weakref
 
         line = self.lines() if self.lines is not None else 0
-        self._unmarked = [(weakref.ref(o), line) for o in _leaves((out,), {}) if isinstance(o, torch.Tensor)]
+        self._unmarked = [(weakref.ref(o), line) for o in parts.leaves((out,), {}) if isinstance(o, torch.Tensor)]
 
     def mark(self, out: Any) -> Any:
         """The results of a call that just returned (a custom Function's apply) marked with the line now, where
@@ -238,7 +239,7 @@ class Recorder(TorchDispatchMode):
         self.failed = f"the log could not record {name} ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
 
     def _log(self, func: Any, name: str, tensors: list[torch.Tensor], refs: Any, out: Any) -> Entry | None:
-        outs = [o for o in _leaves((out,), {}) if isinstance(o, torch.Tensor)]
+        outs = [o for o in parts.leaves((out,), {}) if isinstance(o, torch.Tensor)]
         if outs and not any(o.is_floating_point() or o.is_complex() for o in outs):
             return None
         # once the op returns, autograd bumps an in-place op's input (its result) and gives a view its base's
@@ -274,7 +275,7 @@ class Recorder(TorchDispatchMode):
         # against it before it is reused for a later forward
         n = serial(a)
         held = self.copies.get(k + (self.generation.get(n, 0),))
-        if held is not None and a.requires_grad and not _same(held, a):
+        if held is not None and a.requires_grad and not parts.same(held, a):
             self.generation[n] = self.generation.get(n, 0) + 1
             held = None
         copied = k + (self.generation.get(n, 0),)
@@ -327,7 +328,7 @@ class Recorder(TorchDispatchMode):
         gone = {id(e) for e in entries}
         self.entries = [e for e in self.entries if id(e) not in gone]
         self.made = {k: v for k, v in self.made.items() if id(v[0]) not in gone}
-        used = {r.key for e in self.entries for r in _leaves(e.args, e.kwargs) if isinstance(r, _Ref)}
+        used = {r.key for e in self.entries for r in parts.leaves(e.args, e.kwargs) if isinstance(r, _Ref)}
         for k in [k for k in self.copies if k not in used]:
             t = self.copies.pop(k)
             self.copy_bytes -= t.numel() * t.element_size()
@@ -351,17 +352,17 @@ class Recorder(TorchDispatchMode):
             need.add(id(entry))
             if entry.random and entry.func.overloadpacket.__name__ != "native_dropout":
                 continue
-            stack.extend((r.key[0], r.key[1]) for r in _leaves(entry.args, entry.kwargs) if isinstance(r, _Ref))
+            stack.extend((r.key[0], r.key[1]) for r in parts.leaves(entry.args, entry.kwargs) if isinstance(r, _Ref))
         return [e for e in self.entries if id(e) in need]
 
     def changed_inputs(self, entries: list[Entry], current: dict[int, torch.Tensor]) -> list[int]:
         """The serial of each outside input whose value now differs from what the forward read."""
         changed = []
         for e in entries:
-            for r in _leaves(e.args, e.kwargs):
+            for r in parts.leaves(e.args, e.kwargs):
                 if isinstance(r, _Ref) and not r.made and r.serial in current:
                     now, then = current[r.serial], self.copies.get(r.key)
-                    if then is not None and now.shape == then.shape and not _same(then, now):
+                    if then is not None and now.shape == then.shape and not parts.same(then, now):
                         changed.append(r.serial)
         return sorted(set(changed))
 
@@ -439,7 +440,7 @@ class Replay:
         from now on the replay is smooth near the point, and differentiated there as autograd did. The
         branches are read in the forward's own dtypes (a float32 pre-activation of 1e-9 that is -1e-9 in
         float64 took float32's branch), in float64 where an op has no kernel in them."""
-        if not any(kinks.rule_for(e.func) or e.func.overloadpacket.__name__ in _NORMS for e in self.entries):
+        if not any(kinks.rule_for(e.func) or e.func.overloadpacket.__name__ in parts.NORMS for e in self.entries):
             return
         for native in (True, False):
             self._holding = {}
@@ -448,7 +449,7 @@ class Replay:
                 runner._holding, runner.smooth = self._holding, set()
                 with torch.no_grad():
                     runner(*[x.to(d) if native else x for x, d in zip(x0, dtypes, strict=True)])
-                self.points = {i: _as_wide(at) for i, at in self._holding.items()}
+                self.points = {i: parts.as_wide(at) for i, at in self._holding.items()}
                 self.smooth = runner.smooth
                 return
             except (NotReplayable, RuntimeError):
@@ -464,16 +465,16 @@ class Replay:
         return sorted({n for n in names if n in kinks.UNHELD})
 
     def _cast(self, t: torch.Tensor) -> torch.Tensor:
-        return t if self.native else _wide(t)
+        return t if self.native else parts.wide(t)
 
     def leaf_values(self) -> list[torch.Tensor]:
         """The leaves as the forward read them, in float64."""
         values: dict[int, torch.Tensor] = {}
         for e in self.entries:
-            for r in _leaves(e.args, e.kwargs):
+            for r in parts.leaves(e.args, e.kwargs):
                 if isinstance(r, _Ref) and not r.made and r.serial in self.leaves and r.serial not in values:
                     values[r.serial] = self.rec.copies[r.key]
-        return [_wide(values[c]) if c in values else None for c in self.leaves]  # type: ignore[misc]
+        return [parts.wide(values[c]) if c in values else None for c in self.leaves]  # type: ignore[misc]
 
     def _narrow(self, e: Entry, args: Any, kwargs: Any, err: Exception) -> Any:
         """An op with no float64 kernel (LSTM's mkldnn_rnn_layer on CPU) runs in float32, its results widened
@@ -482,17 +483,17 @@ class Replay:
         if self.native:
             raise NotReplayable(f"{name} could not run: {str(err).splitlines()[0]}") from None
         try:
-            narrow = tree_map(_narrow_float, (args, kwargs))
+            narrow = tree_map(parts.narrow_float, (args, kwargs))
             res = e.func(*narrow[0], **narrow[1])
         except (RuntimeError, NotImplementedError):
             raise NotReplayable(f"{name} could not run in float64: {str(err).splitlines()[0]}") from None
         if name not in self.narrowed:
             self.narrowed.append(name)
-        return tree_map(lambda t: _wide(t) if isinstance(t, torch.Tensor) else t, res)
+        return tree_map(lambda t: parts.wide(t) if isinstance(t, torch.Tensor) else t, res)
 
     def reads(self) -> set[int]:
         """The serials of every tensor the replayed forward reads (made by an entry, or copied in)."""
-        return {r.serial for e in self.entries for r in _leaves(e.args, e.kwargs) if isinstance(r, _Ref)}
+        return {r.serial for e in self.entries for r in parts.leaves(e.args, e.kwargs) if isinstance(r, _Ref)}
 
     def __call__(self, *xs: torch.Tensor) -> list[torch.Tensor]:
         by_leaf = dict(zip(self.leaves, xs, strict=True))
@@ -543,13 +544,19 @@ class Replay:
                 env[k] = self._cast(t).clone()  # an in-place op after it must not change the record
             return
 
-        args, kwargs = _map(lambda a: self._arg(a, env, by_leaf, name), e.args, e.kwargs)  # as the log nested them
-        args, kwargs = _dense_backward(e.func, args, kwargs)
+        args, kwargs = parts.map_args(
+            lambda a: self._arg(a, env, by_leaf, name), e.args, e.kwargs
+        )  # as the log nested them
+        args, kwargs = parts.dense_backward(e.func, args, kwargs)
         holds = self._holding is not None and kinks.rule_for(e.func) is not None
-        if self._holding is not None and self.smooth is not None and _smooth_norm(e.func, args, kwargs):
+        if self._holding is not None and self.smooth is not None and parts.smooth_norm(e.func, args, kwargs):
             self.smooth.add(i)
         # an in-place op (clamp_) overwrites the input its branch is read from: the point is read before it runs
-        before = kinks.point(e.func, *_map(_copy, args, kwargs), None) if holds and e.func._schema.is_mutable else None
+        before = (
+            kinks.point(e.func, *parts.map_args(parts.copy_of, args, kwargs), None)
+            if holds and e.func._schema.is_mutable
+            else None
+        )
         at = self.points.get(i) if self.points is not None else None
         rule = kinks.rule_for(e.func) if at is not None else None
         if name == "native_dropout":  # the recorded mask, not a new draw
@@ -566,95 +573,6 @@ class Replay:
         if holds:
             at_point = kinks.point(e.func, args, kwargs, res)
             self._holding[i] = at_point if before is None else kinks.Point(before.args, at_point.results)  # type: ignore[index]
-        outs = [o for o in _leaves((res,), {}) if isinstance(o, torch.Tensor)]
+        outs = [o for o in parts.leaves((res,), {}) if isinstance(o, torch.Tensor)]
         for k, o in zip(e.outs, outs, strict=False):
             env[k] = o
-
-
-def _as_wide(at: kinks.Point) -> kinks.Point:
-    """The point's tensors in float64 (exact from float32: they are compared, never differentiated)."""
-    wide = {k: _wide(v) if isinstance(v, torch.Tensor) else v for k, v in at.args.items()}
-    return kinks.Point(wide, [_wide(r) for r in at.results])
-
-
-def _same(held: torch.Tensor, now: torch.Tensor) -> bool:
-    """Whether a copy still holds a tensor's values (a sparse one compared as the dense tensor it is)."""
-    if held.shape != now.shape or held.layout != now.layout:
-        return False
-    if now.layout != torch.strided:
-        return torch.equal(held.to_dense(), now.detach().to_dense())
-    return torch.equal(held, now.detach())
-
-
-_NORMS = ("linalg_vector_norm", "norm")
-
-
-def _smooth_norm(func: Any, args: Any, kwargs: Any) -> bool:
-    """A 2-norm of a tensor with no zero element: smooth there (its only kink is where its input is 0)."""
-    if func.overloadpacket.__name__ not in _NORMS or not args or not isinstance(args[0], torch.Tensor):
-        return False
-    p = kwargs.get("ord", kwargs.get("p", args[1] if len(args) > 1 and not isinstance(args[1], (list, tuple)) else 2))
-    return p in (2, 2.0, None) and bool((args[0] != 0).all())
-
-
-def _in_place(name: str, args: Any) -> bool:
-    """Whether an operation writes into its first argument, a float tensor (`clamp_`, `mul_`, `copy_`)."""
-    return (
-        name.endswith("_")
-        and not name.startswith("_")
-        and bool(args)
-        and isinstance(args[0], torch.Tensor)
-        and args[0].is_floating_point()
-    )
-
-
-def _copy(t: Any) -> Any:
-    return t.detach().clone() if isinstance(t, torch.Tensor) else t
-
-
-def _narrow_float(t: Any) -> Any:
-    return t.to(torch.float32) if isinstance(t, torch.Tensor) and t.dtype == torch.float64 else t
-
-
-def _dense_backward(func: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:
-    """An op asked for a sparse gradient (embedding, embedding_bag with sparse=True): the replay's own
-    autograd wants dense ones; the forward's values are the same either way."""
-    names = [a.name for a in func._schema.arguments]
-    if "sparse" not in names:
-        return args, kwargs
-    at = names.index("sparse")
-    if "sparse" in kwargs:
-        kwargs = {**kwargs, "sparse": False}
-    elif at < len(args):
-        args = (*args[:at], False, *args[at + 1 :])
-    return args, kwargs
-
-
-def _wide(t: torch.Tensor) -> torch.Tensor:
-    """float64 for the float dtypes (complex128 for complex); other dtypes as they are."""
-    if t.dtype in _FLOATS:
-        return t.to(torch.float64)
-    if t.dtype in (torch.complex32, torch.complex64):
-        return t.to(torch.complex128)
-    return t
-
-
-def _leaves(args: Any, kwargs: Any) -> list[Any]:
-    """The arguments of an ATen call, one level of lists opened (a TensorList): all an operator's schema
-    nests, and much cheaper than a general tree flatten on every operation of a training loop."""
-    out: list[Any] = []
-    for a in (*args, *kwargs.values()):
-        if isinstance(a, (list, tuple)):
-            out.extend(a)
-        else:
-            out.append(a)
-    return out
-
-
-def _map(f: Callable[[Any], Any], args: Any, kwargs: Any) -> tuple[Any, Any]:
-    """`f` on every argument, one level of lists opened, the structure kept."""
-
-    def one(a: Any) -> Any:
-        return type(a)(f(x) for x in a) if isinstance(a, (list, tuple)) else f(a)
-
-    return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}

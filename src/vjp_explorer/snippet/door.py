@@ -83,32 +83,7 @@ def run_snippet(
             outcome.events[i] = (k, {})  # the child's dict is rebuilt: let it go (docs/confinement.md, memory)
             step.events.append(len(events))
         steps.append(step)
-    error = None
-    if outcome.exception is not None:
-        from ..confined.words import explain_error, explain_refusal
-
-        exc = outcome.exception
-        # a relative path not found where the working directory mirrors the user's is Python's own story
-        refusal = None if exc.refusal == "cwd" and outcome.mirrored else exc.refusal
-        line = exc.line or (steps[-1].line if steps else 1)
-        error = RaisedError(
-            line=line,
-            source=lines[line - 1] if 0 < line <= len(lines) else "",
-            type=safe_text(exc.type),
-            message=safe_text(exc.message),
-            explanation=explain_refusal(refusal, exc.via) if refusal else explain_error(exc.message),
-        )
-    elif outcome.exited is not None and outcome.exited[1] != 0:  # sys.exit(5): python ends with status 5
-        line, status, message = outcome.exited
-        error = RaisedError(
-            line=line,
-            source=lines[line - 1] if 0 < line <= len(lines) else "",
-            type="SystemExit",
-            message=message or str(status),
-            explanation=f"sys.exit ends the snippet here: python exits with status {status}"
-            + (", printing the message on stderr" if message else "")
-            + "; the lines after it do not run.",
-        )
+    error = _raised(outcome, steps, lines)
     raised = (error.type, error.message) if error is not None else None
     for k, step in enumerate(steps):
         _claim(src, step, code_line.get(step.end_line, step.end_line), raised if k == len(steps) - 1 else None)
@@ -225,6 +200,39 @@ def _claim(src: Source, step: Step, line: int, raised: tuple[str, str] | None) -
     if claimed is not None:
         verdict = verdict_of(claimed, src.claimed_from[line], step.stdout, raised)
         step.claim = Claim(claimed, src.claimed_from[line], None if verdict is None else verdict.same)
+
+
+def _raised(outcome: Any, steps: list[Step], lines: list[str]) -> RaisedError | None:
+    """Where the snippet raised (or called sys.exit with a status), as plain Python would, or None."""
+    from ..confined.protocol import safe_text
+
+    error = None
+    if outcome.exception is not None:
+        from ..confined.words import explain_error, explain_refusal
+
+        exc = outcome.exception
+        # a relative path not found where the working directory mirrors the user's is Python's own story
+        refusal = None if exc.refusal == "cwd" and outcome.mirrored else exc.refusal
+        line = exc.line or (steps[-1].line if steps else 1)
+        error = RaisedError(
+            line=line,
+            source=lines[line - 1] if 0 < line <= len(lines) else "",
+            type=safe_text(exc.type),
+            message=safe_text(exc.message),
+            explanation=explain_refusal(refusal, exc.via) if refusal else explain_error(exc.message),
+        )
+    elif outcome.exited is not None and outcome.exited[1] != 0:  # sys.exit(5): python ends with status 5
+        line, status, message = outcome.exited
+        error = RaisedError(
+            line=line,
+            source=lines[line - 1] if 0 < line <= len(lines) else "",
+            type="SystemExit",
+            message=message or str(status),
+            explanation=f"sys.exit ends the snippet here: python exits with status {status}"
+            + (", printing the message on stderr" if message else "")
+            + "; the lines after it do not run.",
+        )
+    return error
 
 
 def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:

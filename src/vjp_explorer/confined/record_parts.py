@@ -1,5 +1,7 @@
-"""Helpers of the forward's log (record.py): arguments mapped and flattened, float64 copies, the few
-operations whose replay needs a word (an in-place write, a sparse gradient, a norm away from its kink)."""
+"""Helpers of the forward's log (record.py): argument maps, float64 copies, in-place writes, norms.
+
+Arguments mapped and flattened as the log nests them, float64 copies of a point, and the few operations
+whose replay needs a word: an in-place write, a sparse gradient, a 2-norm away from its kink."""
 
 from __future__ import annotations
 

@@ -563,3 +563,12 @@ def test_sys_exit_ends_the_snippet_with_pythons_status_and_sys_stdout_buffer_tak
     said = run_snippet('import sys\nsys.exit("fatal: no data")\n', seed=0)
     assert said.error is not None and said.error.message == "fatal: no data" and said.exit_code == 4
     assert run_snippet("import sys\nsys.exit(0)\n", seed=0).exit_code == 0
+
+
+def test_one_off_lines_past_the_explained_calls_still_get_their_checks():
+    """Past the calls explained in full (50), a line's first calls were left unchecked as 'past the first calls
+    of a line', though each line ran once: they get the cheap checks, as a loop's first calls do."""
+    body = "".join(f"(x * {k}.0).sum().backward()\n" for k in range(1, 56))
+    r = run_snippet("import torch\nx = torch.tensor([1.0, 2.0], requires_grad=True)\n" + body, seed=0)
+    assert len(r.events) == 55
+    assert all(any(c.status == "agree" for c in e.checks) for e in r.events), [e.checks for e in r.events[50:]]

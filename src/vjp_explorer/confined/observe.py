@@ -453,7 +453,8 @@ class Observer:
         explain = seen < FULL_PER_LINE and self.full < self.explained
         self.full += explain
         every = SAMPLE if seen < 10 * SAMPLE else 10 * SAMPLE
-        return explain, explain or (seen - FULL_PER_LINE) % every == every - 1, every
+        # a line's first calls past the overall limit (a long snippet of one-off lines) get the cheap checks
+        return explain, seen < FULL_PER_LINE or (seen - FULL_PER_LINE) % every == every - 1, every
 
     def _graph_probe(self, outs: list[torch.Tensor]) -> Any:
         """The backward graph with what each node received (engine/backward_graph.py), named by the snippet."""

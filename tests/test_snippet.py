@@ -572,3 +572,15 @@ def test_one_off_lines_past_the_explained_calls_still_get_their_checks():
     r = run_snippet("import torch\nx = torch.tensor([1.0, 2.0], requires_grad=True)\n" + body, seed=0)
     assert len(r.events) == 55
     assert all(any(c.status == "agree" for c in e.checks) for e in r.events), [e.checks for e in r.events[50:]]
+
+
+def test_hvp_and_vhp_make_no_events_of_torchs_own_grad_calls():
+    """hvp and vhp call autograd.grad themselves: those calls were events with a skip reason about loops."""
+    src = """import torch
+from torch.autograd.functional import hvp, vhp
+f = lambda w: (w ** 3).sum()
+w = torch.tensor([1.0, 2.0])
+print(hvp(f, w, torch.ones(2))[1].tolist(), vhp(f, w, torch.tensor([1.0, 0.0]))[1].tolist())
+"""
+    r = run_snippet(src, seed=0)
+    assert r.stdout == "[6.0, 12.0] [6.0, 0.0]\n" and r.events == [] and r.exit_code == 0  # H = diag(6w)

@@ -83,9 +83,9 @@ def install(observer: Any) -> None:
     func.linearize = _func_linearize(observer, func.linearize)
     torch.vmap = func.vmap = _vmap(observer, func.vmap)  # the same function under two names
     _forward_ad(observer)
-    # gradcheck makes hundreds of autograd calls of its own: they are its business, not events
-    for name in ("gradcheck", "gradgradcheck"):
-        setattr(torch.autograd, name, _quiet(observer, getattr(torch.autograd, name)))
+    quiet = [(torch.autograd, n) for n in ("gradcheck", "gradgradcheck")] + [(functional, n) for n in ("hvp", "vhp")]
+    for module, name in quiet:  # gradcheck's hundreds of autograd calls, hvp's and vhp's few: theirs, not events
+        setattr(module, name, _quiet(observer, getattr(module, name)))
 
 
 def _quiet(observer: Any, real: Any) -> Any:

@@ -200,3 +200,21 @@ out = torch.tanh(w * x).sum()
         want.append(2 * w * s * (s - 2 * u * s * math.tanh(u)))
     (w_in,) = [i for i in r.events[1].inputs if i.name == "w"]
     assert w_in.finite_difference == pytest.approx(want, rel=1e-6) and r.exit_code == 0
+
+
+def test_an_in_place_activation_held_at_its_kink_is_replayed_without_writing_into_its_input():
+    """F.hardswish(b, inplace=True): the held branch was written into b, which the replay's own autograd had
+    saved ('modified by an inplace operation'), and the check was skipped. By hand, hardswish'(x) = (2x + 3)/6
+    on (-3, 3): at b = (0.5, 1.5, -1) the grads of Σ exp(hardswish(b)) are exp(hs(b))·(2b + 3)/6."""
+    import math
+
+    src = """import torch
+import torch.nn.functional as F
+a = torch.tensor([0.5, 1.5, -1.0], requires_grad=True)
+b = a * 1.0
+F.hardswish(b, inplace=True).exp().sum().backward()
+"""
+    r = run_snippet(src, seed=0)
+    assert statuses(r.events[0]) == {"jtv": "agree", "finite_difference": "agree"}
+    want = [math.exp(x * (x + 3) / 6) * (2 * x + 3) / 6 for x in (0.5, 1.5, -1.0)]
+    assert r.events[0].inputs[0].finite_difference == pytest.approx(want, rel=1e-6)

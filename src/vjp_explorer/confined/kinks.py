@@ -287,9 +287,7 @@ def point(func: Any, args: Any, kwargs: Any, res: Any) -> Point:
 
 
 def held(func: Any, rule: Rule, args: Any, kwargs: Any, at: Point) -> Any:
-    """The operation run as the branch it took at the point; an in-place one writes into its input."""
-    a = bind(func, args, kwargs)
-    out = rule(a, at)
-    if func._schema.is_mutable and isinstance(a.get("self"), torch.Tensor) and isinstance(out, torch.Tensor):
-        return a["self"].copy_(out)
-    return out
+    """The operation run as the branch it took at the point; an in-place one gives its result as a new tensor
+    (the replay keys it as the input's next version): written into its input, it would change a value the
+    replay's own autograd saved to compute it."""
+    return rule(bind(func, args, kwargs), at)

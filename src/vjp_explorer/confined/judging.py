@@ -286,8 +286,20 @@ class Judge:
 
 
 def _environment(scratch: str) -> dict[str, str]:
-    """The judge's environment: what Python needs, one thread (the snippet's child has the other core)."""
-    return {"PATH": "/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1"}
+    """The judge's environment: what Python needs, one thread (the snippet's child has the other core), and
+    the thread counts the child's kernels may run with (the user's setting, else the cores: torch takes the
+    physical ones), for the rounding of a float32 reduction split among them."""
+    given = next((os.environ[v] for v in ("TORCH_NUM_THREADS", "OMP_NUM_THREADS") if os.environ.get(v)), "")
+    cores = os.cpu_count() or 1
+    threads = given if given.isdigit() else f"{cores},{max(1, cores // 2)}"
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": scratch,
+        "TMPDIR": scratch,
+        "LC_ALL": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "VJP_SNIPPET_THREADS": threads,
+    }
 
 
 # the calls whose result is Ju by forward mode: their reference is the judge's only

@@ -584,3 +584,10 @@ print(hvp(f, w, torch.ones(2))[1].tolist(), vhp(f, w, torch.tensor([1.0, 0.0]))[
 """
     r = run_snippet(src, seed=0)
     assert r.stdout == "[6.0, 12.0] [6.0, 0.0]\n" and r.events == [] and r.exit_code == 0  # H = diag(6w)
+
+
+def test_what_a_snippet_writes_to_descriptor_1_itself_is_shown_in_a_note():
+    """os.write(1, ...) went to the child's raw pipe and was dropped; its place among the prints is not known."""
+    r = run_snippet('import os\nprint("before")\nos.write(1, b"raw write\\n")\nprint("after")\n', seed=0)
+    assert r.stdout == "before\nafter\n"
+    assert any("raw write" in n and "file descriptor" in n for n in r.notes)

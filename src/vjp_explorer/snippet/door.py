@@ -168,6 +168,15 @@ def _refused_notes(outcome: Any, error: RaisedError | None) -> list[str]:
         if r.kind == said and error is not None and r.line == error.line:
             continue
         notes.append(f"Line {r.line}: " + explain_refusal(r.kind, what=r.what))
+    raw = outcome.raw_output.strip("\n")
+    if raw:  # os.write(1, ...), a C library's printf: outside sys.stdout, so its place among the prints is lost
+        from ..confined.protocol import safe_text
+
+        shown = raw if len(raw) <= 2000 else raw[:2000] + " [...]"
+        notes.append(
+            "Written to file descriptor 1 or 2 directly (os.write, a C library), not through sys.stdout, so not "
+            f"placed among the prints above: {safe_text(shown)}"
+        )
     return notes
 
 

@@ -112,13 +112,14 @@ def test_a_detach_inside_a_custom_forward_is_still_the_function(backward, status
     assert r.events[0].inputs[0].finite_difference == pytest.approx([0.2 - 33 / 125, 0.4 - 44 / 125], abs=1e-7)
 
 
-def test_a_value_read_with_item_inside_a_custom_forward_is_skipped_never_agree():
+@pytest.mark.parametrize("read", ["x.sum().item()", "sum(x.detach().tolist())", "float(x.detach().numpy().sum())"])
+def test_a_value_read_as_a_python_number_inside_a_custom_forward_is_skipped_never_agree(read):
     src = """import torch
 class ScaleBySum(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return x * x.sum().item()
+        return x * READ
 
     @staticmethod
     def backward(ctx, g):
@@ -129,7 +130,7 @@ x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
 ScaleBySum.apply(x).sum().backward()
 print(x.grad.tolist())
 """
-    r = run_snippet(src, seed=0)
+    r = run_snippet(src.replace("READ", read), seed=0)
     assert r.stdout == "[6.0, 6.0, 6.0]\n"
     (check,) = r.events[0].checks
     assert check.status == "skipped" and ".item()" in (check.reason or "")
@@ -233,3 +234,24 @@ x = (torch.randn(4, 8) * 0.01 + 300.0).requires_grad_()
 """
     r = run_snippet(src, seed=0)
     assert statuses(r.events[0]) == {"jtv": "agree", "finite_difference": "agree"} and r.exit_code == 0
+
+
+def test_an_infinite_reference_weighs_nothing_and_is_named_undefined():
+    """An inf in the reference made its tolerance infinite, so any finite grad agreed there (and a nan one
+    disagreed): both are now no reference, named under `undefined`; the other elements are weighed as ever."""
+    import torch
+
+    from vjp_explorer.confined.checks import compare
+    from vjp_explorer.events import Event, LeafGrad
+
+    event = Event(1, 1, "", "x", [], [], "", False, False, [LeafGrad("x", [3], "float32", None, None, None, None)])
+    ref = torch.tensor([float("inf"), float("nan"), 2.0], dtype=torch.float64)
+    zeros, none = torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.bool)
+
+    def weigh(got):
+        return compare("jtv", "", event, [torch.zeros(3)], [got], [ref], [zeros], [none], None, [None])
+
+    right = weigh(torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64))
+    assert right.status == "agree" and right.undefined == ("x[0]", "x[1]")
+    wrong = weigh(torch.tensor([0.0, 1.0, 2.5], dtype=torch.float64))
+    assert wrong.status == "disagree" and "x[2]" in (wrong.reason or "")

@@ -52,7 +52,7 @@ def check_command(
     origins = [Origin(f"--{n}", f"--{n}") for n in names]
     inputs = [
         given[n]
-        if n in fixed and isinstance(given[n], (int, float))
+        if n in fixed and isinstance(given[n], (int, float, bool))
         else make_tensor(parse_value(given[n], o), o, tdtype, gen, dtype_origin=dtype_origin)
         for n, o in zip(names, origins, strict=True)
     ]
@@ -134,13 +134,14 @@ def _fd1_to_stderr() -> Iterator[None]:
     import sys
 
     try:
-        sys.stdout.flush()
+        if sys.__stdout__ is not None:
+            sys.__stdout__.flush()  # what is buffered for the real stdout goes there first
         saved = os.dup(1)
-    except (OSError, ValueError):  # no descriptor 1 to guard
+        os.dup2(2, 1)
+    except (OSError, ValueError):  # no descriptor 1 or 2 to guard with
         yield
         return
     try:
-        os.dup2(2, 1)
         yield
     finally:
         os.dup2(saved, 1)
@@ -161,7 +162,7 @@ def _constants(items: list[str]) -> dict[str, Any]:
             value = ast.literal_eval(text.strip())
         except (ValueError, SyntaxError):
             value = text
-        found[name.strip()] = value if type(value) in (int, float) else text
+        found[name.strip()] = value if type(value) in (int, float, bool) else text
     return found
 
 

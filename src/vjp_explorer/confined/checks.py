@@ -152,13 +152,18 @@ def compare(
     the size of the terms Jᵀv adds up (Σ|v·J| where J is known) and the grad it accumulated onto, plus three
     the reference's own error estimate (the one rule: engine/tolerance.with_error); elements in `masks` are no
     reference and are left out."""
-    worst, bad, tol, pairs, spurious, overflow = 0.0, [], "", [], [], []
+    worst, bad, tol, pairs, spurious, overflow, undefined = 0.0, [], "", [], [], [], []
     for k, x in enumerate(leaves):
         g, ref = got[k], refs[k]
+        # an infinite or undefined reference weighs nothing (its tolerance would be infinite): no reference there
+        nonref = ~torch.isfinite(ref) & ~masks[k] & ~((torch.isnan(g) & torch.isnan(ref)) | (g == ref))
+        for i in torch.nonzero(nonref).reshape(-1).tolist()[:10]:
+            undefined.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
+        mask = masks[k] | nonref
         past = torch.zeros(g.shape, dtype=torch.bool)  # an inf where the value is past the dtype's range
         if x.is_floating_point() and x.dtype != torch.float64:
             past = torch.isinf(g) & torch.isfinite(ref) & (ref.abs() > torch.finfo(x.dtype).max) & (g * ref > 0)
-        for i in torch.nonzero(past & ~masks[k]).reshape(-1).tolist()[:10]:
+        for i in torch.nonzero(past & ~mask).reshape(-1).tolist()[:10]:
             overflow.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
         scale = ref.abs() if sizes is None else torch.maximum(sizes[k], ref.abs())
         if prior[k] is not None:
@@ -167,7 +172,7 @@ def compare(
         tol = f"|Δ| <= {table.atol:g} + max({table.rtol:g}·(Σ|v·J| + |.grad before|), its error) ({_dtype(x)})"
         diff = (g - ref).abs()
         same = (torch.isnan(g) & torch.isnan(ref)) | (g == ref) | past  # nan on both, the same inf, an overflow
-        over = ~masks[k] & ~same & ~(diff <= allowed(ref, with_error(scale, errs[k], table), table))
+        over = ~mask & ~same & ~(diff <= allowed(ref, with_error(scale, errs[k], table), table))
         for i in torch.nonzero(over).reshape(-1).tolist()[:10]:
             bad.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
         nonfinite = over & ~torch.isfinite(g) & torch.isfinite(ref)  # nan or inf where the reference is finite
@@ -175,10 +180,10 @@ def compare(
             spurious.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
         if bool(nonfinite.any()):  # |nan − r| is nan, |inf − r| inf: the largest difference is not a number
             worst = float(diff[nonfinite].max())
-        finite = diff[torch.isfinite(diff) & ~masks[k]]
+        finite = diff[torch.isfinite(diff) & ~mask]
         if finite.numel() and worst == worst:
             worst = max(worst, float(finite.max()))
-        kept = torch.isfinite(diff) & ~masks[k] & ~past
+        kept = torch.isfinite(diff) & ~mask & ~past
         pairs.append(torch.stack([g[kept].reshape(-1), ref[kept].reshape(-1)]).to(torch.float64))
     reason = ("differs at " + ", ".join(bad)) if bad else None
     if bad and (pattern := mistake_pattern(torch.cat(pairs, 1))):
@@ -193,6 +198,7 @@ def compare(
         reason=reason,
         spurious=tuple(spurious),
         overflow=tuple(overflow),
+        undefined=tuple(undefined),
     )
 
 

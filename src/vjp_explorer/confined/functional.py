@@ -493,8 +493,8 @@ def _second_record(
         base, a, b, aux = inner.func, inner.argnums, spec.argnums, inner.has_aux or spec.has_aux
     if isinstance(a, tuple) and isinstance(b, tuple) and a == b and not aux:  # argnums=(0, 1): blocks joined
         nums = tuple(k % len(xs) for k in a)
-        joined = joined_hessian([xs[k] for k in nums], got) if len(set(nums)) == len(nums) else None
-        if joined is not None and all(isinstance(xs[k], torch.Tensor) for k in nums):
+        tensors = len(set(nums)) == len(nums) and all(isinstance(xs[k], torch.Tensor) for k in nums)
+        if tensors and (joined := joined_hessian([xs[k] for k in nums], got)) is not None:
             f = _fixing(base, xs, kw, nums, False, widen=False)
             return judged(observer, event, f, [xs[k] for k in nums], None, [], False, _SKIP[0], _CHEAP[0], base, joined)
     x = xs[a % len(xs)] if isinstance(a, int) and isinstance(b, int) and a % len(xs) == b % len(xs) else None

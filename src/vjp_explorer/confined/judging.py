@@ -290,7 +290,7 @@ def _environment(scratch: str) -> dict[str, str]:
     the thread counts the child's kernels may run with (the user's setting, else the cores: torch takes the
     physical ones), for the rounding of a float32 reduction split among them."""
     given = next((os.environ[v] for v in ("TORCH_NUM_THREADS", "OMP_NUM_THREADS") if os.environ.get(v)), "")
-    cores = os.cpu_count() or 1
+    cores = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 64)
     threads = given if given.isdigit() else f"{cores},{max(1, cores // 2)}"
     return {
         "PATH": "/usr/bin:/bin",

@@ -108,9 +108,12 @@ class Observer:
 
         def recorded_apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
             rec.custom_depth += 1
+            undo = rec.watch_numbers() if rec.custom_depth == 1 else None
             try:
                 out = apply(cls, *args, **kwargs)
             finally:
+                if undo is not None:
+                    undo()
                 rec.custom_depth -= 1
                 rec.read_number = rec.read_number and rec.custom_depth > 0
             return rec.mark(out)  # --code: its node is made here, at the line that called apply

@@ -242,3 +242,10 @@ def _value(a: Any, rec: Recorder, made: set[tuple[int, ...]], op: str) -> Any:
     if kind == "layout":
         return torch.strided
     return _MEMORY_FORMATS[value]
+
+
+def refs_of(entry: Entry) -> list[_Ref]:
+    """The references among an entry's arguments: the tensors it reads."""
+    from .record_parts import leaves
+
+    return [r for r in leaves(entry.args, entry.kwargs) if isinstance(r, _Ref)]

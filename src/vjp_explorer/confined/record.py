@@ -181,6 +181,31 @@ class Recorder(TorchDispatchMode):
             self._fail(name, e)
         return out
 
+    def watch_numbers(self) -> Callable[[], None]:
+        """While a custom Function's forward runs: tolist(), numpy() and __array__ read a tracked tensor's values
+        without a dispatch, as .item() reads them with one; each marks what follows (read_number). The undo."""
+        own = {n: torch.Tensor.__dict__[n] for n in ("tolist", "numpy", "__array__") if n in torch.Tensor.__dict__}
+
+        def watched(real: Any) -> Any:
+            def read(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+                if self.custom_depth and not self.paused and (t.requires_grad or key(t) in self.made):
+                    self.read_number = True
+                return real(t, *args, **kwargs)
+
+            return read
+
+        for n in ("tolist", "numpy", "__array__"):
+            setattr(torch.Tensor, n, watched(getattr(torch.Tensor, n)))
+
+        def undo() -> None:
+            for n in ("tolist", "numpy", "__array__"):
+                if n in own:
+                    setattr(torch.Tensor, n, own[n])
+                else:
+                    delattr(torch.Tensor, n)
+
+        return undo
+
     def _through(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
         """An in-place write without grad to a tensor the log made (a guard, `sq.clamp_(min=eps)` under no_grad,
         as F.cosine_similarity does): autograd keeps the tensor's history, so backward passes through as if the
@@ -191,9 +216,13 @@ class Recorder(TorchDispatchMode):
         out = func(*args, **kwargs)
         try:
             after = (before[0], before[1] + 1)  # autograd bumps the version once the op returns through it
-            entry = Entry(
-                torch.ops.aten.add.Tensor, (_Ref(before, before[0], True), self._ref(t.detach() - old)), {}, [after]
-            )
+            if not bool(torch.isfinite(old).all()):  # inf - inf is no difference: not carried, said so
+                self._fail(
+                    name, ValueError("a write without grad over inf or nan values, which the replay cannot carry")
+                )
+                return out
+            diff = self._ref(t.detach() - old)
+            entry = Entry(torch.ops.aten.add.Tensor, (_Ref(before, before[0], True), diff), {}, [after])
             self.entries.append(entry)
             self.made[after] = (entry, 0)
         except Exception as e:  # noqa: BLE001 - as in __torch_dispatch__

@@ -138,7 +138,7 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
     event.checks.append(_jtv(event, replay, x0, v, jac, leaves, g64, sizes, prior, rounding, cheap))
     check = _finite_differences(event, fd, leaves, g64, sizes, prior, rounding)
     if check.status == "disagree" and (sym := _symmetric(replay, x0)):  # cholesky of a symmetric leaf: its convention
-        check = _along_symmetric(event, replay, x0, v, sym, (leaves, g64, sizes, prior, rounding), check)
+        check = _along_symmetric(event, replay, x0, v, sym, (leaves, g64, sizes, prior, rounding), check, cheap)
     if replay.narrowed:  # finite differences of a float32 op are at its rounding's scale: no evidence
         why = (
             f"{', '.join(replay.narrowed)} has no float64 kernel (LSTM's on CPU): the replay runs it in float32, "
@@ -153,18 +153,36 @@ _SYMMETRIC = ("linalg_cholesky_ex", "cholesky", "_linalg_eigh", "linalg_eigh", "
 
 
 def _symmetric(replay: Any, x0: list[torch.Tensor]) -> list[int]:
-    """The inputs that are symmetric matrices where the forward runs an operation that reads one triangle."""
-    if not any(e.func.overloadpacket.__name__ in _SYMMETRIC for e in replay.entries):
-        return []
+    """The inputs that are symmetric matrices and reach an operation that reads one triangle."""
+    made = {k: e for e in replay.entries for k in e.outs}
+    todo = [r for e in replay.entries if e.func.overloadpacket.__name__ in _SYMMETRIC for r in oplog.refs_of(e)]
+    reached: set[int] = set()
+    while todo:  # back from those operations' inputs to the leaves they come from
+        r = todo.pop()
+        if r.serial in reached:
+            continue
+        reached.add(r.serial)
+        if r.made and tuple(r.key[:2]) in made:
+            todo.extend(oplog.refs_of(made[tuple(r.key[:2])]))
     return [
         k
         for k, x in enumerate(x0)
-        if x.dim() >= 2 and x.shape[-1] == x.shape[-2] > 1 and torch.equal(x, x.transpose(-1, -2))
+        if replay.leaves[k] in reached
+        and x.dim() >= 2
+        and x.shape[-1] == x.shape[-2] > 1
+        and torch.equal(x, x.transpose(-1, -2))
     ]
 
 
 def _along_symmetric(
-    event: Event, replay: Any, x0: list[torch.Tensor], v: torch.Tensor, sym: list[int], at: tuple[Any, ...], was: Check
+    event: Event,
+    replay: Any,
+    x0: list[torch.Tensor],
+    v: torch.Tensor,
+    sym: list[int],
+    at: tuple[Any, ...],
+    was: Check,
+    cheap: bool,
 ) -> Check:
     """The differences along symmetric perturbations of the symmetric inputs (S + h·(E + Eᵀ)/2), the convention
     torch's gradient follows for cholesky and eigh: where the grads agree with those, the check says so;
@@ -174,7 +192,7 @@ def _along_symmetric(
         return checks.flat(replay)(*[(x + x.transpose(-1, -2)) / 2 if k in sym else x for k, x in enumerate(xs)])
 
     try:
-        fd = finite_differences_of(f, x0, v, checks.FD_EVALS)
+        fd = finite_differences_of(f, x0, v, 1 if cheap else checks.FD_EVALS)
     except (NotReplayable, RuntimeError):
         return was
     shown = [x.finite_difference for x in event.inputs]

@@ -109,7 +109,12 @@ class Interpreter:
         changes with it; vjp runs it out of place, as h = h + 1: refused where another name shares it."""
         old = env.get(s.target)
         t = old.v if old is not None else None
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or (t.is_leaf and t.requires_grad):
+        if (
+            not isinstance(t, torch.Tensor)
+            or not t.is_floating_point()
+            or (t.is_leaf and t.requires_grad)
+            or not t.numel()
+        ):
             return  # a leaf that requires grad: torch refuses the write itself (the augmented_assignment note)
         shared = sorted(
             n

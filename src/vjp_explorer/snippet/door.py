@@ -174,8 +174,8 @@ def _refused_notes(outcome: Any, error: RaisedError | None) -> list[str]:
 
         shown = raw if len(raw) <= 2000 else raw[:2000] + " [...]"
         notes.append(
-            "Written to file descriptor 1 or 2 directly (os.write, a C library), not through sys.stdout, so not "
-            f"placed among the prints above: {safe_text(shown)}"
+            "Written to file descriptor 1 or 2 directly, not through sys.stdout (os.write, a C library, torch's own "
+            f"C++ warnings), so not placed among the prints above: {safe_text(shown)}"
         )
     return notes
 

@@ -47,6 +47,7 @@ from .observe_parts import (
 )
 from .observe_record import record_of
 from .record import LINE, Recorder, serial
+from .record_parts import watch_numbers
 from .records import RecordBudget
 from .words import event_notes, unreached_note
 
@@ -108,7 +109,7 @@ class Observer:
 
         def recorded_apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
             rec.custom_depth += 1
-            undo = rec.watch_numbers() if rec.custom_depth == 1 else None
+            undo = watch_numbers(rec) if rec.custom_depth == 1 else None
             try:
                 out = apply(cls, *args, **kwargs)
             finally:

@@ -181,30 +181,9 @@ class Recorder(TorchDispatchMode):
             self._fail(name, e)
         return out
 
-    def watch_numbers(self) -> Callable[[], None]:
-        """While a custom Function's forward runs: tolist(), numpy() and __array__ read a tracked tensor's values
-        without a dispatch, as .item() reads them with one; each marks what follows (read_number). The undo."""
-        own = {n: torch.Tensor.__dict__[n] for n in ("tolist", "numpy", "__array__") if n in torch.Tensor.__dict__}
-
-        def watched(real: Any) -> Any:
-            def read(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-                if self.custom_depth and not self.paused and (t.requires_grad or key(t) in self.made):
-                    self.read_number = True
-                return real(t, *args, **kwargs)
-
-            return read
-
-        for n in ("tolist", "numpy", "__array__"):
-            setattr(torch.Tensor, n, watched(getattr(torch.Tensor, n)))
-
-        def undo() -> None:
-            for n in ("tolist", "numpy", "__array__"):
-                if n in own:
-                    setattr(torch.Tensor, n, own[n])
-                else:
-                    delattr(torch.Tensor, n)
-
-        return undo
+    def tracks(self, t: torch.Tensor) -> bool:
+        """Whether the log follows this tensor: it requires grad, or a logged operation made it."""
+        return t.requires_grad or key(t) in self.made
 
     def _through(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
         """An in-place write without grad to a tensor the log made (a guard, `sq.clamp_(min=eps)` under no_grad,

@@ -102,3 +102,30 @@ def map_args(f: Callable[[Any], Any], args: Any, kwargs: Any) -> tuple[Any, Any]
         return type(a)(f(x) for x in a) if isinstance(a, (list, tuple)) else f(a)
 
     return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}
+
+
+def watch_numbers(rec: Any) -> Callable[[], None]:
+    """While a custom Function's forward runs: tolist(), numpy() and __array__ read a tracked tensor's values
+    without a dispatch, as .item() reads them with one; each marks what follows (rec.read_number). The undo."""
+    names = ("tolist", "numpy", "__array__")
+    own = {n: torch.Tensor.__dict__[n] for n in names if n in torch.Tensor.__dict__}
+
+    def watched(real: Any) -> Any:
+        def read(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if rec.custom_depth and not rec.paused and rec.tracks(t):
+                rec.read_number = True
+            return real(t, *args, **kwargs)
+
+        return read
+
+    for n in names:
+        setattr(torch.Tensor, n, watched(getattr(torch.Tensor, n)))
+
+    def undo() -> None:
+        for n in names:
+            if n in own:
+                setattr(torch.Tensor, n, own[n])
+            else:
+                delattr(torch.Tensor, n)
+
+    return undo

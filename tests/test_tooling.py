@@ -61,7 +61,7 @@ def _imports(text: str, module: str) -> bool:
 OVER_FOR_NOW = {
     "src/vjp_explorer/backward_code/formulas.py": 679,
     "src/vjp_explorer/backward_code/script.py:build": 162,
-    "src/vjp_explorer/confined/functional.py": 715,
+    "src/vjp_explorer/confined/functional.py": 709,
     "src/vjp_explorer/confined/verdict.py:_judge": 102,
     "src/vjp_explorer/snippet/door.py:run_snippet": 106,
 }

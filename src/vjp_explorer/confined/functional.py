@@ -179,6 +179,23 @@ def _transform(observer: Any, name: str, real: Any) -> Any:
     return wrapper
 
 
+def _each_call(observer: Any, fn: Any, rng: Any, make: Any) -> Any:
+    """fn, a function a torch.func call returned (vjp's vjp_fn, linearize's jvp_fn): each call of it is one
+    event, make(line, source, args, value), its re-runs drawing what the returning call drew (`rng`)."""
+
+    @functools.wraps(fn)
+    def called(*args: Any, **kw: Any) -> Any:
+        if _passing(observer):
+            return fn(*args, **kw)
+        line, source = observer._where()
+        value = observer._run(fn, args, kw)
+        observer.rng_before = rng
+        _emit(observer, line, lambda: make(line, source, args, value))
+        return value
+
+    return called
+
+
 def _func_vjp(observer: Any, real: Any) -> Any:
     """torch.func.vjp(f, *primals): the event is the call of the vjp_fn it returns (Jᵀv, at the primals)."""
 
@@ -187,28 +204,16 @@ def _func_vjp(observer: Any, real: Any) -> Any:
         rng = torch.get_rng_state()  # the forward's draws are made here, at vjp(), not at vjp_fn()
         out = real(func, *primals, **kw)
         kept = [p.detach().clone() if isinstance(p, torch.Tensor) else p for p in primals]
-        vjp_fn = out[1]
 
-        @functools.wraps(vjp_fn)
-        def called(*cts: Any, **ckw: Any) -> Any:
-            if _passing(observer):
-                return vjp_fn(*cts, **ckw)
-            line, source = observer._where()
-            value = observer._run(vjp_fn, cts, ckw)
-            observer.rng_before = rng
+        def make(line: int, source: str, cts: tuple[Any, ...], value: Any) -> Event | None:
             vs = list(cts[0]) if cts and isinstance(cts[0], (tuple, list)) else list(cts[:1])
+            event = _event("torch.func.vjp", line, source, func, kept, vs)
+            if event is not None:
+                f = without_aux(func) if kw.get("has_aux") else func
+                _check(observer, event, "vjp", f, kept, vs, (None, value))
+            return event
 
-            def make() -> Event | None:
-                event = _event("torch.func.vjp", line, source, func, kept, vs)
-                if event is not None:
-                    f = without_aux(func) if kw.get("has_aux") else func
-                    _check(observer, event, "vjp", f, kept, vs, (None, value))
-                return event
-
-            _emit(observer, line, make)
-            return value
-
-        return (out[0], called, *out[2:])
+        return (out[0], _each_call(observer, out[1], rng, make), *out[2:])
 
     return wrapper
 
@@ -247,26 +252,15 @@ def _func_linearize(observer: Any, real: Any) -> Any:
         out, jvp_fn = real(func, *primals, **kw)
         kept = pytree.tree_map(lambda p: p.detach().clone() if isinstance(p, torch.Tensor) else p, primals)
 
-        @functools.wraps(jvp_fn)
-        def called(*tangents: Any, **ckw: Any) -> Any:
-            if _passing(observer):
-                return jvp_fn(*tangents, **ckw)
-            line, source = observer._where()
-            value = observer._run(jvp_fn, tangents, ckw)
-            observer.rng_before = rng
+        def make(line: int, source: str, tangents: tuple[Any, ...], value: Any) -> Event | None:
+            xs, vs = pytree.tree_leaves(kept), pytree.tree_leaves(tangents)
+            event = _event("torch.func.linearize", line, source, func, xs, vs, "Ju by the linearized forward")
+            f = func if all(isinstance(p, torch.Tensor) for p in kept) else flat_args(func, kept)
+            if event is not None:
+                _check(observer, event, "jvp", f, xs, vs, (None, value))
+            return event
 
-            def make() -> Event | None:
-                xs, vs = pytree.tree_leaves(kept), pytree.tree_leaves(tangents)
-                event = _event("torch.func.linearize", line, source, func, xs, vs, "Ju by the linearized forward")
-                f = func if all(isinstance(p, torch.Tensor) for p in kept) else flat_args(func, kept)
-                if event is not None:
-                    _check(observer, event, "jvp", f, xs, vs, (None, value))
-                return event
-
-            _emit(observer, line, make)
-            return value
-
-        return out, called
+        return out, _each_call(observer, jvp_fn, rng, make)
 
     return wrapper
 

@@ -126,7 +126,8 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
         event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))
         return
     terms = None if cheap else checks.term_sizes_of(replay, x0, v)
-    rounding = checks.forward_rounding(replay, x0, leaves, v)
+    wide = checks.vjp_of(replay, x0, v)  # Jᵀv of the replay in float64: the rounding's baseline, and jtv past J
+    rounding = checks.forward_rounding(replay, x0, leaves, v, wide)
     g64 = [
         torch.zeros(x.numel(), dtype=torch.float64) if g is None else g.reshape(-1).to(torch.float64)
         for x, g in zip(leaves, got, strict=True)
@@ -135,7 +136,7 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
     sizes = [Jk.abs().T @ v.abs() for Jk in jac] if jac is not None else None
     if terms is not None:  # the size of what backward added up: its rounding is at that size
         sizes = terms if sizes is None else [torch.maximum(a, b) for a, b in zip(sizes, terms, strict=True)]
-    event.checks.append(_jtv(event, replay, x0, v, jac, leaves, g64, sizes, prior, rounding, cheap))
+    event.checks.append(_jtv(event, wide, v, jac, leaves, g64, sizes, prior, rounding, cheap))
     check = _finite_differences(event, fd, leaves, g64, sizes, prior, rounding)
     if check.status == "disagree" and (sym := _symmetric(replay, x0)):  # cholesky of a symmetric leaf: its convention
         check = _along_symmetric(event, replay, x0, v, sym, (leaves, g64, sizes, prior, rounding), check, cheap)
@@ -213,8 +214,7 @@ def _along_symmetric(
 
 def _jtv(
     event: Event,
-    replay: Any,
-    x0: list[torch.Tensor],
+    wide: list[torch.Tensor] | str,
     v: torch.Tensor,
     jac: list[torch.Tensor] | None,
     leaves: list[torch.Tensor],
@@ -230,7 +230,7 @@ def _jtv(
         return Check(
             "jtv", "skipped", checks.JTV, reason="a folded call: finite differences along random directions only"
         )
-    refs = [Jk.T @ v for Jk in jac] if jac is not None else checks.vjp_of(replay, x0, v)
+    refs = [Jk.T @ v for Jk in jac] if jac is not None else wide
     if isinstance(refs, str):
         return Check("jtv", "skipped", checks.JTV_VJP, reason=refs)
     for k, ref in enumerate(refs):

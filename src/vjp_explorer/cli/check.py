@@ -149,21 +149,25 @@ def _fd1_to_stderr() -> Iterator[None]:
 
 
 def _constants(items: list[str]) -> dict[str, Any]:
-    """--const NAME=VALUE: a Python number where VALUE is one (an exponent n: passed as 3, not a tensor), else
-    the value's text, made a tensor that asks no gradient."""
-    import ast
+    """--const NAME=VALUE: a Python number (or True, False) where VALUE is one (an exponent n: passed as 3, not
+    a tensor), else the value's text, made a tensor that asks no gradient."""
+    from .support import pairs
 
     found: dict[str, Any] = {}
-    for item in items:
-        name, eq, text = item.partition("=")
-        if not eq or not name.strip().isidentifier():
-            raise UsageError(f"--const takes NAME=VALUE, not {visible(item)!r}.", hint="For example: --const n=3")
-        try:
-            value = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError):
-            value = text
-        found[name.strip()] = value if type(value) in (int, float, bool) else text
+    for name, text in pairs(items, "--const"):
+        found[name] = {"True": True, "False": False}.get(text.strip(), _number(text.strip()))
+        found[name] = text if found[name] is None else found[name]
     return found
+
+
+def _number(text: str) -> int | float | None:
+    """An int or a float written plainly (3, -2, 0.5, 1e-3), else None."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return None
 
 
 def _said(printed: Any, target: str, write: Callable[..., None]) -> None:

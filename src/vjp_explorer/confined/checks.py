@@ -7,6 +7,7 @@ the one tolerance table's bounds, weighed by the size of backward's terms and by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -179,15 +180,18 @@ def compare(
         nonfinite = over & ~torch.isfinite(g) & torch.isfinite(ref)  # nan or inf where the reference is finite
         for i in torch.nonzero(nonfinite).reshape(-1).tolist()[:10]:
             spurious.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
-        if bool(nonfinite.any()):  # |nan − r| is nan, |inf − r| inf: the largest difference is not a number
-            worst = float(diff[nonfinite].max())
+        if bool(nonfinite.any()):  # |nan − r| is nan, |inf − r| inf: off by more than any number (as every door)
+            worst = math.inf
         finite = diff[torch.isfinite(diff) & ~mask]
-        if finite.numel() and worst == worst:
+        if finite.numel():
             worst = max(worst, float(finite.max()))
         kept = torch.isfinite(diff) & ~mask & ~past
         pairs.append(torch.stack([g[kept].reshape(-1), ref[kept].reshape(-1)]).to(torch.float64))
     reason = ("differs at " + ", ".join(bad)) if bad else None
-    if bad and (pattern := mistake_pattern(torch.cat(pairs, 1))):
+    both = torch.cat(pairs, 1) if pairs else torch.zeros(2, 0, dtype=torch.float64)
+    nonzero = both[1] != 0  # relative to nonzero references only, as every door's checks say it
+    rel = float(((both[0] - both[1]).abs()[nonzero] / both[1].abs()[nonzero]).max()) if bool(nonzero.any()) else 0.0
+    if bad and (pattern := mistake_pattern(both)):
         reason = f"{reason}; {pattern}"
     status = "disagree" if bad else "agree"
     return Check(
@@ -195,6 +199,7 @@ def compare(
         status,
         compares,
         max_abs_diff=worst,
+        max_rel_diff=rel,
         tolerance=tol,
         reason=reason,
         spurious=tuple(spurious),

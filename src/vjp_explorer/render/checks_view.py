@@ -43,7 +43,7 @@ def check_detail(c: Check, said_to: str = CLI, brief: bool = False) -> Text:
         return Text(f"{kind}: skipped, {c.reason}" if brief else f"{kind}: {c.compares}: skipped, {c.reason}")
     t = Text(kind if brief else f"{kind}: {c.compares}")
     if c.max_abs_diff is not None:
-        rel = "" if brief else f", max rel = {fmt(c.max_rel_diff or 0.0, 3)}"
+        rel = "" if brief or c.max_rel_diff is None else f", max rel = {fmt(c.max_rel_diff, 3)}"
         t.append(f"{'; ' if brief else chr(10)}max |Δ| = {fmt(c.max_abs_diff, 3)}{rel}")
     if c.tolerance is not None and not brief:
         t.append(f"; tolerance {tolerance_text(c.tolerance)}")

@@ -77,9 +77,10 @@ def _status(result):
 def test_a_right_backward_at_a_kink_agrees_where_differences_are_a_reference(ops):
     r = _check(ops, "Relu", [-1.0, 0.0, 2.0], [1.0, 1.0, 1.0])
     assert r.events[0].inputs[0].grad == [0.0, 0.0, 1.0]  # torch's convention at 0: the gradient 0
-    assert _status(r) == {"finite_difference": "agree", "linearity": "agree", "jacobian": "agree"}
-    fd = r.events[0].checks[0]
-    assert "x[1]" in fd.reason and "kink" in fd.reason  # named, not compared
+    # the judge holds clamp on torch's branch at 0 (it passes 1); the custom backward's 0 is as right there
+    assert _status(r) == {"jtv": "agree", "finite_difference": "agree", "linearity": "agree", "jacobian": "agree"}
+    for c in r.events[0].checks[:2]:
+        assert "x[1]" in c.reason and "kink" in c.reason  # named, not compared
     assert r.exit_code == 0
 
 
@@ -88,15 +89,17 @@ def test_a_tie_in_max_is_a_convention_not_a_mistake(ops):
     assert r.exit_code == 0 and "disagree" not in _status(r).values()
 
 
-def test_a_float32_forward_leaves_the_differences_no_reference_and_says_so(ops):
+def test_a_float32_cast_inside_the_forward_is_replayed_in_float64(ops):
+    # sin(x.float()): the forward itself, run in float64, is float32 inside, too coarse for differences (the
+    # door's own Jacobian check has no reference); the judge replays the recorded ATen ops in float64
     r = _check(ops, "Cast32", [0.3, 1.2, 2.5], [1.0, 1.0, 1.0])
     status = _status(r)
-    assert status["finite_difference"] == "skipped" and status["jacobian"] == "skipped", r.events[0].checks
+    assert status["finite_difference"] == "agree" and status["jacobian"] == "skipped", r.events[0].checks
     assert r.exit_code == 0
-    assert all(x != x for x in r.events[0].inputs[0].finite_difference)  # "nan": no reference anywhere
+    assert r.events[0].inputs[0].finite_difference == pytest.approx(torch.cos(torch.tensor([0.3, 1.2, 2.5])).tolist())
     from vjp_explorer.verdicts import headline
 
-    assert headline(r.events[0].checks).startswith("no independent route ran")
+    assert headline(r.events[0].checks).startswith("1 independent route agrees")
 
 
 @pytest.mark.parametrize("name", ["AbsG"])

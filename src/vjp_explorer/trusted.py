@@ -23,6 +23,7 @@ from .check_result import CheckResult
 from .errors import UsageError
 from .events import Event, LeafGrad, TensorInfo
 from .trusted_checks import backward_of, compare
+from .trusted_judge import record_of
 from .verdicts import Check
 
 
@@ -172,7 +173,8 @@ def check(
                 "besides its inputs) promoted to float64 for those runs and restored afterwards."
             )
     event.notes.extend(notes)
-    compare(event, fn, xs, leaves, vv, grads, lambda: promoted(obj))
+    record = record_of(fn, xs, leaves, vv, grads, leaf_names)
+    compare(event, fn, xs, leaves, vv, grads, lambda: promoted(obj), record)
     return result
 
 

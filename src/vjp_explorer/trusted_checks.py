@@ -68,8 +68,7 @@ def differences(fn64: Any, xs: list[Any], leaves: list[Any], v: Any) -> Any:
             args[k] = x
         return fn64(*args).reshape(-1)
 
-    m, n = v.numel(), sum(x.numel() for x in leaves)
-    full = m * n <= FULL and n <= MAX_ELEMENTS and m <= MAX_ELEMENTS
+    full = _every_column(v.numel(), sum(x.numel() for x in leaves))
     return finite_differences_of(f, leaves, v, BUDGET.evals if full else 0, columns=full)
 
 
@@ -84,25 +83,43 @@ def close(got: Any, ref: Any, err: Any, tol: Tolerance) -> Any:
 
 
 def compare(
-    event: Event, fn: Any, xs: list[Any], leaves: list[Any], v: Any, grads: list[Any], wide: Any = None
+    event: Event,
+    fn: Any,
+    xs: list[Any],
+    leaves: list[Any],
+    v: Any,
+    grads: list[Any],
+    wide: Any = None,
+    record: dict[str, Any] | None = None,
 ) -> None:
-    """The finite-difference check for v, then the diagnosis from probing the backward with other v. `wide`
-    makes the context (promoted) in which the reference runs its whole forward in float64."""
+    """The judge's checks of the call's record (trusted_judge.py), or, where it cannot replay the forward,
+    the finite-difference check of the forward itself; then the diagnosis from probing the backward with
+    other v. `wide` makes the context (promoted) in which the door's reference runs its whole forward in
+    float64."""
     from .engine.finite_diff import DIRECTIONS
+    from .trusted_judge import judge
 
     wide = wide or nullcontext
-    fd = differences(within(fn, wide), xs, leaves, v)
-    if fd.method == "directional":
-        event.notes.append(
-            f"{sum(x.numel() for x in leaves):,} input and {v.numel():,} output elements: checked along "
-            f"{DIRECTIONS} random directions, not element by element (the full Jacobian would take too long)."
-        )
-        event.checks.append(_directional_check(fd, leaves, grads))
-        findings = _linearity(fn, xs, leaves, v, event, _tol(leaves))  # a few backward calls at any size
-        event.diagnosis = "; ".join(findings) or None
+    judged = record is not None and judge(event, record)
+    m, n = v.numel(), sum(x.numel() for x in leaves)
+    if not _every_column(m, n):  # the probes in v (a few backward calls) at any size
+        if not judged:
+            event.notes.append(
+                f"{n:,} input and {m:,} output elements: checked along {DIRECTIONS} random directions, not "
+                "element by element (the full Jacobian would take too long)."
+            )
+            event.checks.append(_directional_check(differences(within(fn, wide), xs, leaves, v), leaves, grads))
+        event.diagnosis = "; ".join(_linearity(fn, xs, leaves, v, event, _tol(leaves))) or None
         return
-    event.checks.append(_fd_check(event, fd, leaves, grads, v))
+    fd = differences(within(fn, wide), xs, leaves, v)  # every column: the Jacobian check and the diagnosis
+    if not judged:
+        event.checks.append(_fd_check(event, fd, leaves, grads, v))
     event.diagnosis = diagnose(fn, xs, leaves, v, event, wide, fd)
+
+
+def _every_column(m: int, n: int) -> bool:
+    """Whether the door's differences take every column of J (m output, n input elements)."""
+    return m * n <= FULL and n <= MAX_ELEMENTS and m <= MAX_ELEMENTS
 
 
 def _tol(leaves: list[Any]) -> Tolerance:

@@ -22,35 +22,39 @@ from .record import NotReplayable
 
 def verdict(event: dict[str, Any]) -> dict[str, Any]:
     """The checks of one call from its record, and the arrays the view shows beside its grads."""
-    record = event["record"]
-    n = len(record["names"])
-    out: dict[str, Any] = {
+    view, reference, unverified = judged(event)
+    payload.fit(view, used=payload.numbers(event))  # with the child's arrays, within one budget
+    return {
         "call": event["index"],
-        "checks": [],
-        "jtv": [None] * n,
-        "jacobian": [None] * n,
-        "finite_difference": [None] * n,
-        "omitted": [[] for _ in range(n)],
-        "reference": [],
-        "notes": [],
-        "unverified": None,
+        "checks": [_plain_check(c) for c in view.checks],
+        "jtv": [x.jtv for x in view.inputs],
+        "jacobian": [x.jacobian for x in view.inputs],
+        "finite_difference": [x.finite_difference for x in view.inputs],
+        "omitted": [x.omitted for x in view.inputs],
+        "reference": reference,
+        "notes": view.notes,
+        "unverified": unverified,
     }
+
+
+def judged(event: dict[str, Any]) -> tuple[Event, list[Any], str | None]:
+    """The judge on one call's record (the event's "index", "line", "call" and "record"): the view of the
+    call with the checks and the arrays beside each input, the reference of a Ju, and why the call is
+    unverified (None where it is not). Every door's call goes through here: a snippet's in the judge's own
+    process, `vjp check`'s in this one (trusted_judge.py)."""
+    record = event["record"]
+    out: dict[str, Any] = {"reference": []}
+    unverified = None
     view = _event(event)
     try:
         _judge(view, record, out)
     except _Unverified as e:
-        out["unverified"] = str(e)
+        unverified = str(e)
         view.checks = [Check("finite_difference", "skipped", checks.FD, reason=f"unverified: {e}")]
     except Exception as e:  # noqa: BLE001 - the judge's own failure is a skipped check, said so
         why = f"the check itself failed ({type(e).__name__}: {str(e)[:200]})"
         view.checks = [Check("finite_difference", "skipped", checks.FD, reason=why)]
-    payload.fit(view, used=payload.numbers(event))  # with the child's arrays, within one budget
-    for k, x in enumerate(view.inputs):
-        out["jtv"][k], out["jacobian"][k], out["finite_difference"][k] = x.jtv, x.jacobian, x.finite_difference
-        out["omitted"][k] = x.omitted
-    out["notes"] = view.notes
-    out["checks"] = [_plain_check(c) for c in view.checks]
-    return out
+    return view, out["reference"], unverified
 
 
 class _Unverified(Exception):
@@ -136,10 +140,16 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
     sizes = [Jk.abs().T @ v.abs() for Jk in jac] if jac is not None else None
     if terms is not None:  # the size of what backward added up: its rounding is at that size
         sizes = terms if sizes is None else [torch.maximum(a, b) for a, b in zip(sizes, terms, strict=True)]
-    event.checks.append(_jtv(event, wide, v, jac, leaves, g64, sizes, prior, rounding, cheap))
+    first = _jtv(event, wide, v, jac, leaves, g64, sizes, prior, rounding, cheap)
     check = _finite_differences(event, fd, leaves, g64, sizes, prior, rounding)
     if check.status == "disagree" and (sym := _symmetric(replay, x0)):  # cholesky of a symmetric leaf: its convention
         check = _along_symmetric(event, replay, x0, v, sym, (leaves, g64, sizes, prior, rounding), check, cheap)
+    if "disagree" in (first.status, check.status) and replay.points and not cheap:  # a branch was held
+        first, check = _at_kinks(event, record["forward"], x0, v, jac, wide, (leaves, g64, sizes, prior, rounding)) or (
+            first,
+            check,
+        )
+    event.checks.append(first)
     if replay.narrowed:  # finite differences of a float32 op are at its rounding's scale: no evidence
         why = (
             f"{', '.join(replay.narrowed)} has no float64 kernel (LSTM's on CPU): the replay runs it in float32, "
@@ -212,6 +222,38 @@ def _along_symmetric(
     return replace(check, reason=f"{why}; {check.reason}" if check.reason else why)
 
 
+def _at_kinks(
+    event: Event,
+    forward: dict[str, Any],
+    x0: list[torch.Tensor],
+    v: torch.Tensor,
+    jac: list[torch.Tensor] | None,
+    wide: list[torch.Tensor] | str,
+    at: tuple[Any, ...],
+) -> tuple[Check, Check] | None:
+    """Where the grads differ from the replay held on the branches the point took, and those elements sit on a
+    kink (relu, clamp at the bound, abs at 0): the gradient there is a convention (a custom backward's
+    `g * (x > 0)` at 0 is as right as torch's clamp, which passes 1). The differences of the forward as it is
+    (no branch held) find the kinks; both checks again with those elements left out, named. None where
+    they still disagree, or no element is on a kink: the first checks stand."""
+    try:
+        fd = finite_differences_of(checks.flat(oplog.rebuild(forward)), x0, v, checks.FD_EVALS)
+    except (NotReplayable, RuntimeError, oplog.Foreign, oplog.OverBudget):
+        return None
+    masks = [fd.left_out[f"x{k}"].reshape(-1) for k in range(len(x0))] if fd.method == "full" else []
+    if not any(bool(m.any()) for m in masks):
+        return None
+    shown = [(x.jtv, x.finite_difference) for x in event.inputs]
+    leaves, g64, sizes, prior, rounding = at
+    jtv = _jtv(event, wide, v, jac, leaves, g64, sizes, prior, rounding, False, masks)
+    check = _finite_differences(event, fd, *at)
+    if "disagree" in (jtv.status, check.status):
+        for x, (a, b) in zip(event.inputs, shown, strict=True):
+            x.jtv, x.finite_difference = a, b
+        return None
+    return checks.left_out(event, jtv, fd), check
+
+
 def _jtv(
     event: Event,
     wide: list[torch.Tensor] | str,
@@ -223,9 +265,10 @@ def _jtv(
     prior: Any,
     rounding: Any,
     cheap: bool,
+    masks: list[torch.Tensor] | None = None,
 ) -> Check:
     """The grads against Jᵀv by autograd of the replay: from J where it was built, else one vjp of the replay
-    (any number of rows); a folded call gets the finite differences alone."""
+    (any number of rows); a folded call gets the finite differences alone. `masks`: elements left out."""
     if cheap:
         return Check(
             "jtv", "skipped", checks.JTV, reason="a folded call: finite differences along random directions only"
@@ -237,7 +280,7 @@ def _jtv(
         event.inputs[k].jtv = ref.reshape(leaves[k].shape).tolist()
         if jac is not None:
             event.inputs[k].jacobian = jac[k].tolist()
-    masks = [torch.zeros(r.shape, dtype=torch.bool) for r in refs]
+    masks = masks or [torch.zeros(r.shape, dtype=torch.bool) for r in refs]
     compares = checks.JTV if jac is not None else checks.JTV_VJP
     return checks.compare("jtv", compares, event, leaves, g64, refs, list(rounding or []), masks, sizes, prior)
 

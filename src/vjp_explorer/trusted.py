@@ -224,13 +224,15 @@ def _v_for(y: Any, v: Any, ones: bool, name: str) -> Any:
 
     if v is None or ones:
         return torch.ones_like(y)
-    if torch.as_tensor(v).numel() != y.numel():
+    given = torch.as_tensor(v)
+    if given.shape != y.shape:  # as torch's backward(gradient) refuses it: one weight per output element
         raise UsageError(
-            f"v (--grad, gradient=) has {torch.as_tensor(v).numel()} elements, but {name}'s output has shape "
-            f"{list(y.shape)} ({y.numel()} elements): v holds one weight per output element.",
-            hint="Give v of the output's shape, or --grad ones.",
+            f"v (--grad, gradient=) has shape {list(given.shape)} ({given.numel()} elements), but {name}'s output "
+            f"has shape {list(y.shape)} ({y.numel()} elements): v holds one weight per output element, in the "
+            "output's shape.",
+            hint="Give v of the output's shape (nested brackets for a matrix: --grad '[[1,2],[3,4]]'), or --grad ones.",
         )
-    return torch.as_tensor(v, dtype=y.dtype).reshape(y.shape)
+    return given.to(y.dtype)
 
 
 def _refused(message: str) -> str | None:

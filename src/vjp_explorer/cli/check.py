@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import Origin, UsageError
+from ..errors import LimitError, Origin, UsageError
 from ..snippet.source import visible
 
 
@@ -31,14 +32,13 @@ def check_command(
     given.update(fixed)
     if dtype not in (None, "float32", "float64"):
         raise UsageError(f"--dtype must be float32 or float64, not {visible(dtype)!r}.")
-    import contextlib
     import io
 
     from ..trusted import check, load_target
 
     printed = io.StringIO()  # what the user's module prints: never on stdout, which holds the check (or JSON)
-    with contextlib.redirect_stdout(printed), _fd1_to_stderr():
-        obj, label = load_target(target)
+    with _captured(printed):
+        obj, label = load_target(target)  # SystemExit there too is its UsageError
     _said(printed, target, write)
     names = _names(obj, label, target, given)
     import torch
@@ -50,25 +50,29 @@ def check_command(
     gen = torch.Generator().manual_seed(0)
     dtype_origin = Origin("--dtype", "--dtype")
     origins = [Origin(f"--{n}", f"--{n}") for n in names]
-    inputs = [
-        given[n]
-        if n in fixed and isinstance(given[n], (int, float, bool))
-        else make_tensor(parse_value(given[n], o), o, tdtype, gen, dtype_origin=dtype_origin)
-        for n, o in zip(names, origins, strict=True)
-    ]
-    v = None
-    if grad is not None:
-        grad_origin = Origin("--grad", "--grad")
-        spec = parse_value(grad, grad_origin, allow_ones=True)
-        v = (
-            "ones"
-            if spec.generator == "ones_like"
-            else make_tensor(spec, grad_origin, tdtype, gen, dtype_origin=dtype_origin)
-        )
     try:
-        with contextlib.redirect_stdout(printed), _fd1_to_stderr():
+        inputs = [
+            given[n]
+            if n in fixed and isinstance(given[n], (int, float, bool))
+            else make_tensor(parse_value(given[n], o), o, tdtype, gen, dtype_origin=dtype_origin)
+            for n, o in zip(names, origins, strict=True)
+        ]
+        v = None
+        if grad is not None:
+            grad_origin = Origin("--grad", "--grad")
+            spec = parse_value(grad, grad_origin, allow_ones=True)
+            v = (
+                "ones"
+                if spec.generator == "ones_like"
+                else make_tensor(spec, grad_origin, tdtype, gen, dtype_origin=dtype_origin)
+            )
+    except LimitError as e:  # vjp check has no --limit: the value must be smaller
+        e.message = e.message.replace(" (--limit elements=N)", " (vjp check takes no --limit: check a smaller input)")
+        raise
+    try:
+        with _captured(printed):
             constants = tuple(k for k, n in enumerate(names) if n in fixed)
-            result = check(obj, *inputs, v=v, label=label, constants=constants)
+            result = _exits(lambda: check(obj, *inputs, v=v, label=label, constants=constants), f"checking {label}")
     except UsageError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's forward or backward raised (or torch refused it)
@@ -126,6 +130,29 @@ def _names(obj: Any, label: str, target: str, given: dict[str, Any]) -> list[str
     return names
 
 
+def _exits(run: Callable[[], Any], doing: str) -> Any:
+    """run(), where the user's code calling sys.exit() (or raising SystemExit) is a usage error, exit 2: the
+    check did not happen, and no exit status of the user's choosing may pass for the check's."""
+    try:
+        return run()
+    except SystemExit as e:
+        raise UsageError(
+            f"{doing}: the user's code called sys.exit({visible(repr(e.code)) if e.code is not None else ''}), "
+            "so nothing was checked.",
+            hint="vjp check calls your function and its backward; neither may end the process.",
+        ) from None
+
+
+@contextmanager
+def _captured(printed: Any) -> Iterator[None]:
+    """What the user's code writes (print, sys.stderr, a warning, descriptor 1) collected in `printed`, to be
+    shown on stderr with its control characters made visible: stdout holds the check, or its JSON, alone."""
+    import contextlib
+
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), _fd1_to_stderr():
+        yield
+
+
 @contextmanager
 def _fd1_to_stderr() -> Iterator[None]:
     """What the user's code writes to file descriptor 1 itself (os.write, a C extension) goes to stderr while
@@ -157,6 +184,11 @@ def _constants(items: list[str]) -> dict[str, Any]:
     for name, text in pairs(items, "--const"):
         found[name] = {"True": True, "False": False}.get(text.strip(), _number(text.strip()))
         found[name] = text if found[name] is None else found[name]
+        if isinstance(found[name], float) and not math.isfinite(found[name]):
+            raise UsageError(
+                f"--const {visible(name)}={visible(text)}: not a finite number.",
+                hint="A constant is a finite number (3, -2, 0.5, 1e-3), True or False, or a tensor's values.",
+            )
     return found
 
 

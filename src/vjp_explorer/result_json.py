@@ -276,7 +276,7 @@ def _input(x: LeafGrad, jacobian_method: str | None) -> dict[str, Any]:
 # how each door built an event's J (rows: output elements, flattened)
 _JACOBIAN_METHOD = {
     "snippet": "autograd.grad rows of the replayed forward (float64)",
-    "check": "one-hot rows of the custom backward",
+    "check": "autograd.grad rows of the replayed forward (float64)",  # the judge's, as a snippet's
 }
 
 

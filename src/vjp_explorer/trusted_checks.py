@@ -314,8 +314,9 @@ def _jacobian_check(event: Event, custom: list[Any], refs: list[Any], errs: list
     from .engine.compare import compare_tensors
 
     names = [x.name for x in event.inputs]
-    items = list(zip(names, custom, refs, strict=True))
-    sizes = {n: e / tol.rtol for n, e in zip(names, errs, strict=True)}
+    entries = [f"dy/d{n}" for n in names]  # J's entries labelled as the program door labels them: dy/dx[i,j]
+    items = list(zip(entries, custom, refs, strict=True))
+    sizes = {n: e / tol.rtol for n, e in zip(entries, errs, strict=True)}
     check = compare_tensors("jacobian", _JAC, items, tol, sizes, exact=True)
     wrong = [n for n, a, b, e in zip(names, custom, refs, errs, strict=True) if not bool(close(a, b, e, tol).all())]
     reason = f"wrong entries in the Jacobian of {', '.join(wrong)}" if wrong else None

@@ -155,6 +155,7 @@ def compare(
     the reference's own error estimate (the one rule: engine/tolerance.with_error); elements in `masks` are no
     reference and are left out."""
     worst, bad, tol, pairs, spurious, overflow, undefined = 0.0, [], "", [], [], [], []
+    most: tuple[float, str | None] = (-math.inf, None)  # how far past its tolerance, and which element
     for k, x in enumerate(leaves):
         g, ref = got[k], refs[k]
         # an infinite or undefined reference weighs nothing (its tolerance would be infinite): no reference there
@@ -174,9 +175,15 @@ def compare(
         tol = f"|Δ| <= {table.atol:g} + max({table.rtol:g}·(Σ|v·J| + |.grad before|), its error) ({_dtype(x)})"
         diff = (g - ref).abs()
         same = (torch.isnan(g) & torch.isnan(ref)) | (g == ref) | past  # nan on both, the same inf, an overflow
-        over = ~mask & ~same & ~(diff <= allowed(ref, with_error(scale, errs[k], table), table))
+        room = allowed(ref, with_error(scale, errs[k], table), table)
+        over = ~mask & ~same & ~(diff <= room)
         for i in torch.nonzero(over).reshape(-1).tolist()[:10]:
             bad.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
+        if bool(over.any()):  # the element past its tolerance the most (a nan or inf: past any)
+            excess = torch.where(over, (diff - room).nan_to_num(math.inf), -math.inf).reshape(-1)
+            at = int(excess.argmax())
+            if float(excess[at]) > most[0]:
+                most = (float(excess[at]), f"{event.inputs[k].name}{element_index(list(x.shape), at)}")
         nonfinite = over & ~torch.isfinite(g) & torch.isfinite(ref)  # nan or inf where the reference is finite
         for i in torch.nonzero(nonfinite).reshape(-1).tolist()[:10]:
             spurious.append(f"{event.inputs[k].name}{element_index(list(x.shape), i)}")
@@ -200,6 +207,7 @@ def compare(
         compares,
         max_abs_diff=worst,
         max_rel_diff=rel,
+        worst=most[1],
         tolerance=tol,
         reason=reason,
         spurious=tuple(spurious),

@@ -32,6 +32,16 @@ def check_writable(option: str, path: Path) -> None:
             raise UsageError(f"{option} {shown}: cannot be written ({e.strerror}).") from None
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (the same file through a link too, or the same path not yet made)."""
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
 def wrote(path: Path, what: str) -> None:
     """Say on stderr what a file holds once it is written: `wrote run.svg (what the terminal shows, SVG)`."""
     try:

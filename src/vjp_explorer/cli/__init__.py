@@ -133,12 +133,37 @@ def check_files(o: dict[str, Any]) -> None:
         check_path(Path(o["save"]))
 
 
+def is_file(text: Any) -> bool:
+    """Whether a path (or a program's text, which is rarely one) names an existing file."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def distinct_files(o: dict[str, Any], read: list[Any]) -> None:
+    """Refuse an output file named twice (--svg a --html a: the second would overwrite the first) or one that
+    is the file being run (--svg prog.toml would replace the program with its picture)."""
+    from ..outfiles import same_file
+
+    given = [(f"--{key}", Path(o[key])) for key in ("svg", "html", "dot", "save") if o.get(key) is not None]
+    read = [Path(r) for r in read if r is not None and is_file(r)]
+    for k, (option, path) in enumerate(given):
+        for other, earlier in given[:k]:
+            if same_file(path, earlier):
+                raise UsageError(f"{option} {path} is also given to {other}: each file holds one thing; name two.")
+        for source in read:
+            if same_file(path, Path(source)):
+                raise UsageError(f"{option} {path}: that is the file being run; writing there would replace it.")
+
+
 def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool, **o: Any) -> None:
     debug = o["debug"]
     try:
         check_settings(o)
         check_files(o)
         expression, file = _argument(ctx, expression, file, o, explain)
+        distinct_files(o, [file, expression])
     except VjpError as e:
         raise fail(e, debug) from None
     from ..render.status import Status
@@ -216,8 +241,11 @@ def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool,
         if isinstance(e, VjpError) and name is not None and typed:  # a --NAME nobody meant as a variable?
             import difflib
 
-            near = difflib.get_close_matches("--" + name, ctx.meta.get("vjp_options", []), n=1, cutoff=0.75)
-            if near and len(name) > 2:
+            options = ctx.meta.get("vjp_options", [])
+            near = difflib.get_close_matches("--" + name, options, n=1, cutoff=0.75)
+            if "--" + name in options:  # given as --var seed=1: the option itself is meant
+                e.hint = f"--{name} is an option of its own (see --help), not a variable of the program."
+            elif near and len(name) > 2:
                 e.hint = f"--{name} is not an option either; did you mean {near[0]}?"
         raise fail(e, debug) from None
     finally:

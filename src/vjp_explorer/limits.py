@@ -73,15 +73,27 @@ class Limits:
                 raise ValueError(f"{key} must be a whole number below 2**62, not {text!r}")
             low, high = _RANGES.get(norm, (0, math.inf))
             if not low <= number <= high:
-                raise ValueError(f"{key} must be from {low:g} to {high:g}, not {text!r}")
+                low_text = f"{int(low):,}" if float(low).is_integer() else f"{low:g}"
+                span = f"from {low_text} to {high:g}" if high < math.inf else f"{low_text} or more"
+                raise ValueError(f"{key} must be {span}, not {text!r}{_WHY.get(norm, '')}")
             value = int(number) if kind is int else number
             changes[norm] = value
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
 # limits with a range of their own: the sympy budget is a timer (setitimer), which reads below a
-# millisecond as "no timer at all" and past the platform's time_t as an error
-_RANGES = {"symbolic_seconds": (0.001, 1e6)}
+# millisecond as "no timer at all" and past the platform's time_t as an error; the snippet's process starts
+# Python and torch before it reads a byte of the snippet (about 300 MB, a dozen files at once), so a limit
+# below what that takes would end it before the snippet ran
+_RANGES = {
+    "symbolic_seconds": (0.001, 1e6),
+    "snippet_memory_bytes": (500_000_000, math.inf),
+    "snippet_open_files": (16, math.inf),
+}
+_WHY = {
+    "snippet_memory_bytes": ": the snippet's process needs about 300 MB for Python and torch before the snippet runs",
+    "snippet_open_files": ": the snippet's process opens about a dozen files to start Python and torch",
+}
 
 DEFAULT_LIMITS = Limits()
 

@@ -56,7 +56,8 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False, surface:
         parts.append(Text(f"\n{e.type} at {at}: {visible(e.message)}", style="bold red"))
         if e.explanation:
             parts.append(Text(e.explanation))
-        parts.append(Text("The snippet stops here, as Python would (exit 4).", style="dim"))
+        ends = "as Python would (exit 4)" if r.exit_code == 4 else f"past a limit (exit {r.exit_code}, said below)"
+        parts.append(Text(f"The snippet stops here, {ends}.", style="dim"))
     parts.extend(why_view.render(r.diagnoses))  # why it failed (docs/why.md), after PyTorch's own words
     parts.extend(manual_view.render(r.manual))  # the hand-written gradients (docs/manual.md)
     if r.at_exit is not None:

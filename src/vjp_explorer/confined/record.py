@@ -92,6 +92,9 @@ class Recorder(TorchDispatchMode):
         self.read_number = False  # that forward read a tracked tensor as a Python number (.item()) so far
         self.dropped = False  # the log overflowed: older forwards cannot be replayed
         self.failed = ""  # why the log could not record an operation (its own failure, never the snippet's)
+        # serial -> version: a tensor written into through a view (`outs[t] = h`, `buf[:, 0] = x`) by a logged op;
+        # the log keys the write by the view, so a later read of the tensor itself is a copy, a constant
+        self.through_view: dict[int, int] = {}
         self.roots: set[int] = set()  # serials tracked without requiring grad: forward-mode AD's dual tensors
         # forward mode (a jvp's forward, or while dual tensors live): tangents flow through torch.no_grad(), so
         # what runs there is part of the function, logged too
@@ -253,6 +256,8 @@ class Recorder(TorchDispatchMode):
         # once the op returns, autograd bumps an in-place op's input (its result) and gives a view its base's
         # version counter: key the results as later operations will read them
         written = {serial(a) for a in tensors} if func._schema.is_mutable else set()
+        if written and tensors[0]._is_view() and tensors[0]._base is not None:  # `outs[t] = h`: the base changed
+            self.through_view.setdefault(serial(tensors[0]._base), key(tensors[0]._base)[1])
         base = key(tensors[0])[1] if func.is_view and tensors else None
         keys = [
             (serial(o), key(o)[1] + 1) if serial(o) in written else (serial(o), base) if base is not None else key(o)
@@ -383,6 +388,18 @@ class Recorder(TorchDispatchMode):
                 "a custom Function's forward reads a tensor as a Python number (.item(), float()) and computes on "
                 "with it: the value leaves torch there, so the recorded forward cannot follow how the output "
                 "depends on it"
+            )
+        written = [
+            r
+            for e in entries
+            for r in parts.leaves(e.args, e.kwargs)
+            if isinstance(r, _Ref) and not r.made and r.key[1] >= self.through_view.get(r.serial, 2**62)
+        ]
+        if written:
+            raise NotReplayable(
+                "a tensor this forward reads was written into through an index or a view with values autograd "
+                "tracks (`outs[t] = h`): the log does not follow writes through views, so it would hold that "
+                "tensor constant; not checked"
             )
         missing = [o for o in outputs if key(o) not in self.made and serial(o) not in {serial(t) for t in leaves}]
         if missing:

@@ -196,7 +196,9 @@ class Observer:
         self.send({"type": "event", "event": {**plain(event), "record": None, "started": started}})
 
     def before_statement(self, stmt: Any) -> None:
-        """The runner's hook; events carry their own line, so nothing to do."""
+        """The runner's hook: a new top-level statement may hold backward lines not seen yet, whose first calls
+        are checked; the log, off since a loop's last unchecked call, runs again until its first call ends."""
+        self.recorder.switch(True)
 
     def after_statement(self, stmt: Any) -> None:
         """The runner's hook; events are sent as they happen. The names of tensors may change now."""

@@ -39,6 +39,8 @@ def array(t: torch.Tensor) -> dict[str, Any]:
     t = t.detach().to("cpu").contiguous()
     name = str(t.dtype).removeprefix("torch.")
     flat = t.reshape(-1)
+    if flat.numel() and flat.stride(0) != 1:  # one element with a stride of its own counts as contiguous
+        flat = flat.clone(memory_format=torch.contiguous_format)
     data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
     return encode_bytes(name, list(t.shape), data)
 

@@ -156,7 +156,30 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
             "too coarse for finite differences; the jtv check used it"
         )
         check = Check("finite_difference", "skipped", checks.FD, reason=why)
+    if check.status == "disagree" and (design := _by_design(replay)):  # torch's gradient is not the derivative
+        check = Check("finite_difference", "skipped", checks.FD, reason=f"{design}; {check.reason}")
     event.checks.append(checks.unheld_kinks(check, replay.unheld()))
+
+
+def _by_design(replay: Any) -> str | None:
+    """Why torch's gradient of this forward is, by its documented design, not the derivative the differences
+    measure (an embedding's padding row gets none; scale_grad_by_freq divides each row by its count); None."""
+    for e in replay.entries:
+        if e.func.overloadpacket.__name__ not in ("embedding", "_embedding_bag", "embedding_bag"):
+            continue
+        names = [a.name for a in e.func._schema.arguments]
+        given = {**dict(zip(names, e.args, strict=False)), **e.kwargs}
+        if given.get("padding_idx") not in (None, -1):
+            return (
+                "an embedding with padding_idx: torch gives its padding row no gradient by design, though the "
+                "output depends on it, so finite differences of the forward are not the reference there"
+            )
+        if given.get("scale_grad_by_freq"):
+            return (
+                "an embedding with scale_grad_by_freq=True: torch divides each row's gradient by how often the "
+                "batch uses it, by design, so finite differences of the forward are not the reference"
+            )
+    return None
 
 
 # operations that read a symmetric matrix from one triangle: torch's gradient of their input is symmetric

@@ -286,7 +286,8 @@ class Diagnoser(TorchFunctionMode):
             made = node.metadata.get(MADE)
             if made is None:
                 return
-            saved = self._saved_tensor(made, attr, now, expected)
+            by = re.search(r"which is output \d+ of (\w+), is at version", message)
+            saved = self._saved_tensor(made, attr, now, expected, by.group(1) if by else "")
             if saved is None:
                 return
             ptr = rec.storage(saved)
@@ -320,17 +321,21 @@ class Diagnoser(TorchFunctionMode):
             )
             return
 
-    def _saved_tensor(self, made: Made, attr: str, now: int, expected: int) -> torch.Tensor | None:
-        """The tensor behind a node's failing `_saved_*`: its op's output or the input whose version moved."""
+    def _saved_tensor(self, made: Made, attr: str, now: int, expected: int, by: str = "") -> torch.Tensor | None:
+        """The tensor behind a node's failing `_saved_*`: its op's output or the input whose version moved;
+        of several that moved alike (`out = a * b`, then `b.zero_()` and `a.add_(1)`), the one the op torch
+        names changed last (`output 0 of Zero`)."""
         candidates = []
         if attr == "_saved_result":
             candidates.append((made.ref(), expected))
         candidates += [(ref(), v) for ref, v in zip(made.inputs, made.versions, strict=False)]
         candidates.append((made.ref(), expected))
-        for t, v in candidates:
-            if isinstance(t, torch.Tensor) and v == expected and rec.version(t) == now:
+        moved = [t for t, v in candidates if isinstance(t, torch.Tensor) and v == expected and rec.version(t) == now]
+        for t in moved:
+            last = [m for m in self.mutations if m.storage == rec.storage(t) and expected < m.after <= now]
+            if by and last and last[-1].op.strip("_").replace("_", "").lower() == by.lower():
                 return t
-        return None
+        return moved[0] if moved else None
 
     def _twice(self, outs: list[Any], line: int) -> None:
         # the first node an earlier call freed (this call freed the nodes it ran through before it failed)

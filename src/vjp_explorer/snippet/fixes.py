@@ -69,6 +69,12 @@ def _inplace(
     if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Subscript) for t in stmt.targets):
         sub = next(t for t in stmt.targets if isinstance(t, ast.Subscript))
         base = ast.unparse(sub.value)
+        copied = _reads_cloned(stmt.value, base)
+        if copied is not None:  # `buf[2:] = buf[0:1] * x`: what is saved is read from the very memory written
+            return where + (
+                f"the statement reads `{base}` and writes into it; read a copy, `{ast.unparse(sub)} = {copied}`, "
+                "so that what backward saved is not the memory being written."
+            )
         return where + f"change a copy: `{base} = {base}.clone()` just before `{text}`."
     through = facts.get("through") or {}
     if through.get("name") and through.get("line"):
@@ -101,6 +107,32 @@ _OUT_OF_PLACE = {
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@"}
 
 
+def _reads_cloned(value: ast.expr, base: str) -> str | None:
+    """The right-hand side with each read of `base` (`buf`, `buf[0:1]`) made a `.clone()`; None where it reads
+    none."""
+
+    class Clone(ast.NodeTransformer):
+        found = False
+
+        def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+            if ast.unparse(node.value) == base:
+                self.found = True
+                return ast.Call(ast.Attribute(node, "clone", ast.Load()), [], [])
+            return self.generic_visit(node)
+
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id == base:
+                self.found = True
+                return ast.Call(ast.Attribute(node, "clone", ast.Load()), [], [])
+            return node
+
+    import copy
+
+    clone = Clone()
+    new = clone.visit(copy.deepcopy(value))
+    return ast.unparse(new) if clone.found else None
+
+
 def _inplace_call(stmt: ast.stmt | None) -> tuple[str, str, str] | None:
     """`h.relu_()` of a statement: (receiver, method, arguments as written)."""
     if stmt is None:
@@ -118,6 +150,14 @@ def _twice(
     name: str, line: int, cause: dict[str, Any], d: dict[str, Any], facts: dict[str, Any], lines: list[str]
 ) -> str:
     shared = facts.get("shared") or {}
+    header = _loop_header(lines, line)
+    if facts.get("loop") and d["tensor"] and header and shared.get("line") and shared["line"] < header:
+        return (
+            f"`{name}` is computed once, before the loop (line {shared['line']}), and the first iteration's "
+            f"backward freed its graph: compute `{name}` inside the loop, before line {line}, so that each "
+            f"iteration has a graph of its own; or, if every iteration really backpropagates through that one "
+            f"graph, pass retain_graph=True at line {cause['line']}."
+        )
     if facts.get("loop") and d["tensor"]:
         return (
             f"`{name}` is carried from one iteration to the next with its graph: detach it where an iteration "
@@ -148,6 +188,23 @@ def _twice(
         f"Run {forward} again before line {line}; or, if both losses really "
         f"share this graph, pass retain_graph=True to the backward at line {cause['line']}.{detach}"
     )
+
+
+def _loop_header(lines: list[str], line: int) -> int | None:
+    """The line of the nearest `for` or `while` above `line` that holds it (by indentation), or None."""
+    if not 0 < line <= len(lines):
+        return None
+    indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+    for k in range(line - 1, 0, -1):
+        text = lines[k - 1]
+        if not text.strip() or text.lstrip().startswith("#"):
+            continue
+        at = len(text) - len(text.lstrip())
+        if at < indent:
+            if text.lstrip().startswith(("for ", "while ", "async for ")):
+                return k
+            indent = at
+    return None
 
 
 def _grad_none(

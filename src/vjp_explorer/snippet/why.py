@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from ..confined.words import NO_GRADIENT
@@ -75,8 +76,24 @@ def consistent(found: list[Diagnosis], message: str | None, line: int | None, ev
             d.kind != raised or d.line != line
         ):
             continue
+        if d.kind == "nonfinite_grad" and d.spurious is False and _finite_by_differences(events, d.line):
+            d = replace(d, spurious=True, text=d.text.replace(_LOCAL, _WHOLE))
         out.append(d)
     return out
+
+
+# the child recomputes the op's own derivative; the judge's differences see the whole function's
+_LOCAL = "the derivative itself is infinite or undefined at these values (recomputed in float64)."
+_WHOLE = (
+    "that op's own derivative is infinite here, yet the gradient of the whole is finite (finite differences of the "
+    "forward say so, in the call's checks): backward multiplied the infinity by 0, an artefact of how it was "
+    "computed."
+)
+
+
+def _finite_by_differences(events: list[Event], line: int) -> bool:
+    """Whether a call at `line` has a check naming nan or inf grads where the differences are finite."""
+    return any(c.spurious for e in events if e.line == line for c in e.checks if c.name == "finite_difference")
 
 
 def _nonfinite(e: Event) -> bool:

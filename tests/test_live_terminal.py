@@ -5,6 +5,7 @@ here by running the same model in plain Python: an oracle independent of the vie
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
@@ -41,11 +42,15 @@ def oracle() -> dict[str, list[float]]:
     return {f"net.{name}": p.grad.reshape(-1).tolist() for name, p in net.named_parameters()}
 
 
+_SERVERS = itertools.count()
+
+
 class Terminal:
     """A tmux server of our own (its own socket): one window of a given size running one command."""
 
     def __init__(self, tmp: Path, width: int, height: int, command: str) -> None:
-        self.socket = f"vjp-test-{os.getpid()}-{width}x{height}"
+        # a socket of its own: the last test's server (same worker, same size) may not have gone yet
+        self.socket = f"vjp-test-{os.getpid()}-{width}x{height}-{next(_SERVERS)}"
         env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS", "LINES", "TMUX")}
         script = f"cd {shlex.quote(str(tmp))} && {command}; echo EXIT=$?; sleep 120"
         self.tmux("new-session", "-d", "-x", str(width), "-y", str(height), script, env=env)

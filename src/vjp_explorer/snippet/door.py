@@ -75,7 +75,7 @@ def run_snippet(
             line=st.line,
             end_line=st.end_line,
             source="\n".join(lines[st.line - 1 : st.end_line]),
-            stdout=safe_text(st.stdout),
+            stdout=st.stdout,  # exactly as printed: each view makes it visible (the JSON escapes it as JSON does)
             warnings=[safe_text(w) for w in st.stderr.splitlines() if w.strip()],
         )
         for i in by_statement.get(k, []):
@@ -90,7 +90,7 @@ def run_snippet(
     at_exit = None
     if outcome.at_exit is not None:
         done = outcome.at_exit
-        at_exit = AtExit(safe_text(done.stdout), [safe_text(w) for w in done.stderr.splitlines() if w.strip()])
+        at_exit = AtExit(done.stdout, [safe_text(w) for w in done.stderr.splitlines() if w.strip()])
     diagnoses = _diagnoses(outcome, events, src, lines, again, safe_text)
     from importlib.metadata import version
 

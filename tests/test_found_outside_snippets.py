@@ -160,3 +160,21 @@ def test_a_nan_from_zero_times_an_infinite_local_derivative_is_an_artefact():
     )
     (d,) = r.diagnoses
     assert d.kind == "nonfinite_grad" and d.spurious is True and "gradient of the whole is finite" in d.text
+
+
+def test_the_json_stdout_is_what_the_snippet_printed_and_the_view_makes_it_visible():
+    import json
+
+    from vjp_explorer.render import snippet_view
+
+    r = run_snippet('print("\\x1b[31m")\nprint(r"\\x1b[31m")\n', seed=0)
+    assert r.stdout == "\x1b[31m\n\\x1b[31m\n"  # two different lines, as python printed them
+    parts: list[str] = []
+    snippet_view.write_json(r, parts.append)
+    assert "\x1b" not in "".join(parts) and json.loads("".join(parts))["stdout"] == r.stdout
+    from rich.console import Console
+
+    console = Console(record=True, width=100, color_system=None)
+    console.print(snippet_view.render(r, explain=False, full=False))
+    shown = console.export_text()
+    assert "\x1b" not in shown and "␛[31m" in shown

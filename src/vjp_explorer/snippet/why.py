@@ -299,10 +299,12 @@ def _nonscalar(name: str, line: int, cause: dict[str, Any], d: dict[str, Any], f
 def _no_graph(name: str, line: int, cause: dict[str, Any], d: dict[str, Any], facts: dict[str, Any]) -> str:
     op = cause["op"]
     if op == "requires_grad never set":
-        leaves = ", ".join(f"`{x}`" for x in facts.get("leaves") or []) or "the tensors it was computed from"
+        named = list(facts.get("leaves") or [])
+        leaves = ", ".join(f"`{x}`" for x in named) or "the tensors it was computed from"
+        made = f"`{named[0]}` made{_at(cause)}" if len(named) > 1 else f"made{_at(cause)}"  # the line is the first's
         return (
             f"`{name}` has no grad_fn: nothing it was computed from requires grad; requires_grad was never set on "
-            f"{leaves} (made{_at(cause)})."
+            f"{leaves} ({made})."
         )
     why = _CUT_WORDS.get(op, f"`{op}` has no gradient")
     return f"`{name}` has no grad_fn: its graph was lost at line {cause['line']} ({why})."

@@ -184,7 +184,13 @@ def _values(x: Any, depth: int = 0) -> bool:
         return True  # complex values, each as torch prints it, "(1+2j)" (render them, never parse them)
     if type(x) is not list or depth >= MAX_DIMS or len(x) > MAX_LIST:
         return False
+    kinds = set(map(type, x))
+    if kinds <= _FLAT:  # a row of numbers, the common case: one pass, no call per element
+        return int not in kinds or all(-(2**63) <= v < 2**63 for v in x if type(v) is int)
     return all(_values(v, depth + 1) for v in x)
+
+
+_FLAT = {float, bool, int}
 
 
 def _dtype(x: Any) -> bool:

@@ -76,6 +76,34 @@ MODULE = textwrap.dedent(
             return g * (x > 0)
 
 
+    class ReluPlus(torch.autograd.Function):  # relu(x) + 3x: at 0 any value in [3, 4] is a one-sided one
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.clamp(min=0) + 3 * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * torch.where(x == 0, torch.full_like(x, AT_ZERO), 3 + (x > 0).to(x.dtype))
+
+
+    AT_ZERO = 3.0
+
+
+    class Drop(torch.autograd.Function):  # dropout: each call draws its own mask
+        @staticmethod
+        def forward(ctx, x):
+            m = (torch.rand_like(x) > 0.5).to(x.dtype)
+            ctx.save_for_backward(m)
+            return x * m
+
+        @staticmethod
+        def backward(ctx, g):
+            (m,) = ctx.saved_tensors
+            return g * m
+
+
     class ReluTwice(Relu):  # wrong above 0 (2 where 1 is right), right at the kink
         @staticmethod
         def backward(ctx, g):
@@ -175,3 +203,21 @@ def test_the_snippet_door_takes_the_same_convention_at_a_kink(ops):
     right, wrong = r.events
     assert right.status == "agree" and any("kink" in (c.reason or "") for c in right.checks)
     assert wrong.status == "disagree" and "y[2]" in (wrong.checks[0].reason or "")
+
+
+@pytest.mark.parametrize(("at_zero", "code"), [(3.0, 0), (4.0, 0), (3.5, 0), (-1000.0, 3), (5.0, 3)])
+def test_at_a_kink_only_a_value_between_the_one_sided_derivatives_passes(ops, at_zero, code):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kink_ops", ops)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.AT_ZERO = at_zero
+    r = check(module.ReluPlus, torch.tensor([0.0, 1.0, -2.0]), label="ReluPlus")
+    assert r.exit_code == code, r.events[0].checks
+
+
+def test_a_random_forward_is_not_replayed_as_another_draw(ops):
+    torch.manual_seed(0)
+    r = _check(ops, "Drop", torch.arange(1.0, 7.0))
+    assert "jtv" not in _status(r) and any("random numbers" in n for n in r.events[0].notes)

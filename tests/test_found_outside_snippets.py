@@ -178,3 +178,36 @@ def test_the_json_stdout_is_what_the_snippet_printed_and_the_view_makes_it_visib
     console.print(snippet_view.render(r, explain=False, full=False))
     shown = console.export_text()
     assert "\x1b" not in shown and "␛[31m" in shown
+
+
+def test_a_write_after_an_earlier_save_is_told_to_clone_the_tensor_first():
+    # `y = buf * w` saved buf at line 5; line 6 writes into buf: cloning what line 6 reads would not help
+    (d,) = _run(
+        """
+        import torch
+        w = torch.ones(3, requires_grad=True)
+        buf = torch.arange(3.0)
+        y = buf * w
+        buf[0] = buf[1] + 1
+        y.sum().backward()
+        """
+    ).diagnoses
+    assert "`buf = buf.clone()` just before" in d.fix
+
+
+def test_a_write_through_an_index_is_blamed_as_torch_blames_it():
+    # torch: "output 0 of torch::autograd::CopySlices": b, written at line 8
+    (d,) = _run(
+        """
+        import torch
+        p = torch.ones(3, requires_grad=True)
+        q = torch.ones(3, requires_grad=True)
+        a = p * 2
+        b = q * 3
+        out = a * b
+        b[0] = 5.0
+        a.sub_(1)
+        out.sum().backward()
+        """
+    ).diagnoses
+    assert d.tensor == "b" and d.cause["line"] == 8

@@ -47,3 +47,23 @@ def test_a_line_first_seen_while_the_log_is_off_says_why_it_is_not_checked():
     late = next(e for e in events if "(w * 2)" in e["source"])
     (check,) = [c for c in late["checks"] if c["name"] == "finite_difference"]
     assert check["status"] == "skipped" and "log was off" in check["reason"]
+
+
+def test_which_statements_may_reach_a_backward_call():
+    import ast
+
+    from vjp_explorer.confined.observe_parts import Statements
+
+    s = Statements()
+
+    def may(src: str) -> bool:
+        return s.may_backward(ast.parse(src).body[0])
+
+    assert may("y = model(x)")  # not a loop: cheap to log, its backward may come in the next statement
+    assert not may("for i in range(9):\n    preds.append(model(x))")  # an evaluation loop
+    assert may("for i in range(9):\n    loss(x).backward()")
+    assert not may("def step(x):\n    return inner(x)")  # a definition runs nothing
+    assert not may("for i in range(9):\n    step(x)")
+    assert not may("def inner(x):\n    torch.autograd.grad(f(x), x)")
+    assert may("for i in range(9):\n    step(x)")  # step calls inner, which takes a gradient
+    assert may("[train(b) for b in batches]") is False  # train is not defined to reach one

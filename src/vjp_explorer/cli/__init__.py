@@ -57,7 +57,7 @@ from .output import emit, fail, on_terminal, paged, render, write
 from .parse import VariableOptions
 from .paths import is_snippet_path, is_snippet_text, looks_like_file, not_a_program
 from .request import build_request, read_stdin
-from .support import limits_from_options
+from .support import distinct_files, limits_from_options
 
 # what the checks are today: finite differences for every door, sympy for programs (not "three ways")
 TAGLINE = (
@@ -131,30 +131,6 @@ def check_files(o: dict[str, Any]) -> None:
         from ..save import check_path
 
         check_path(Path(o["save"]))
-
-
-def is_file(text: Any) -> bool:
-    """Whether a path (or a program's text, which is rarely one) names an existing file."""
-    try:
-        return Path(text).is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def distinct_files(o: dict[str, Any], read: list[Any]) -> None:
-    """Refuse an output file named twice (--svg a --html a: the second would overwrite the first) or one that
-    is the file being run (--svg prog.toml would replace the program with its picture)."""
-    from ..outfiles import same_file
-
-    given = [(f"--{key}", Path(o[key])) for key in ("svg", "html", "dot", "save") if o.get(key) is not None]
-    read = [Path(r) for r in read if r is not None and is_file(r)]
-    for k, (option, path) in enumerate(given):
-        for other, earlier in given[:k]:
-            if same_file(path, earlier):
-                raise UsageError(f"{option} {path} is also given to {other}: each file holds one thing; name two.")
-        for source in read:
-            if same_file(path, Path(source)):
-                raise UsageError(f"{option} {path}: that is the file being run; writing there would replace it.")
 
 
 def _command(ctx: Any, expression: str | None, file: Path | None, explain: bool, **o: Any) -> None:

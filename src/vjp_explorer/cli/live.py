@@ -82,6 +82,9 @@ def on_terminal() -> bool:
 
 def live_command(ctx: Any, expression: str | None, file: Path | None, o: dict[str, Any]) -> str | None:
     """Run the app on a terminal; return the command line `c` asked for (printed after the screen is gone)."""
+    from .support import distinct_files
+
+    distinct_files(o, [file, expression])  # `s` writes --svg: never over the program being explored
     session = live_session(ctx, expression, file, o)
     if expression == "-" or o.get("snippet") == "-":
         keys_from_the_terminal()

@@ -36,6 +36,7 @@ from .observe_parts import (
     SAMPLE,
     TORCH_DIR,
     LineMode,
+    Statements,
     arguments,
     as_written_once,
     graph_leaves,
@@ -54,6 +55,9 @@ from .words import event_notes, unreached_note
 Send = Callable[[dict[str, Any]], None]
 
 
+STATEMENT_ENTRIES = 20_000  # operations a statement may log before its first backward call (then the log idles)
+
+
 class Observer:
     """Turns each autograd call of the snippet into an event dict, sent as it happens."""
 
@@ -69,6 +73,7 @@ class Observer:
         self.per_line: dict[int, int] = {}  # calls made from each line so far
         self._names: dict[int, tuple[Any, str]] = {}  # id -> (weakref, name): name_of within a statement
         self.wanted: dict[int, bool] = {}  # per line: whether its next call is checked (then the log runs)
+        self.statements = Statements()  # which top-level statements may reach a backward call
         explain = explain or {}
         self.explained = int(explain.get("calls", 50))  # events explained in full; later ones get cheap checks
         self.jacobian_rows = int(explain.get("jacobian_rows", checks.JACOBIAN_ROWS))
@@ -197,8 +202,15 @@ class Observer:
 
     def before_statement(self, stmt: Any) -> None:
         """The runner's hook: a new top-level statement may hold backward lines not seen yet, whose first calls
-        are checked; the log, off since a loop's last unchecked call, runs again until its first call ends."""
+        are checked; the log, off since a loop's last unchecked call, runs again until its first call ends (or,
+        where none comes, idles past STATEMENT_ENTRIES: an evaluation loop of forwards alone)."""
+        due = any(self.wanted.values())
+        if not self.statements.may_backward(stmt):  # a definition, or a loop of forwards alone (evaluation)
+            self.recorder.switch(due)  # as the last call left it: on only where a line's next call is due
+            return
         self.recorder.switch(True)
+        if not due:
+            self.recorder.idle_after = len(self.recorder.entries) + STATEMENT_ENTRIES
 
     def after_statement(self, stmt: Any) -> None:
         """The runner's hook; events are sent as they happen. The names of tensors may change now."""

@@ -5,6 +5,7 @@ and a dataclass as plain data for the channel.
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import os
@@ -168,3 +169,47 @@ def seq(x: Any) -> list[Any]:
     if x is None:
         return []
     return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+# the names by which a statement reaches a backward or grad call (Tensor.backward, autograd.grad, torch.func)
+BACKWARD_WORDS = frozenset(
+    {"backward", "grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp", "vhp", "jacobian", "linearize"}
+)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+class Statements:
+    """Which top-level statements may reach a backward call, read from their text as they come: one that is
+    not a loop may (it is cheap to log); a loop only where it names a backward word or a function or class of
+    the snippet that does (through others: the names are closed over as definitions arrive)."""
+
+    def __init__(self) -> None:
+        self.mentions: dict[str, set[str]] = {}  # each definition's name -> the names its body mentions
+        self.reaching: set[str] = set(BACKWARD_WORDS)
+
+    def may_backward(self, stmt: ast.stmt) -> bool:
+        for node in ast.walk(stmt):
+            if isinstance(node, _DEFS):
+                self.mentions.setdefault(node.name, set()).update(_names(node))
+        self._close()
+        if isinstance(stmt, _DEFS):
+            return False  # a definition runs nothing
+        if not any(isinstance(n, _LOOPS) for n in ast.walk(stmt)):
+            return True
+        return bool(_names(stmt) & self.reaching)
+
+    def _close(self) -> None:
+        grew = True
+        while grew:
+            grew = False
+            for name, said in self.mentions.items():
+                if name not in self.reaching and said & self.reaching:
+                    self.reaching.add(name)
+                    grew = True
+
+
+def _names(tree: ast.AST) -> set[str]:
+    return {
+        n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute))
+    }

@@ -102,6 +102,10 @@ class Recorder(TorchDispatchMode):
         self.on_leaf: Callable[[torch.Tensor], None] | None = None  # told of each leaf as the log first copies it
         self.where: Callable[[], int] | None = None  # the snippet's line running now (asked only at a kink)
         self._on = False  # on the dispatch stack
+        # on since a statement began, no call due: past this many entries the log idles (logs nothing) until
+        # it is switched again, so a statement of forwards alone (an evaluation loop) costs a bounded log
+        self.idle_after: int | None = None
+        self.idle = False
         # --code without --graph: each backward node made is told the snippet's line (observe.py sets both);
         # here, in the mode the log is anyway, and not in a mode or anomaly mode the snippet could see
         self.lines: Callable[[], int] | None = None
@@ -126,6 +130,7 @@ class Recorder(TorchDispatchMode):
         snippet entered after it stays above it, and then the log stays on)."""
         from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+        self.idle, self.idle_after = False, None
         if on and not self._on:
             self.__enter__()
         elif not on and self._on and _get_current_dispatch_mode() is self:
@@ -139,6 +144,8 @@ class Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if self.idle:
+            return func(*args, **kwargs)
         if self._unmarked:
             self.mark_lines()
         # What runs without grad (an optimizer's step, torch.no_grad()), a detach, a mask or an index (x > 0,
@@ -270,6 +277,8 @@ class Recorder(TorchDispatchMode):
         self.entries.append(entry)
         for i, k in enumerate(keys):
             self.made[k] = (entry, i)
+        if self.idle_after is not None and len(self.entries) > self.idle_after:
+            self.idle = True
         if len(self.entries) > self.max_entries:
             self.forget(self.entries[: len(self.entries) // 2])
             self.dropped = True
@@ -333,6 +342,8 @@ class Recorder(TorchDispatchMode):
         self.entries.append(entry)
         for i, k in enumerate(keys):
             self.made[k] = (entry, i)
+        if self.idle_after is not None and len(self.entries) > self.idle_after:
+            self.idle = True
 
     def forget(self, entries: list[Entry]) -> None:
         """Drop these entries (a backward consumed their graph) and the copies only they used; a gradient's

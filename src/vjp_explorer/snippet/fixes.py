@@ -69,7 +69,8 @@ def _inplace(
     if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Subscript) for t in stmt.targets):
         sub = next(t for t in stmt.targets if isinstance(t, ast.Subscript))
         base = ast.unparse(sub.value)
-        copied = _reads_cloned(stmt.value, base)
+        saved_here = (d.get("saved") or {}).get("line") == at  # the write's own statement saved what it reads
+        copied = _reads_cloned(stmt.value, base) if saved_here else None
         if copied is not None:  # `buf[2:] = buf[0:1] * x`: what is saved is read from the very memory written
             return where + (
                 f"the statement reads `{base}` and writes into it; read a copy, `{ast.unparse(sub)} = {copied}`, "

@@ -26,7 +26,7 @@ SYM = ".grad from backward(v) vs Jᵀv from sympy's exact derivatives"
 JTV = ".grad from backward(v) vs Jᵀv from the explicit Jacobian"
 JVP = "<u, Jᵀv> from backward(v) vs <Ju, v> from a forward-mode JVP, random u"
 JAC = "explicit Jacobian (autodiff) vs sympy's exact derivatives, entry by entry"
-STEP_COST = 1_000  # one step of the interpreter (about 70 µs of Python), in elements computed at C speed
+STEP_COST = 200  # one step of the interpreter, in elements: the budget then holds 50,000 steps (about 3 s)
 _FD = ".grad from backward(v) vs Jᵀv from central differences of the program in float64 (no autograd)"
 _FD_DIR = "<u, .grad> from backward(v) vs (f(x + hu) - f(x - hu))/2h · v, central differences in float64"
 

@@ -124,7 +124,7 @@ def test_an_output_file_is_never_the_input_nor_named_twice(vjp, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("limit", "floor"), [("snippet_memory_bytes=1", "500,000,000 or more"), ("snippet_open_files=1", "16 or more")]
+    ("limit", "floor"), [("snippet_memory_bytes=1", "250,000,000 or more"), ("snippet_open_files=1", "16 or more")]
 )
 def test_a_limit_the_snippets_process_cannot_start_under_is_refused(vjp, tmp_path, limit, floor):
     snippet = tmp_path / "s.py"

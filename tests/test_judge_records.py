@@ -22,6 +22,8 @@ from vjp_explorer.limits import DEFAULT_LIMITS
 
 STEPS = 53  # checked calls of the loop's line: the 3rd, then every 10th (observe._plan): 13th, 23rd, ... 53rd
 CHECKED = [3, 13, 23, 33, 43, 53]
+# and the first: the loop is a new statement, whose forward is recorded until its first call (observe.py)
+JUDGED = [1, *CHECKED]
 LOOP = f"""
 import torch
 torch.ones(1, requires_grad=True).sum().backward()  # the one call explained in full (its event is large)
@@ -58,13 +60,13 @@ def test_a_loop_whose_records_pass_the_event_budget_runs_to_the_end_all_judged(m
     assert (records, over) == (1 + STEPS, 0)  # one per call, the unchecked ones without a forward
     # what the records measure: each checked call's carries its model's arrays, so together they pass the
     # event budget by far (before, they counted against it, and the run was stopped at the 3rd checked call)
-    per_record = record_bytes // len(CHECKED)  # the unchecked calls' records are a few hundred bytes
+    per_record = record_bytes // len(JUDGED)  # the unchecked calls' records are a few hundred bytes
     assert per_record > 4 * PARAMETERS * 4  # at, grads, before and the forward's copies: > 1.6 MB
     assert record_bytes > 5 * EVENT_BYTES
     loop = [e for _, e in out.events if e["line"] == 9]
     assert len(loop) == STEPS
     judged = [e["index"] - 1 for e in loop if _statuses(e).get("finite_difference") == "agree"]
-    assert judged == CHECKED  # every checked call judged, and found right (the model's backward is torch's)
+    assert judged == JUDGED  # every checked call judged, and found right (the model's backward is torch's)
     assert all("record" not in e for _, e in out.events)  # the parent keeps no record past the judge
     kept = sum(len(json.dumps(e)) for _, e in out.events)
     assert kept < EVENT_BYTES
@@ -79,13 +81,13 @@ def test_past_the_record_budget_the_checks_are_skipped_saying_which_limit():
     out = run_confined(LOOP.replace(f"range({STEPS})", "range(23)"), limits=limits, observe=True)
     assert out.stopped is None and out.unverified == []
     loop = [e for _, e in out.events if e["line"] == 9]
-    first, *later = [e for e in loop if e["index"] - 1 in CHECKED]
+    first, *later = [e for e in loop if e["index"] - 1 in JUDGED]
     assert _statuses(first)["finite_difference"] == "agree"  # the first record fits the budget
     for e in later:  # the next would pass it: sent without its forward, the check skipped with why
         (check,) = e["checks"]
         assert check["status"] == "skipped"
         assert "--limit snippet_record_bytes=N raises it" in check["reason"]
-    assert len(later) == 2
+    assert len(later) == 3  # the 3rd, 13th and 23rd
 
 
 def _frame(body: bytes) -> bytes:

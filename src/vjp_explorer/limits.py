@@ -87,11 +87,11 @@ class Limits:
 # below what that takes would end it before the snippet ran
 _RANGES = {
     "symbolic_seconds": (0.001, 1e6),
-    "snippet_memory_bytes": (500_000_000, math.inf),
+    "snippet_memory_bytes": (250_000_000, math.inf),
     "snippet_open_files": (16, math.inf),
 }
 _WHY = {
-    "snippet_memory_bytes": ": the snippet's process needs about 300 MB for Python and torch before the snippet runs",
+    "snippet_memory_bytes": ": the snippet's process needs about 200 MB for Python and torch before the snippet runs",
     "snippet_open_files": ": the snippet's process opens about a dozen files to start Python and torch",
 }
 

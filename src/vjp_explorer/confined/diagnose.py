@@ -333,7 +333,7 @@ class Diagnoser(TorchFunctionMode):
         moved = [t for t, v in candidates if isinstance(t, torch.Tensor) and v == expected and rec.version(t) == now]
         for t in moved:
             last = [m for m in self.mutations if m.storage == rec.storage(t) and expected < m.after <= now]
-            if by and last and _changed_by(last[-1].op, by):
+            if by and last and rec.changed_by(last[-1].op, by):
                 return t
         return moved[0] if moved else None
 
@@ -584,24 +584,3 @@ def diagnoser_for(send: Send, filename: str, seed: int | None) -> Callable[[dict
         return diagnoser
 
     return make
-
-
-# the writes through an index or a view, whose node torch names CopySlices
-_INDEX_WRITES = (
-    "__setitem__",
-    "copy_",
-    "fill_",
-    "index_put_",
-    "masked_fill_",
-    "index_fill_",
-    "index_copy_",
-    "scatter_",
-)
-
-
-def _changed_by(op: str, node: str) -> bool:
-    """Whether an in-place op is the one torch's message names by its node (`Zero` for zero_, `Add` for add_,
-    `CopySlices` for a write through an index)."""
-    if node == "CopySlices":
-        return op in _INDEX_WRITES or op.startswith("masked_")
-    return op.strip("_").replace("_", "").lower() == node.lower()

@@ -334,3 +334,24 @@ def graph_leaves(outs: list[Any]) -> list[torch.Tensor]:
         if isinstance(var, torch.Tensor):
             found.append(var)
     return found
+
+
+# the writes through an index or a view, whose node torch names CopySlices
+_INDEX_WRITES = (
+    "__setitem__",
+    "copy_",
+    "fill_",
+    "index_put_",
+    "masked_fill_",
+    "index_fill_",
+    "index_copy_",
+    "scatter_",
+)
+
+
+def changed_by(op: str, node: str) -> bool:
+    """Whether an in-place op is the one torch's message names by its node (`Zero` for zero_, `Add` for add_,
+    `CopySlices` for a write through an index)."""
+    if node == "CopySlices":
+        return op in _INDEX_WRITES or op.startswith("masked_")
+    return op.strip("_").replace("_", "").lower() == node.lower()

@@ -34,6 +34,7 @@ from .nonfinite import NonfiniteWatch, custom_functions
 from .observe_parts import (
     FULL_PER_LINE,
     SAMPLE,
+    STATEMENT_ENTRIES,
     TORCH_DIR,
     LineMode,
     Statements,
@@ -53,9 +54,6 @@ from .records import RecordBudget
 from .words import event_notes, unreached_note
 
 Send = Callable[[dict[str, Any]], None]
-
-
-STATEMENT_ENTRIES = 20_000  # operations a statement may log before its first backward call (then the log idles)
 
 
 class Observer:
@@ -201,15 +199,11 @@ class Observer:
         self.send({"type": "event", "event": {**plain(event), "record": None, "started": started}})
 
     def before_statement(self, stmt: Any) -> None:
-        """The runner's hook: a new top-level statement may hold backward lines not seen yet, whose first calls
-        are checked; the log, off since a loop's last unchecked call, runs again until its first call ends (or,
-        where none comes, idles past STATEMENT_ENTRIES: an evaluation loop of forwards alone)."""
+        """The runner's hook: a statement that may reach a backward line not seen yet (observe_parts.Statements)
+        runs with the log on until its first call ends, or past STATEMENT_ENTRIES operations (then it idles)."""
         due = any(self.wanted.values())
-        if not self.statements.may_backward(stmt):  # a definition, or a loop of forwards alone (evaluation)
-            self.recorder.switch(due)  # as the last call left it: on only where a line's next call is due
-            return
-        self.recorder.switch(True)
-        if not due:
+        self.recorder.switch(due or self.statements.may_backward(stmt))
+        if not due and self.recorder.on:
             self.recorder.idle_after = len(self.recorder.entries) + STATEMENT_ENTRIES
 
     def after_statement(self, stmt: Any) -> None:

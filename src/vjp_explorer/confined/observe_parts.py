@@ -171,6 +171,7 @@ def seq(x: Any) -> list[Any]:
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
+STATEMENT_ENTRIES = 20_000  # operations a statement may log before its first backward call (then the log idles)
 # the names by which a statement reaches a backward or grad call (Tensor.backward, autograd.grad, torch.func)
 BACKWARD_WORDS = frozenset(
     {"backward", "grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp", "vhp", "jacobian", "linearize"}

@@ -92,8 +92,7 @@ class Recorder(TorchDispatchMode):
         self.read_number = False  # that forward read a tracked tensor as a Python number (.item()) so far
         self.dropped = False  # the log overflowed: older forwards cannot be replayed
         self.failed = ""  # why the log could not record an operation (its own failure, never the snippet's)
-        # serial -> version: a tensor written into through a view (`outs[t] = h`, `buf[:, 0] = x`) by a logged op;
-        # the log keys the write by the view, so a later read of the tensor itself is a copy, a constant
+        # serial -> version: written into through a view by a logged op (`outs[t] = h`), keyed by the view
         self.through_view: dict[int, int] = {}
         self.roots: set[int] = set()  # serials tracked without requiring grad: forward-mode AD's dual tensors
         # forward mode (a jvp's forward, or while dual tensors live): tangents flow through torch.no_grad(), so
@@ -102,8 +101,7 @@ class Recorder(TorchDispatchMode):
         self.on_leaf: Callable[[torch.Tensor], None] | None = None  # told of each leaf as the log first copies it
         self.where: Callable[[], int] | None = None  # the snippet's line running now (asked only at a kink)
         self._on = False  # on the dispatch stack
-        # on since a statement began, no call due: past this many entries the log idles (logs nothing) until
-        # it is switched again, so a statement of forwards alone (an evaluation loop) costs a bounded log
+        # on since a statement began with no call due: past this many entries it idles until switched again
         self.idle_after: int | None = None
         self.idle = False
         # --code without --graph: each backward node made is told the snippet's line (observe.py sets both);
@@ -196,10 +194,8 @@ class Recorder(TorchDispatchMode):
         return t.requires_grad or key(t) in self.made
 
     def _through(self, func: Any, name: str, args: Any, kwargs: Any) -> Any:
-        """An in-place write without grad to a tensor the log made (a guard, `sq.clamp_(min=eps)` under no_grad,
-        as F.cosine_similarity does): autograd keeps the tensor's history, so backward passes through as if the
-        write were not there while later operations read the new values. Logged as old + (new - old), the
-        difference a constant."""
+        """An in-place write without grad to a tensor the log made (`sq.clamp_(min=eps)` under no_grad, as in
+        F.cosine_similarity): backward passes through it, later ops read the new values: old + (new - old)."""
         t = args[0]
         before, old = key(t), t.detach().clone()
         out = func(*args, **kwargs)
@@ -400,18 +396,8 @@ class Recorder(TorchDispatchMode):
                 "with it: the value leaves torch there, so the recorded forward cannot follow how the output "
                 "depends on it"
             )
-        written = [
-            r
-            for e in entries
-            for r in parts.leaves(e.args, e.kwargs)
-            if isinstance(r, _Ref) and not r.made and r.key[1] >= self.through_view.get(r.serial, 2**62)
-        ]
-        if written:
-            raise NotReplayable(
-                "a tensor this forward reads was written into through an index or a view with values autograd "
-                "tracks (`outs[t] = h`): the log does not follow writes through views, so it would hold that "
-                "tensor constant; not checked"
-            )
+        if parts.read_after_view_write([r for e in entries for r in parts.leaves(e.args, e.kwargs)], self.through_view):
+            raise NotReplayable(parts.VIEW_WRITE)
         missing = [o for o in outputs if key(o) not in self.made and serial(o) not in {serial(t) for t in leaves}]
         if missing:
             why = "older operations were dropped to bound memory" if self.dropped else self.failed or unseen

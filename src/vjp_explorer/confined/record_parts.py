@@ -129,3 +129,15 @@ def watch_numbers(rec: Any) -> Callable[[], None]:
                 delattr(torch.Tensor, n)
 
     return undo
+
+
+VIEW_WRITE = (
+    "a tensor this forward reads was written into through an index or a view with values autograd tracks "
+    "(`outs[t] = h`): the log does not follow writes through views, so it would hold that tensor constant; "
+    "not checked"
+)
+
+
+def read_after_view_write(refs: list[Any], through_view: dict[int, int]) -> bool:
+    """Whether an argument is a copy from outside the log of a tensor read after a write through its view."""
+    return any(getattr(r, "made", True) is False and r.key[1] >= through_view.get(r.serial, 2**62) for r in refs)

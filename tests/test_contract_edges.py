@@ -144,3 +144,10 @@ def test_a_long_loop_costs_its_differences_by_its_steps(vjp):
     doc = json.loads(vjp("run", program, "--x", "1,2,3", "--grad", "ones", "--json", "--no-symbolic").stdout)
     fd = doc["events"][0]["checks"]["finite_difference"]
     assert fd["status"] == "skipped" and "steps" in fd["reason"]
+
+
+def test_a_folder_to_read_that_is_not_there_is_refused(vjp, tmp_path):
+    snippet = tmp_path / "s.py"
+    snippet.write_text("print(1)\n")
+    r = vjp("run", str(snippet), "--allow-read", str(tmp_path / "missing"))
+    assert r.exit_code == 2 and "not a folder" in r.stderr

@@ -90,6 +90,12 @@ def snippet_result(
             hint="Change the values in the snippet, or run a program instead: vjp run '3*a' --a 1,2.",
         )
     limits = limits_from_options(o)
+    for folder in o.get("allow_read") or ():  # as --svg and --code refuse a folder that is not there
+        if not Path(folder).is_dir():
+            raise UsageError(
+                f"--allow-read {visible(str(folder))}: not a folder (it does not exist, or is a file).",
+                hint="Give a folder the snippet may read, e.g. --allow-read data/.",
+            )
     text, label = _read(expression, o.get("snippet"), limits.snippet_chars)
     from ..snippet import run_snippet
 

@@ -7,6 +7,8 @@ for the forwards that lead to such a call. The snippet reads the dispatch stack'
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from test_confined_observe import checks, observe
@@ -67,3 +69,13 @@ def test_which_statements_may_reach_a_backward_call():
     assert not may("def inner(x):\n    torch.autograd.grad(f(x), x)")
     assert may("for i in range(9):\n    step(x)")  # step calls inner, which takes a gradient
     assert may("[train(b) for b in batches]") is False  # train is not defined to reach one
+
+
+def test_a_function_defined_before_any_call_still_marks_the_loops_that_call_it():
+    """The observer reads every statement's definitions, also while the log runs anyway (before any call)."""
+    from vjp_explorer.confined.observe import Observer
+
+    ob = Observer(lambda message: None, "<s>", {})
+    for src in ["def train(x):\n    loss(x).backward()", "y = 1"]:  # both before any backward call
+        ob.before_statement(ast.parse(src).body[0])
+    assert ob.statements.may_backward(ast.parse("for e in range(3):\n    train(x)").body[0])

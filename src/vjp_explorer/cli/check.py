@@ -182,9 +182,9 @@ def _constants(items: list[str]) -> dict[str, Any]:
 
     found: dict[str, Any] = {}
     for name, text in pairs(items, "--const"):
-        found[name] = {"True": True, "False": False}.get(text.strip(), _number(text.strip()))
-        found[name] = text if found[name] is None else found[name]
-        if isinstance(found[name], float) and not math.isfinite(found[name]):
+        value = {"True": True, "False": False}.get(text.strip(), _number(text.strip()))
+        found[name] = text if value is None else value
+        if isinstance(value, float) and not math.isfinite(value):
             raise UsageError(
                 f"--const {visible(name)}={visible(text)}: not a finite number.",
                 hint="A constant is a finite number (3, -2, 0.5, 1e-3), True or False, or a tensor's values.",

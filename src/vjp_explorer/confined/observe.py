@@ -200,9 +200,9 @@ class Observer:
 
     def before_statement(self, stmt: Any) -> None:
         """The runner's hook: a statement that may reach a backward line not seen yet (observe_parts.Statements)
-        runs with the log on until its first call ends, or past STATEMENT_ENTRIES operations (then it idles)."""
+        runs with the log on until its first call, or STATEMENT_ENTRIES operations (then the log idles)."""
         due = any(self.wanted.values()) or not self.wanted  # before any call, the log runs from the start
-        self.recorder.switch(due or self.statements.may_backward(stmt))
+        self.recorder.switch(self.statements.may_backward(stmt) or due)  # asked first: it learns definitions
         if not due and self.recorder.on:
             self.recorder.idle_after = len(self.recorder.entries) + STATEMENT_ENTRIES
 

@@ -40,3 +40,20 @@ def vjp_at(runner: CliRunner):
         return r.stdout
 
     return invoke
+
+
+@pytest.fixture(autouse=True)
+def no_dispatch_mode_left():
+    """A test that leaves a torch dispatch mode on the stack (the op log, entered in this process by `vjp
+    check`) would log every later test's operations in this worker: fail the test that left it."""
+    yield
+    import sys
+
+    if "torch" not in sys.modules:
+        return
+    from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode
+
+    left = []
+    while _get_current_dispatch_mode() is not None:
+        left.append(type(_pop_mode()).__name__)
+    assert not left, f"the test left dispatch modes on the stack: {left}"

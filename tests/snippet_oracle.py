@@ -32,16 +32,21 @@ _RUNNER = textwrap.dedent(
         err = None
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
             try:
-                if repl:  # the REPL: statement by statement, a bare expression displays its value
+                if repl:  # the REPL: statement by statement, a bare expression displays its value; an
+                    # exception is printed and the session reads the next line (the first is the run's error)
                     for node in ast.parse(src).body:
                         mode = "single" if isinstance(node, ast.Expr) else "exec"
                         tree = ast.Interactive([node]) if mode == "single" else ast.Module([node], [])
-                        exec(compile(tree, "<stdin>", mode), ns)
+                        try:
+                            exec(compile(tree, "<stdin>", mode), ns)
+                        except Exception as e:
+                            msg = str(e).strip().splitlines()
+                            err = err or {"type": type(e).__name__, "message": msg[0] if msg else ""}
                 else:  # python FILE.py: the whole module, a bare expression prints nothing
                     exec(compile(src, "snippet.py", "exec"), ns)
             except BaseException as e:
                 msg = str(e).strip().splitlines()
-                err = {"type": type(e).__name__, "message": msg[0] if msg else ""}
+                err = err or {"type": type(e).__name__, "message": msg[0] if msg else ""}
         results.append({"stdout": buf.getvalue(), "error": err})
     print(json.dumps(results))
     """

@@ -771,6 +771,32 @@ def test_a_forged_event_ends_the_command_with_one_paragraph(vjp, tmp_path, name)
     assert r.stderr.strip().count("\n\n") == 0
 
 
+RAISED = {
+    "type": "raised",
+    "exc_type": "RuntimeError",
+    "message": "forged",
+    "line": 1,
+    "traceback": "",
+    "errno": None,
+    "resource": None,
+    "refusal": None,
+    "via": "",
+}
+
+
+@pytest.mark.parametrize("where", ["a script", "a transcript, before any statement ended"])
+def test_a_forged_raised_frame_is_a_broken_channel(vjp, tmp_path, where):
+    """Only a transcript's statement that ended may be followed by the exception the REPL went on past."""
+    code = FORGE.format(frame=frame(RAISED))
+    if where != "a script":  # the whole forgery is one statement: the frame comes before its statement frame
+        code = ">>> exec(" + repr(code) + ")\n"
+    snippet = tmp_path / "forge.py"
+    snippet.write_text(code)
+    r = vjp("run", str(snippet))
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert "broke the channel" in r.stderr and "Traceback" not in r.stderr + r.stdout
+
+
 FLOOD = """
 import os, stat, struct
 body = {body}

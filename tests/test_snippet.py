@@ -591,3 +591,48 @@ def test_what_a_snippet_writes_to_descriptor_1_itself_is_shown_in_a_note():
     r = run_snippet('import os\nprint("before")\nos.write(1, b"raw write\\n")\nprint("after")\n', seed=0)
     assert r.stdout == "before\nafter\n"
     assert any("raw write" in n and "file descriptor" in n for n in r.notes)
+
+
+WENT_ON = """>>> import torch
+>>> x = torch.tensor([1.0, 2.0], requires_grad=True)
+>>> y = x * 2
+>>> y.backward()
+Traceback (most recent call last):
+  File "<stdin>", line 1, in <module>
+RuntimeError: grad can be implicitly created only for scalar outputs
+>>> y.backward(torch.tensor([0.1, 1.0]))
+>>> x.grad
+tensor([0.2000, 2.0000])
+>>> undefined_name
+Traceback (most recent call last):
+  File "<stdin>", line 1, in <module>
+NameError: name 'undefined_name' is not defined
+>>> print(x.grad.sum())
+tensor(2.2000)
+"""
+
+
+def test_a_transcript_goes_on_past_a_traceback_as_the_repl_did():
+    """The forum's usual transcript: the error first, then the call that works. The REPL printed the
+    traceback and read the next line; so does the run, and it prints what the REPL printed."""
+    (want,) = plain_python([WENT_ON], seed=0)
+    r = run_snippet(WENT_ON, seed=0)
+    assert r.stdout == want["stdout"] == "tensor([0.2000, 2.0000])\ntensor(2.2000)\n"
+    raised = {s.line: s.raised.type for s in r.steps if s.raised is not None}
+    assert raised == {4: "RuntimeError", 11: "NameError"}
+    assert r.error is not None and (r.error.type, r.error.line) == ("RuntimeError", 4) == (want["error"]["type"], 4)
+    assert r.exit_code == 4  # the snippet raised, as documented; the call after it is explained and agrees
+    (event,) = r.events
+    assert event.inputs[0].grad == pytest.approx([0.2, 2.0]) and event.status == "agree"
+    assert all(s.claim.matches for s in r.steps if s.claim is not None)  # each traceback as the transcript's
+    assert [d.kind for d in r.diagnoses] == ["nonscalar_output"]  # the first error's, found in a run stopping there
+    doc = r.to_dict()
+    assert [s["raised"]["type"] for s in doc["steps"] if s["raised"]] == ["RuntimeError", "NameError"]
+    assert "2 statements raised (lines 4, 11) and the REPL went on" in str(r).replace("\n", " ")
+
+
+def test_a_script_still_stops_at_its_first_exception():
+    script = "import torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).backward()\nprint('never')\n"
+    r = run_snippet(script, seed=0)
+    assert r.error is not None and r.error.line == 3 and r.stdout == "" and len(r.steps) == 3  # print never runs
+    assert all(s.raised is None for s in r.steps) and "The snippet stops here" in str(r)

@@ -80,6 +80,7 @@ def main() -> int:
         mode=snippet["mode"],
         observe=observe,
         confined=not config["trust"],
+        go_on=not snippet.get("diagnose"),  # the diagnosis is of the first error: its run stops there
     )
     return 0
 

@@ -393,6 +393,15 @@ class _Session:
             out, err = self.pending["stdout"] + frame["stdout"], self.pending["stderr"] + frame["stderr"]
             self.pending = {"stdout": "", "stderr": ""}
             self.outcome.at_exit = Statement(0, 0, out, err)
+        elif kind == "raised":  # a transcript goes on past it; the first one is the run's error, as a script's
+            statements = self.outcome.statements
+            if self.snippet["mode"] != "repl" or not statements or statements[-1].raised is not None:
+                self._kill(protocol_error(ProtocolError("a 'raised' frame with no transcript's statement of its own")))
+                return
+            statements[-1].raised = exception_from(frame)
+            if self.outcome.exception is None:
+                self.outcome.exception = statements[-1].raised
+                self.outcome.exit_code = 1
         elif kind == "error":
             self.outcome.exception = exception_from(frame)
             self.resource = frame["resource"]

@@ -22,6 +22,7 @@ class Statement:
     end_line: int
     stdout: str = ""
     stderr: str = ""
+    raised: SnippetException | None = None  # a transcript's statement raised and the REPL went on
 
 
 @dataclass

@@ -173,6 +173,19 @@ def _bool(value: Any) -> bool:
 
 Check = Callable[[Any], bool]
 
+# the snippet's own exception, as Python raised it; `resource` names a limit it hit (memory, file size, ...)
+_ERROR: dict[str, Check] = {
+    "exc_type": _str,
+    "message": _str,
+    "line": _optional_int,
+    "traceback": _str,
+    "errno": _optional_int,
+    "resource": lambda s: s in (None, "memory", "file_size", "open_files"),
+    # what the confinement refused behind it, and the library it came through ("" where none is known)
+    "refusal": lambda s: s in (None, "process", "network", "files", "system", "cwd"),
+    "via": _str,
+}
+
 # Every frame the child may send, with each field's check. The child's code is ours, but it runs the
 # snippet's code in the same process: everything here may have been forged, so it is checked, never run.
 FRAMES: dict[str, dict[str, Check]] = {
@@ -182,22 +195,15 @@ FRAMES: dict[str, dict[str, Check]] = {
     "unavailable": {"reason": _str},
     # output a long statement printed so far (sent every 64 KiB); the rest comes with its "statement"
     "output": {"line": _int, "stream": lambda s: s in ("stdout", "stderr"), "text": _str},
-    # one top-level statement ended, with what it printed (an "error" or "exit" follows if it raised)
+    # one top-level statement ended, with what it printed (an "error" or "exit" follows if the snippet stops
+    # there; a "raised" where a transcript's statement raised and the session went on)
     "statement": {"line": _int, "end_line": _int, "stdout": _str, "stderr": _str},
     # the functions the snippet registered with atexit ran (after its last statement), with what they printed
     "at_exit": {"stdout": _str, "stderr": _str},
-    # the snippet raised: Python's own exception; `resource` names a limit it hit (memory, file size, ...)
-    "error": {
-        "exc_type": _str,
-        "message": _str,
-        "line": _optional_int,
-        "traceback": _str,
-        "errno": _optional_int,
-        "resource": lambda s: s in (None, "memory", "file_size", "open_files"),
-        # what the confinement refused behind it, and the library it came through ("" where none is known)
-        "refusal": lambda s: s in (None, "process", "network", "files", "system", "cwd"),
-        "via": _str,
-    },
+    # the snippet raised and stops there (a script, or a transcript at a limit or sys.exit's like)
+    "error": _ERROR,
+    # a REPL transcript's statement raised and the session went on, as the REPL does: read the next line
+    "raised": {**_ERROR, "resource": lambda s: s is None},
     # an attempt the confinement refuses (audited): a process started, the network reached, at this line
     "refused": {"kind": lambda s: s in ("process", "network"), "what": _str, "line": _int},
     # the snippet called sys.exit(code): code is the exit status python would give

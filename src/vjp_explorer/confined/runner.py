@@ -148,11 +148,15 @@ def run(
     observers: Iterable[Observer] = (),
     observe: Callable[[dict[str, Any]], Observer] | None = None,
     confined: bool = False,
+    go_on: bool = True,
 ) -> None:
     """Run `source` (mode "script", or "repl" for a transcript), sending a "statement" frame per top-level
-    statement, then "done"; or an "error" (or "exit") frame where the snippet stops. `observe`, given the
-    snippet's namespace, makes one more observer (the autograd one) before the first statement runs.
-    `confined`: the child is confined, so what the kernel refuses is read back and said (refusals.py)."""
+    statement, then "done"; or an "error" (or "exit") frame where the snippet stops. A transcript goes on
+    past an exception, as the REPL did: a "raised" frame (the error's fields) follows that statement's
+    frame; `go_on=False` stops there as a script does (the second run that diagnoses the first error).
+    `observe`, given the snippet's namespace, makes one more observer (the autograd one) before the first
+    statement runs. `confined`: the child is confined, so what the kernel refuses is read back and said
+    (refusals.py)."""
     observers = list(observers)
     if mode == "repl":
         source = transcript_source(source)
@@ -198,8 +202,10 @@ def run(
             with gate:
                 text = {"stdout": stdout.take(), "stderr": stderr.take()}
                 send({"type": "statement", "line": stmt.lineno, "end_line": stmt.end_lineno or stmt.lineno, **text})
-            if stopped is not None:
-                end = stopped
+            if stopped is not None and mode == "repl" and go_on and _session_goes_on(stopped):
+                send({**_without_go_on(stopped), "type": "raised"})  # the REPL printed it, read the next line
+            elif stopped is not None:
+                end = _without_go_on(stopped)
                 break
         for observer in observers:  # after the snippet's last statement: the hand-written gradients
             after_run = getattr(observer, "after_run", None)
@@ -288,8 +294,20 @@ def _run_statement(
     except SystemExit as exc:
         return _exit_frame(exc, stmt.lineno)
     except BaseException as exc:  # the snippet's own error, KeyboardInterrupt included: Python's story
-        return _error_frame(exc, filename, confined)
+        frame = _error_frame(exc, filename, confined)
+        frame["go_on"] = isinstance(exc, Exception)  # the REPL goes on past an exception, not past ^C
+        return frame
     return None
+
+
+def _session_goes_on(frame: dict[str, Any]) -> bool:
+    """Whether the REPL reads its next line after this: an exception it printed, not sys.exit, a
+    KeyboardInterrupt, or a limit of the confinement (memory, file size): those end the session here."""
+    return frame["type"] == "error" and frame["resource"] is None and frame["go_on"]
+
+
+def _without_go_on(frame: dict[str, Any]) -> dict[str, Any]:
+    return {k: value for k, value in frame.items() if k != "go_on"}
 
 
 def _exit_frame(exc: SystemExit, line: int) -> dict[str, Any]:

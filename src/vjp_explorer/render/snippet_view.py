@@ -47,18 +47,18 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False, surface:
             parts.append(Padding(said, (0, 0, 0, 7)))
         for shown in _fold([events[index] for index in step.events], full):
             parts.append(Padding(shown if isinstance(shown, Group) else _event(shown, explain, full), (0, 0, 0, 7)))
-    if r.error is not None:
-        e = r.error
-        last = r.steps[-1] if r.steps else None
-        # raised in code a statement called (a custom backward, a function): name the statement too
-        inside = last is not None and not last.line <= e.line <= last.end_line
-        at = f"line {e.line}, inside the statement at line {last.line}" if inside and last else f"line {e.line}"
-        parts.append(Text(f"\n{e.type} at {at}: {visible(e.message)}", style="bold red"))
-        if e.explanation:
-            parts.append(Text(e.explanation))
+        if step.raised is not None:  # a transcript: the REPL printed the traceback and read the next line
+            parts.extend(_raised(step.raised, step))
+            parts.append(Text("The REPL goes on to the next line, as the session did.", style="dim"))
+            if step.raised is r.error:
+                parts.extend(why_view.render(r.diagnoses))  # why it failed (docs/why.md), after PyTorch's words
+    inline = r.error is not None and any(step.raised is r.error for step in r.steps)
+    if r.error is not None and not inline:
+        parts.extend(_raised(r.error, r.steps[-1] if r.steps else None))
         ends = "as Python would (exit 4)" if r.exit_code == 4 else f"past a limit (exit {r.exit_code}, said below)"
         parts.append(Text(f"The snippet stops here, {ends}.", style="dim"))
-    parts.extend(why_view.render(r.diagnoses))  # why it failed (docs/why.md), after PyTorch's own words
+    if not inline:
+        parts.extend(why_view.render(r.diagnoses))  # why it failed (docs/why.md), after PyTorch's own words
     parts.extend(manual_view.render(r.manual))  # the hand-written gradients (docs/manual.md)
     if r.at_exit is not None:
         parts.append(Text("at exit (functions registered with atexit):", style="dim"))
@@ -72,6 +72,17 @@ def render(r: SnippetResult, explain: bool = False, full: bool = False, surface:
     return Group(*parts)
 
 
+def _raised(e: Any, step: Step | None) -> list[RenderableType]:
+    """The exception a statement raised, where (naming the statement where it raised in code the statement
+    called: a custom backward, a function), and what it means."""
+    inside = step is not None and not step.line <= e.line <= step.end_line
+    at = f"line {e.line}, inside the statement at line {step.line}" if inside and step else f"line {e.line}"
+    parts: list[RenderableType] = [Text(f"\n{e.type} at {at}: {visible(e.message)}", style="bold red")]
+    if e.explanation:
+        parts.append(Text(e.explanation))
+    return parts
+
+
 def _claim(r: SnippetResult, step: Step) -> Text | None:
     """What the source claims this statement printed (or raised), against the run: ✓, ≠ with the claim, or
     nothing where the two cannot be compared (a pre-0.4 print; a comment on a statement that printed nothing)."""
@@ -79,6 +90,8 @@ def _claim(r: SnippetResult, step: Step) -> Text | None:
     if claim is None:
         return None
     raised = (r.error.type, r.error.message) if r.error is not None and r.steps and step is r.steps[-1] else None
+    if step.raised is not None:
+        raised = (step.raised.type, step.raised.message)
     verdict = verdict_of(claim.text, claim.origin, step.stdout, raised)
     if verdict is None:
         return None
@@ -458,4 +471,9 @@ def _summary(r: SnippetResult) -> Text:
             text += f"; {len(sampled)} folded calls of a loop not checked (every 10th is, every 100th past 100)"
         text += _by_script_alone(r.events)
     text += manual_view.summary(r.manual)
+    went_on = [s.line for s in r.steps if s.raised is not None]
+    if went_on:
+        at = ", ".join(str(line) for line in went_on[:5]) + (", ..." if len(went_on) > 5 else "")
+        many = "s" if len(went_on) != 1 else ""
+        text += f"; {len(went_on)} statement{many} raised (line{many} {at}) and the REPL went on"
     return Text(text, style="bold red" if bad else "bold")

@@ -77,6 +77,7 @@ def run_snippet(
             source="\n".join(lines[st.line - 1 : st.end_line]),
             stdout=st.stdout,  # exactly as printed: each view makes it visible (the JSON escapes it as JSON does)
             warnings=[safe_text(w) for w in st.stderr.splitlines() if w.strip()],
+            raised=None if st.raised is None else _error_of(st.raised, outcome, st.line, lines),
         )
         for i in by_statement.get(k, []):
             events.append(_event(outcome.events[i][1], len(events) + 1, safe_text))
@@ -86,7 +87,9 @@ def run_snippet(
     error = _raised(outcome, steps, lines)
     raised = (error.type, error.message) if error is not None else None
     for k, step in enumerate(steps):
-        _claim(src, step, code_line.get(step.end_line, step.end_line), raised if k == len(steps) - 1 else None)
+        said = (step.raised.type, step.raised.message) if step.raised is not None else None
+        said = said or (raised if k == len(steps) - 1 else None)
+        _claim(src, step, code_line.get(step.end_line, step.end_line), said)
     at_exit = None
     if outcome.at_exit is not None:
         done = outcome.at_exit
@@ -212,24 +215,13 @@ def _claim(src: Source, step: Step, line: int, raised: tuple[str, str] | None) -
 
 
 def _raised(outcome: Any, steps: list[Step], lines: list[str]) -> RaisedError | None:
-    """Where the snippet raised (or called sys.exit with a status), as plain Python would, or None."""
-    from ..confined.protocol import safe_text
-
+    """Where the snippet raised (or called sys.exit with a status), as plain Python would, or None; in a
+    transcript that went on past exceptions, the first (or the one it stopped at)."""
     error = None
     if outcome.exception is not None:
-        from ..confined.words import explain_error, explain_refusal
-
         exc = outcome.exception
-        # a relative path not found where the working directory mirrors the user's is Python's own story
-        refusal = None if exc.refusal == "cwd" and outcome.mirrored else exc.refusal
-        line = exc.line or (steps[-1].line if steps else 1)
-        error = RaisedError(
-            line=line,
-            source=lines[line - 1] if 0 < line <= len(lines) else "",
-            type=safe_text(exc.type),
-            message=safe_text(exc.message),
-            explanation=explain_refusal(refusal, exc.via) if refusal else explain_error(exc.message),
-        )
+        went_on = [step.raised for step, st in zip(steps, outcome.statements, strict=False) if st.raised is exc]
+        error = went_on[0] if went_on else _error_of(exc, outcome, steps[-1].line if steps else 1, lines)
     elif outcome.exited is not None and outcome.exited[1] != 0:  # sys.exit(5): python ends with status 5
         line, status, message = outcome.exited
         error = RaisedError(
@@ -242,6 +234,24 @@ def _raised(outcome: Any, steps: list[Step], lines: list[str]) -> RaisedError | 
             + "; the lines after it do not run.",
         )
     return error
+
+
+def _error_of(exc: Any, outcome: Any, at: int, lines: list[str]) -> RaisedError:
+    """The snippet's exception (confined/outcome.SnippetException) as the views show it; `at`: the line of the
+    statement it raised in, where its traceback names none of the snippet's own."""
+    from ..confined.protocol import safe_text
+    from ..confined.words import explain_error, explain_refusal
+
+    # a relative path not found where the working directory mirrors the user's is Python's own story
+    refusal = None if exc.refusal == "cwd" and outcome.mirrored else exc.refusal
+    line = exc.line or at
+    return RaisedError(
+        line=line,
+        source=lines[line - 1] if 0 < line <= len(lines) else "",
+        type=safe_text(exc.type),
+        message=safe_text(exc.message),
+        explanation=explain_refusal(refusal, exc.via) if refusal else explain_error(exc.message),
+    )
 
 
 def _event(raw: dict[str, Any], index: int, safe: Any) -> Event:

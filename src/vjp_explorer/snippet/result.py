@@ -30,6 +30,7 @@ class Step:
     events: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     claim: Claim | None = None
+    raised: RaisedError | None = None  # a transcript's statement raised and the REPL went on to the next
 
 
 @dataclass

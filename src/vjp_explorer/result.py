@@ -210,6 +210,7 @@ class Result:
     # per leaf, Jᵀv from finite differences of the program (nan where they are no reference); {} where the
     # route took random directions or did not run
     finite_difference: dict[str, TensorData] = field(default_factory=dict)
+    retain_graph: bool = False  # calls 1 to N-1 passed retain_graph=True (--no-retain-graph: they did not)
 
     @property
     def gradient(self) -> TensorData:

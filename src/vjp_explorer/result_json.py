@@ -174,7 +174,7 @@ def result_to_dict(r: Result, lazy: bool = False, full: bool = False) -> dict[st
         "outputs": [tensor(r.output_name, r.output)],
         "v": [tensor(r.output_name, r.grad)],
         "v_origin": r.grad_source,
-        "retain_graph": r.backward_calls > 1,
+        "retain_graph": r.retain_graph,
         "create_graph": False,
         "inputs": [leaf(n) for n in r.inputs],
         "grads": {n: values(g) for n, g in r.grads.items()},

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import stat
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -100,7 +101,8 @@ def check(
             raise UsageError("v is given twice, as gradient= and as v=; give it once (gradient=).")
         v = gradient
 
-    fn = obj.apply if isinstance(obj, type) and issubclass(obj, torch.autograd.Function) else obj
+    raw = obj.apply if isinstance(obj, type) and issubclass(obj, torch.autograd.Function) else obj
+    fn: Any = same_draws(raw)
     name = str(label or getattr(obj, "__name__", "function"))
     names = _names(obj, len(inputs))
     xs = [
@@ -124,11 +126,11 @@ def check(
             f"{name} returns {len(y)} tensors ({shapes}); they are checked as one output, flattened and "
             "concatenated in order, so v (and J's rows) run over all of them."
         )
-        several = fn
 
-        def fn(*args: Any) -> Any:
-            return torch.cat([o.reshape(-1) for o in several(*args)])
+        def joined(*args: Any) -> Any:
+            return torch.cat([o.reshape(-1) for o in raw(*args)])
 
+        fn = same_draws(joined)  # the generators are as the first run found them: the same draws
         y = fn(*xs)
     if not isinstance(y, torch.Tensor):
         raise UsageError(f"{name} returned {type(y).__name__}, not a tensor or tensors; vjp check takes tensors.")
@@ -176,6 +178,63 @@ def check(
     record = record_of(fn, xs, leaves, vv, grads, leaf_names)
     compare(event, fn, xs, leaves, vv, grads, lambda: promoted(obj), record)
     return result
+
+
+class same_draws:  # noqa: N801 - used as the function it wraps
+    """`fn`, each call of it starting from the random generators' state of now (torch's, Python's, numpy's),
+    the caller's generators left as they were: a forward that draws (dropout, randn_like) draws the same
+    numbers every time the check runs it, so backward(v), its probes and the replay are all of one function,
+    the call with that draw. `draws`: whether a run of it drew at all."""
+
+    def __init__(self, fn: Any) -> None:
+        import random
+
+        import torch
+
+        self.fn, self.draws = fn, False
+        self.np = sys.modules.get("numpy")
+        self.cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        self.state = (
+            torch.random.get_rng_state(),
+            torch.cuda.get_rng_state_all() if self.cuda else None,
+            random.getstate(),
+            self.np.random.get_state() if self.np is not None else None,
+        )
+
+    def __call__(self, *args: Any) -> Any:
+        import random
+
+        import torch
+
+        np, state = self.np, self.state
+        saved = random.getstate(), np.random.get_state() if np is not None else None
+        with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if self.cuda else []):
+            torch.random.set_rng_state(state[0])
+            if state[1] is not None:
+                torch.cuda.set_rng_state_all(state[1])
+            random.setstate(state[2])
+            if np is not None:
+                np.random.set_state(state[3])
+            try:
+                return self.fn(*args)
+            finally:
+                after = (torch.random.get_rng_state(), random.getstate(), np.random.get_state() if np else None)
+                self.draws = self.draws or _moved(state, after)
+                random.setstate(saved[0])
+                if np is not None:
+                    np.random.set_state(saved[1])
+
+
+def _moved(state: tuple[Any, ...], after: tuple[Any, ...]) -> bool:
+    """Whether a generator moved from `state` (torch's, _, Python's, numpy's) to `after` (torch's, Python's,
+    numpy's)."""
+    import torch
+
+    if not torch.equal(state[0], after[0]) or state[2] != after[1]:
+        return True
+    if state[3] is None or after[2] is None:
+        return False
+    return bool(state[3][2] != after[2][2] or (state[3][1] != after[2][1]).any())
 
 
 @contextmanager

@@ -96,12 +96,27 @@ def compare(
     the finite-difference check of the forward itself; then the diagnosis from probing the backward with
     other v. `wide` makes the context (promoted) in which the door's reference runs its whole forward in
     float64."""
+    import torch
+
     from .engine.finite_diff import DIRECTIONS
     from .trusted_judge import judge
 
     wide = wide or nullcontext
     judged = record is not None and judge(event, record)
     m, n = v.numel(), sum(x.numel() for x in leaves)
+    if getattr(fn, "draws", False):
+        event.notes.append(
+            "The forward draws random numbers: every run of it here starts from the generators' state of the "
+            "checked call, so each draws the same numbers; the replay holds that draw fixed."
+        )
+    if getattr(fn, "draws", False) and any(x.dtype != torch.float64 for x in leaves):
+        # a float64 run draws other numbers: the door's own differences would be of another function
+        why = f"the forward draws random numbers, and a float64 run of it draws others than {event.inputs[0].dtype}"
+        if not judged:
+            event.checks.append(Check("finite_difference", "skipped", _FD, reason=why))
+        event.checks.append(Check("jacobian", "skipped", _JAC, reason=why))
+        event.diagnosis = "; ".join(_linearity(fn, xs, leaves, v, event, _tol(leaves))) or None
+        return
     if not _every_column(m, n):  # the probes in v (a few backward calls) at any size
         if not judged:
             event.notes.append(
@@ -281,7 +296,8 @@ def diagnose(fn: Any, xs: list[Any], leaves: list[Any], v: Any, event: Event, wi
         event.checks.append(_jacobian_check(event, custom, refs, errs, tol))
     if event.status != "disagree":
         return None
-    if leaves and leaves[0].dtype == torch.float32 and not findings and _right_in_float64(fn, xs, v, wide, fd, custom):
+    float32 = leaves and leaves[0].dtype == torch.float32 and not getattr(fn, "draws", False)  # float64 draws others
+    if float32 and not findings and _right_in_float64(fn, xs, v, wide, fd, custom):
         return "in float64 the backward agrees: this is float32 precision (rounding), not a bug in the formula"
     once = backward_of(fn, xs, leaves, v)
     for k, x in enumerate(leaves):

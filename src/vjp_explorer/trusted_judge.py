@@ -44,11 +44,6 @@ def record_of(fn: Any, xs: list[Any], leaves: list[Any], v: Any, grads: list[Any
     forward, why, made = None, None, [y]
     if not isinstance(y, torch.Tensor) or y.is_complex() or any(x.is_complex() for x in leaves):
         why = "complex tensors: the references here are real; torch's conjugate convention is not checked"
-    elif any(e.random for e in rec.entries):
-        why = (
-            "the forward draws random numbers (dropout, rand): each call draws anew, so no replay of one call "
-            "is the call whose grads are checked"
-        )
     else:
         try:
             replay = rec.replay([y], leaves, _UNSEEN)

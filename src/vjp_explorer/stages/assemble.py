@@ -80,6 +80,7 @@ def assemble(
         grad=to_data(call.v),
         grad_source=grad_source,
         backward_calls=call.calls,
+        retain_graph=call.calls > 1 and req.retain_graph,
         grads={n: to_data(g) for n, g in call.grads.items()},
         jacobians=jacobians,
         # N x Jᵀv after N calls, as .grad and the symbolic route report it

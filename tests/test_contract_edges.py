@@ -151,3 +151,15 @@ def test_a_folder_to_read_that_is_not_there_is_refused(vjp, tmp_path):
     snippet.write_text("print(1)\n")
     r = vjp("run", str(snippet), "--allow-read", str(tmp_path / "missing"))
     assert r.exit_code == 2 and "not a folder" in r.stderr
+
+
+@pytest.mark.parametrize(("flag", "kept"), [((), True), (("--no-retain-graph",), False)])
+def test_the_json_says_whether_the_calls_kept_the_graph(vjp, flag, kept):
+    """json.md: retain_graph as the calls passed it; --no-retain-graph's calls did not (x + 1 saves nothing,
+    so its second call runs: torch gives [2, 2])."""
+    r = vjp("run", "x + 1", "--x", "1,2", "--grad", "ones", "--backward-calls", "2", *flag, "--json")
+    assert r.exit_code == 0, r.output
+    (event,) = json.loads(r.stdout)["events"]
+    assert event["retain_graph"] is kept and event["grads"]["x"] == [2.0, 2.0]
+    one = json.loads(vjp("run", "x + 1", "--x", "1,2", "--grad", "ones", "--json").stdout)["events"][0]
+    assert one["retain_graph"] is False

@@ -695,7 +695,7 @@ EVENT = {
             "source": "y = x ** 2",
             "ran": True,
             "arriving": _SUMMARY,
-            "edges": [{"to": 1, "value": _SUMMARY, "local": _SUMMARY}],
+            "edges": [{"to": 1, "input_nr": 0, "value": _SUMMARY, "local": _SUMMARY}],
         },
         {
             "id": 1,

@@ -64,6 +64,35 @@ def test_a_value_used_twice_is_a_sum_of_paths():
         assert p["value"]["values"] == pytest.approx([dh[0] * 1.0, dh[1] * 2.0], rel=1e-6)
 
 
+SEVERAL = """import torch
+S = torch.tensor([[2.0, 1.0], [1.0, 3.0]], requires_grad=True)
+L, V = torch.linalg.eigh(S)
+(L[-1] + V[0, -1] + L.sum()).backward()
+"""
+
+
+def test_a_node_of_several_outputs_adds_up_each_output_on_its_own(vjp, tmp_path):
+    """eigh's node gets L's cotangent at output 0 and V's at output 1: they are not one sum (it was an
+    internal error for svd and an LSTM, and `1 + 1 = 1` for eigh). L's two paths add: [0, 1] + [1, 1]."""
+    r = run_snippet(SEVERAL, seed=0, graph=True)
+    g = r.events[0].graph
+    (merge,) = paths(g)
+    assert merge["name"] == "LinalgEighBackward0" and (merge["output"], merge["outputs"]) == (0, 2)
+    assert sorted(p["value"]["values"] for p in merge["parts"]) == [[0.0, 1.0], [1.0, 1.0]]
+    eigh = next(n for n in g if n["name"] == "LinalgEighBackward0")
+    assert eigh["arriving"]["values"] == [1.0, 2.0]  # the first output's: L's sum
+    into = [e for n in g for e in n["edges"] if e["to"] == eigh["id"]]
+    assert sorted(e["input_nr"] for e in into) == [0, 0, 1]
+    assert all(e["local"] is None for e in eigh["edges"])  # no one factor: two cotangents made what it sent
+    path = tmp_path / "eigh.py"
+    path.write_text(SEVERAL)
+    shown = vjp("run", str(path), "--graph")
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.stdout.split())
+    assert "LinalgEighBackward0 (node" in text and ", output 0) = via" in text
+    assert "at its output 1 here" in text and "1 + 1 = 1" not in text
+
+
 def test_dot_parses_back_to_the_same_graph(tmp_path):
     r = run_snippet(TWICE, seed=0, graph=True)
     g = r.events[0].graph

@@ -254,7 +254,7 @@ CHECK: dict[str, Check] = {
     "independent": _opt(lambda b: type(b) is bool),
 }
 # one edge and one node of a call's backward graph (engine/backward_graph.GraphProbe.finish)
-EDGE: dict[str, Check] = {"to": _opt(_int), "value": _summary, "local": _summary}
+EDGE: dict[str, Check] = {"to": _opt(_int), "input_nr": _int, "value": _summary, "local": _summary}
 NODE: dict[str, Check] = {
     "id": _int,
     "name": _str,

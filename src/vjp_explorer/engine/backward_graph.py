@@ -51,13 +51,16 @@ class GraphProbe:
         for node in self.nodes:
             sent, arriving = self.got.get(id(node), ((), ()))
             edges = []
-            for k, (child, _) in enumerate(node.next_functions):
+            # a node of several outputs (svd, eigh, an LSTM) sends what all its cotangents make: no one factor
+            one = arriving[0] if len(arriving) == 1 else None
+            for k, (child, nr) in enumerate(node.next_functions):
                 value = sent[k] if k < len(sent) else None
                 edges.append(
                     {
                         "to": None if child is None else self.seen.get(id(child)),
+                        "input_nr": int(nr),  # which output of that node it is the cotangent of
                         "value": summary(value),
-                        "local": summary(local_derivative(arriving[0] if arriving else None, value)),
+                        "local": summary(local_derivative(one, value)),
                     }
                 )
             where = {"leaf": None, "value_of": None, "line": None, "source": None, **self.describe(node)}
@@ -100,19 +103,23 @@ def summary(t: Any) -> Any:
 
 
 def paths(graph: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """For every node reached along more than one edge: the contribution of each edge, which add up."""
-    incoming: dict[int, list[tuple[int, Any]]] = {}
+    """For every output of a node reached along more than one edge: the contribution of each edge, which add
+    up (a node of several outputs, svd's U, S and Vh, adds up each output's on its own). `output`: which output
+    of the node, `outputs`: how many of its outputs the graph reaches."""
+    incoming: dict[tuple[int, int], list[tuple[int, Any]]] = {}
     for node in graph:
         for edge in node["edges"]:
             if edge["to"] is not None:
-                incoming.setdefault(edge["to"], []).append((node["id"], edge["value"]))
+                incoming.setdefault((edge["to"], edge["input_nr"]), []).append((node["id"], edge["value"]))
     out = []
-    for target, parts in incoming.items():
+    for (target, nr), parts in incoming.items():
         if len(parts) > 1:
             node = graph[target]
             out.append(
                 {
                     "node": target,
+                    "output": nr,
+                    "outputs": len({k for t, k in incoming if t == target}),
                     "name": node["name"],
                     "leaf": node["leaf"],
                     "value_of": node["value_of"],

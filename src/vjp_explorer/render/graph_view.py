@@ -39,10 +39,12 @@ def tree(graph: list[dict[str, Any]], title: str, said_to: str = CLI) -> list[Re
 
     g = {n["id"]: n for n in graph}
     incoming: dict[int, int] = {}
+    outputs: dict[int, set[int]] = {}  # which of a node's outputs the edges reach (svd: U, S, Vh)
     for n in graph:
         for edge in n["edges"]:
             if edge["to"] is not None:
                 incoming[edge["to"]] = incoming.get(edge["to"], 0) + 1
+                outputs.setdefault(edge["to"], set()).add(edge.get("input_nr", 0))
     top = Tree(Text(title, style="bold"))
     shown: set[int] = set()
     roots = set(g) - set(incoming)
@@ -64,11 +66,17 @@ def tree(graph: list[dict[str, Any]], title: str, said_to: str = CLI) -> list[Re
         if (shape := shape_of(node)) is not None:
             text.append(f"  {shape}", style="dim")
         merged = incoming.get(node["id"], 0) > 1
+        several = len(outputs.get(node["id"], ())) > 1  # what arrives is one cotangent per output, not one sum
+        at = f" at its output {edge.get('input_nr', 0)}" if several and edge else ""
         if node["id"] in shown:
-            text.append(f"  gets {short(edge_value)} here (shown above)" if merged else "  (shown above)", style="dim")
+            text.append(
+                f"  gets {short(edge_value)}{at} here (shown above)" if merged else "  (shown above)", style="dim"
+            )
             return text
         if not node["ran"]:
             text.append("  (did not run)")
+        elif several:
+            text.append(f"  gets {short(edge_value)}{at} here")
         elif merged:
             text.append(f"  gets {short(edge_value)} here, {short(node['arriving'])} in all")
         else:
@@ -110,20 +118,23 @@ def tree(graph: list[dict[str, Any]], title: str, said_to: str = CLI) -> list[Re
 
 def _sum_over_paths(m: dict[str, Any], node: dict[str, Any], said_to: str = CLI) -> list[RenderableType]:
     """`b.grad = 2 via MulBackward0 (2*b) + ...`; for a tensor, one line per element: each a sum over paths."""
+    several = m.get("outputs", 1) > 1 or m.get("output", 0) != 0  # svd's U, S, Vh: each output on its own
     whom = (
         f"{_visible(m['leaf'])}.grad"
         if m["leaf"]
         else f"d/d{_visible(m['value_of'])}"
-        if m["value_of"]
-        else f"{m['name']} (node {m['node']})"
+        if m["value_of"] and not several
+        else f"{m['name']} (node {m['node']}" + (f", output {m['output']})" if several else ")")
     )
     parts = m["parts"][:PATH_TERMS]  # a value used in every pass of a loop: the first paths, and how many
     rest = f" + ... ({len(m['parts'])} paths in all)" if len(m["parts"]) > PATH_TERMS else ""
     vias = [p["name"] + (f" ({_cut(p['source'])})" if p["source"] and "span" in node else "") for p in parts]
-    total = node["arriving"]
+    # what arrived is recorded for a node's first output: another output's sum is the parts' own
+    total = node["arriving"] if m.get("output", 0) == 0 else _summed([p["value"] for p in m["parts"]])
     got = [_flat(p["value"]) for p in parts]
     values = [v for v in got if v is not None]
-    if total is None or "values" not in total or len(values) < len(got) or not total["shape"]:
+    sizes = {len(v) for v in values} | {len(_flat(total) or [])}
+    if total is None or "values" not in total or len(values) < len(got) or not total["shape"] or len(sizes) > 1:
         terms = " + ".join(f"{short(p['value'])} via {_visible(via)}" for p, via in zip(parts, vias, strict=True))
         return [Padding(Text(f"{whom} = {terms}{rest} = {short(total)}"), (0, 0, 0, 2), expand=False)]
     head = f"{whom} = " + " + ".join(f"via {_visible(via)}" for via in vias) + rest + ":"
@@ -142,6 +153,18 @@ def _sum_over_paths(m: dict[str, Any], node: dict[str, Any], said_to: str = CLI)
         more = f"... {len(sums) - PATH_ELEMENTS} more elements ({where} them all)"
         lines.append(Padding(Text(more), (0, 0, 0, 4), expand=False))
     return lines
+
+
+def _summed(values: list[Any]) -> Any:
+    """The sum of some cotangents of one shape, as a summary ({shape, norm, values}); None where one has no
+    values or the shapes differ."""
+    import math
+
+    flat = [_flat(v) for v in values]
+    if not flat or any(f is None for f in flat) or len({tuple(v["shape"]) for v in values}) > 1:
+        return None
+    sums = [math.fsum(column) for column in zip(*flat, strict=True)]
+    return {"shape": list(values[0]["shape"]), "norm": math.sqrt(math.fsum(x * x for x in sums)), "values": sums}
 
 
 def to_dot(events: list[tuple[int, str, list[dict[str, Any]]]]) -> str:

@@ -148,7 +148,12 @@ def graph(nodes: Any, where: str) -> list[dict[str, Any]] | None:
         if type(edges) is not list:
             raise Malformed(f"{at}.edges is not a list")
         for edge in edges:
-            if type(edge) is not dict or "to" not in edge or "value" not in edge:
+            if (
+                type(edge) is not dict
+                or "to" not in edge
+                or "value" not in edge
+                or type(edge.get("input_nr")) is not int
+            ):
                 raise Malformed(f"{at}.edges has an edge that is not one")
             if edge["to"] is not None and (type(edge["to"]) is not int or edge["to"] not in ids):
                 raise Malformed(f"{at}.edges has an edge to no node")

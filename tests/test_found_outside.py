@@ -133,3 +133,16 @@ def test_a_leaf_converted_after_requires_grad_is_named_as_the_copy():
     (d,) = r.diagnoses
     assert (d.kind, d.tensor, d.line, d.cause) == ("grad_none", "w", 7, {"line": 3, "op": "non-leaf"})
     assert "converted copy" in d.text and "dtype=torch.float64" in d.fix and "requires_grad=True" in d.fix
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_finite_convention_where_the_exact_derivative_is_infinite_is_undefined(vjp, dtype):
+    """BCE clamps its log at −100, so torch's gradient at a = 0 (b = 1) is −5e11 where the exact one is −∞:
+    checks.md lists such an element under `undefined`, not a disagreement (it read exit 3)."""
+    import json
+
+    r = vjp("run", "F.binary_cross_entropy(a, b)", "--a", "0,0.5", "--const", "b=1,0.5", "--dtype", dtype, "--json")
+    assert r.exit_code == 0, r.output
+    checks = json.loads(r.stdout)["events"][0]["checks"]
+    assert checks["symbolic"]["status"] == "agree" and checks["symbolic"]["undefined"] == ["a[0]"]
+    assert checks["jacobian"]["status"] == "agree"

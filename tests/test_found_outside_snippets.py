@@ -211,3 +211,37 @@ def test_a_write_through_an_index_is_blamed_as_torch_blames_it():
         """
     ).diagnoses
     assert d.tensor == "b" and d.cause["line"] == 8
+
+
+@pytest.mark.parametrize("x", ["1e-3", "2e-3", "3e-3"])
+def test_a_float32_gradient_within_its_forwards_rounding_agrees_at_every_point(x):
+    """(1 − cos x)/x² in float32: autograd's gradient (8.26 at 2e-3) is the float32 forward's rounding, the
+    float64 derivative about −x/12. The allowance was the measured rounding to the last digit: 2e-3 read
+    `disagree` by 5e-7 in 8.26 while 1e-3, off by 46, agreed. Now twice it (another order rounds too)."""
+    r = _run(f"""
+        import torch
+        x = torch.tensor([{x}], requires_grad=True)
+        y = (1 - torch.cos(x)) / x ** 2
+        y.sum().backward()
+        """)
+    (event,) = r.events
+    assert r.exit_code == 0 and _checks(event)["finite_difference"].status == "agree", event.checks
+
+
+def test_a_wrong_float32_backward_is_still_caught_beside_its_rounding():
+    r = _run("""
+        import torch
+        class Cube(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x ** 3
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return 3.001 * x ** 2 * g  # 0.03% off: past float32's tolerance, far past its rounding here
+        x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        Cube.apply(x).sum().backward()
+        """)
+    (event,) = r.events
+    assert r.exit_code == 3 and _checks(event)["finite_difference"].status == "disagree"

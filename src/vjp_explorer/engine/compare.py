@@ -93,8 +93,8 @@ def compare_tensors(
 
     With `exact` (the reference is an exact route: sympy, finite differences), only the reference decides
     what is undefined: a nan or ±inf in `got` where the reference is finite (and within the dtype's range)
-    is a wrong gradient, listed in `spurious` and a disagreement; a nan in the reference is undefined, and
-    an infinite reference is undefined where `got` is nan or the same inf. Without `exact` (two autodiff
+    is a wrong gradient, listed in `spurious` and a disagreement; a nan or an infinite reference is undefined,
+    whatever `got` holds there (the derivative is no real number to be off from). Without `exact` (two autodiff
     routes, `autodiff`), non-finite values in both are listed in `nonfinite`: neither route can say whether they are
     right. `autodiff` says the check is such a pair.
     """
@@ -198,8 +198,9 @@ class _Tally:
         import torch
 
         ok = torch.isfinite(g) & torch.isfinite(w)
-        if self.exact:  # only the exact value says what is undefined
-            und = ~ok & ~torch.isfinite(w) & (torch.isnan(w) | torch.isnan(g) | (g == w))
+        if self.exact:  # only the exact value says what is undefined: where it is itself nan or ±inf (1/x or
+            # log at 0), whatever autodiff gives (inf, nan, or a finite number by convention: BCE clamps its log)
+            und = ~ok & ~torch.isfinite(w)
         else:
             und = ~ok & (torch.isnan(g) | torch.isnan(w) | (g == w))
         over = ~ok & ~und & torch.isinf(g) & (w.abs() > self.overflow_at)

@@ -225,3 +225,25 @@ def test_a_missing_module_and_a_carried_graph_are_explained():
     assert "vjp's own Python" in explain_error("No module named 'matplotlib'")
     twice = explain_error("Trying to backward through the graph a second time (or directly access saved tensors)")
     assert "retain_graph=True" in twice and "h = h.detach()" in twice
+
+
+def test_a_long_claimed_error_is_quoted_whole_words_then_an_ellipsis():
+    """An older torch's wording of the backward-twice error: ≠, quoted up to 200 characters, cut between words
+    (it was cut inside `.backward()`); the transcript goes on after it, as the REPL did."""
+    old = (
+        "Trying to backward through the graph a second time (or directly access saved tensors after they have "
+        "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+        "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time."
+    )
+    text = (
+        ">>> import torch\n>>> x = torch.ones(2, requires_grad=True)\n>>> out = (x * x).sum()\n"
+        ">>> out.backward()\n>>> out.backward()\nTraceback (most recent call last):\n"
+        '  File "<stdin>", line 1, in <module>\n'
+        f"RuntimeError: {old}\n>>> x.grad\ntensor([2., 2.])\n"
+    )
+    r = run_snippet(text, seed=0)
+    shown = " ".join(str(r).split())
+    assert "≠ the source's transcript shows the error: RuntimeError: Trying to backward" in shown
+    quoted = shown[shown.index("≠") : shown.index("RuntimeError at line")]
+    assert quoted.endswith("the graph are freed when you call … ") and ".backward()" not in quoted
+    assert [s.claim.matches for s in r.steps if s.claim is not None] == [False, True]

@@ -101,7 +101,9 @@ def _claim(r: SnippetResult, step: Step) -> Text | None:
     # a draw can explain other numbers, never another exception
     why = " (random draws: the source was not seeded the same way)" if not verdict.error and _random(r, step) else ""
     shows = "shows the error" if verdict.error else "shows"
-    return Text(f"≠ the source's {where} {shows}: " + visible(verdict.shown)[:200] + why, style="yellow")
+    said = visible(verdict.shown)
+    said = said if len(said) <= 200 else said[:199].rsplit(" ", 1)[0] + " …"  # a long message: cut between words
+    return Text(f"≠ the source's {where} {shows}: " + said + why, style="yellow")
 
 
 def _stderr(lines: list[str]) -> RenderableType:

@@ -146,3 +146,19 @@ def test_a_finite_convention_where_the_exact_derivative_is_infinite_is_undefined
     checks = json.loads(r.stdout)["events"][0]["checks"]
     assert checks["symbolic"]["status"] == "agree" and checks["symbolic"]["undefined"] == ["a[0]"]
     assert checks["jacobian"]["status"] == "agree"
+
+
+@pytest.mark.parametrize(
+    ("program", "values"),
+    [("(x**2).mean() - x.mean()**2", "10000,10001,10003"), ("(x + 1e7)**2 - 1e14", "1,2")],
+)
+def test_differences_of_a_sum_that_cancels_are_weighed_at_its_terms_size(vjp, program, values):
+    """The variance as E[x²] − E[x]² at a mean of 1e4 (a textbook's formula): the float64 differences round at
+    the size of x² (1e8), not of the variance (1); their error estimate took the output's size and autograd's
+    right gradient read `finite_difference disagree`, exit 3. Sympy is the exact check and agrees."""
+    import json
+
+    r = vjp("run", program, "--x", values, "--grad", "ones", "--dtype", "float64", "--json")
+    assert r.exit_code == 0, r.output
+    checks = json.loads(r.stdout)["events"][0]["checks"]
+    assert checks["finite_difference"]["status"] == checks["symbolic"]["status"] == "agree"

@@ -86,6 +86,17 @@ class _Evaluator(_ReplayInterpreter):
         self.replaying_detach = detached is not None
         self.k = 0  # detach() calls read back so far
         self.replay_masks = False  # a comparison is computed afresh: a mask that flips under a step is a kink
+        self.largest: float | None = None  # set to 0.0 to measure the largest |value| the program computes
+
+    def value_of(self, e: P.Expr, env: dict[str, Any]) -> Any:
+        out = super().value_of(e, env)
+        if self.largest is not None:  # every sub-expression: (x + 1e7)**2 in (x + 1e7)**2 - 1e14
+            t = out.v
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and not t.is_complex() and t.numel():
+                self.largest = max(self.largest, float(t.abs().nan_to_num(0.0, 0.0, 0.0).max()))
+            elif isinstance(t, float) and math.isfinite(t):
+                self.largest = max(self.largest, abs(t))
+        return out
 
     def on_mask(self, mask: Any) -> None:
         self.kinks.append(mask)
@@ -128,8 +139,11 @@ class Function64:
     def __init__(self, steps: list[Step], output: str, env: dict[str, Any]) -> None:
         self.steps, self.output, self.env = steps, output, env
         self.detached: list[Any] = []
-        self.f0, self.kinks0 = self._run(env, _Evaluator())
+        first = _Evaluator()
+        first.largest = 0.0  # the rounding's scale: the largest value on the way, where a sum cancels
+        self.f0, self.kinks0 = self._run(env, first)
         self.detached = self._last.detached
+        self.scale = first.largest
 
     def __call__(self, changes: dict[str, Any]) -> tuple[Any, list[Any]]:
         return self._run({**self.env, **changes}, _Evaluator(self.detached))
@@ -154,6 +168,7 @@ class CallableFunction:
 
     def __init__(self, f: Any, xs: list[Any]) -> None:
         self.f = f
+        self.scale = 0.0  # the largest value f computes on the way, where known (finite_differences_of)
         self.env = {f"x{k}": x.detach().to(torch.float64) for k, x in enumerate(xs)}
         self.f0, self.kinks0 = self({})
 
@@ -164,15 +179,17 @@ class CallableFunction:
 
 
 def finite_differences_of(
-    f: Any, xs: list[Any], v: Any, max_evals: int, seed: int = 1234, columns: bool = False
+    f: Any, xs: list[Any], v: Any, max_evals: int, seed: int = 1234, columns: bool = False, scale: float = 0.0
 ) -> FDResult:
     """The one finite-difference driver for a plain callable f(*float64 tensors) -> tensor: Jᵀv for every
     column within max_evals evaluations (`every_column`), else DIRECTIONS random directions u
     (⟨u, Jᵀv⟩ against v·(f(x + hu) − f(x − hu))/2h, 4 evaluations each). The result's keys are x0, x1, ...;
     the step rule and the error estimate are those of the program door (STEP, Richardson with h and h/2).
     With `columns`, the full route also keeps J (and each entry's error estimate): `vjp check` reads its
-    rows and columns to name a mistake."""
+    rows and columns to name a mistake. `scale`: the largest value the forward computes on the way (where it
+    exceeds the output's, (x + 1e7)**2 - 1e14, its rounding is what the differences read)."""
     fn = CallableFunction(f, xs)
+    fn.scale = scale
     vf = v.detach().double().cpu().reshape(-1)
     n = sum(t.numel() for t in fn.env.values())
     if every_column(n, max_evals):
@@ -337,9 +354,10 @@ def _columns(
 
 
 def _sizes(fn: Function64 | CallableFunction) -> tuple[Any, float]:
-    """|f| at the point per output element (non-finite ones as 0) and its largest: the rounding's scale."""
+    """|f| at the point per output element (non-finite ones as 0) and its largest, or the largest value the
+    forward computed on the way where that is larger (a sum that cancels): the rounding's scale."""
     f0 = fn.f0.reshape(-1).abs().nan_to_num(0.0, 0.0, 0.0)
-    return f0, float(f0.max()) if f0.numel() else 0.0
+    return f0, max(float(f0.max()) if f0.numel() else 0.0, fn.scale)
 
 
 def _kinks(bends: list[Any], h: float, rounding: Any) -> Any:

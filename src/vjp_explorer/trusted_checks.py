@@ -79,6 +79,8 @@ def _largest(f: Any, xs: list[Any]) -> float:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    from .engine.finite_diff import largest_finite
+
     found = [0.0]
 
     class Largest(TorchDispatchMode):
@@ -86,7 +88,7 @@ def _largest(f: Any, xs: list[Any]) -> float:
             out = func(*args, **(kwargs or {}))
             for t in out if isinstance(out, (tuple, list)) else (out,):
                 if isinstance(t, torch.Tensor) and t.is_floating_point() and not t.is_complex() and t.numel():
-                    found[0] = max(found[0], float(t.detach().abs().nan_to_num(0.0, 0.0, 0.0).max()))
+                    found[0] = max(found[0], largest_finite(t))
             return out
 
     try:

@@ -93,7 +93,7 @@ class _Evaluator(_ReplayInterpreter):
         if self.largest is not None:  # every sub-expression: (x + 1e7)**2 in (x + 1e7)**2 - 1e14
             t = out.v
             if isinstance(t, torch.Tensor) and t.is_floating_point() and not t.is_complex() and t.numel():
-                self.largest = max(self.largest, float(t.abs().nan_to_num(0.0, 0.0, 0.0).max()))
+                self.largest = max(self.largest, largest_finite(t))
             elif isinstance(t, float) and math.isfinite(t):
                 self.largest = max(self.largest, abs(t))
         return out
@@ -130,6 +130,12 @@ class _Evaluator(_ReplayInterpreter):
             # the registry says where each function has its kinks and steps (relu at 0, clamp at its bounds)
             self.kinks.extend(spec.kinks(torch, *xs, **bound_params(spec, e.params)))
         return super()._call(e, args)
+
+
+def largest_finite(t: Any) -> float:
+    """max |t| over its finite elements, without a temporary of t's size where every element is finite."""
+    m = float(torch.linalg.vector_norm(t.detach(), ord=math.inf))
+    return m if math.isfinite(m) else float(t.detach().abs().nan_to_num(0.0, 0.0, 0.0).max())
 
 
 class Function64:

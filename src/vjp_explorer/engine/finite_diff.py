@@ -68,6 +68,7 @@ class FDResult:
         return self.method == "full" and bool(masks) and all(bool(m.all()) for m in masks)
 
 
+JUMPED = "the steps jump over a pole or a spike narrower than they are (both sides a thousandth of the value)"
 KINK = "a step crosses a kink of the program (relu or abs at 0, a norm at 0, a mask such as x > 0 that flips)"
 DOMAIN = "a step leaves the function's domain or meets an infinite value"
 UNSETTLED = "the differences at h and h/2 disagree (an infinite derivative, or no smooth function there)"
@@ -307,6 +308,7 @@ class _Along:
     d_h2: Any  # the same at h/2
     bends: list[Any]  # f(x + su) + f(x − su) − 2·f(x) at s = h and h/2: h²·f'' where f is smooth
     crossed: bool  # a kink signature (relu's sign, a mask) differs from the point's on either side
+    jumped: bool = False  # both sides a thousandth of the point's value somewhere: a pole or spike between
 
     @property
     def richardson(self) -> Any:
@@ -326,6 +328,7 @@ def _along(
 
     ds, bends, crossed = [], [], False
     nan = torch.full((fn.f0.numel(),), math.nan, dtype=torch.float64)
+    jumped = torch.zeros(fn.f0.numel(), dtype=torch.bool)
     for step in (h, h / 2):
         try:
             hi, k_hi = fn(shifted(step))
@@ -338,7 +341,12 @@ def _along(
         # an output element that did not change differs by 0, even where it is infinite (1/x at 0: inf - inf)
         ds.append(torch.where(hi == lo, 0.0, hi - lo).reshape(-1) / (2 * step))
         bends.append(torch.where((hi == fn.f0) & (lo == fn.f0), 0.0, hi + lo - 2 * fn.f0).reshape(-1))
-    return _Along(ds[0], ds[1], bends, crossed)
+        # both sides a thousandth of the point's value: the steps jump over a pole or a spike narrower than
+        # they are (1/x at 1e-30, a Gaussian of width 1e-7), and their differences say nothing of f' there
+        jumped |= (fn.f0.abs() > 1e3 * torch.maximum(hi.abs(), lo.abs())).reshape(-1)
+    if bool(jumped.any()):
+        ds = [torch.where(jumped, math.nan, d) for d in ds]
+    return _Along(ds[0], ds[1], bends, crossed, bool(jumped.any()))
 
 
 def _columns(
@@ -411,7 +419,8 @@ def _full(
             res.column_error[name][:, j] = a.spread + rounding
         if kinked or not bool(torch.isfinite(col).all()) or unsettled:
             res.left_out[name].view(-1)[j] = True
-            why = KINK if kinked else DOMAIN if not bool(torch.isfinite(col).all()) else UNSETTLED
+            finite = bool(torch.isfinite(col).all())
+            why = KINK if kinked else JUMPED if a.jumped else DOMAIN if not finite else UNSETTLED
             res.causes.setdefault(name, {})[j] = why
             continue
         res.jtv[name].view(-1)[j] = float((vf * col)[used].sum())

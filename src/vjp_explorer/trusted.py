@@ -187,54 +187,55 @@ class same_draws:  # noqa: N801 - used as the function it wraps
     the call with that draw. `draws`: whether a run of it drew at all."""
 
     def __init__(self, fn: Any) -> None:
-        import random
-
         import torch
 
         self.fn, self.draws = fn, False
-        self.np = sys.modules.get("numpy")
         self.cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-        self.state = (
-            torch.random.get_rng_state(),
-            torch.cuda.get_rng_state_all() if self.cuda else None,
-            random.getstate(),
-            self.np.random.get_state() if self.np is not None else None,
-        )
+        self.state = _states()
+        self.cuda_state = torch.cuda.get_rng_state_all() if self.cuda else None
 
     def __call__(self, *args: Any) -> Any:
-        import random
-
         import torch
 
-        np, state = self.np, self.state
-        saved = random.getstate(), np.random.get_state() if np is not None else None
+        caller = _states()  # torch's own are put back by fork_rng
         with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if self.cuda else []):
-            torch.random.set_rng_state(state[0])
-            if state[1] is not None:
-                torch.cuda.set_rng_state_all(state[1])
-            random.setstate(state[2])
-            if np is not None:
-                np.random.set_state(state[3])
+            _put(self.state)
+            if self.cuda_state is not None:
+                torch.cuda.set_rng_state_all(self.cuda_state)
             try:
                 return self.fn(*args)
             finally:
-                after = (torch.random.get_rng_state(), random.getstate(), np.random.get_state() if np else None)
-                self.draws = self.draws or _moved(state, after)
-                random.setstate(saved[0])
-                if np is not None:
-                    np.random.set_state(saved[1])
+                self.draws = self.draws or not _same(self.state, _states())
+                _put(caller)
 
 
-def _moved(state: tuple[Any, ...], after: tuple[Any, ...]) -> bool:
-    """Whether a generator moved from `state` (torch's, _, Python's, numpy's) to `after` (torch's, Python's,
-    numpy's)."""
+def _states() -> tuple[Any, Any, Any]:
+    """torch's CPU generator, Python's and numpy's (None where numpy was never imported)."""
+    import random
+
     import torch
 
-    if not torch.equal(state[0], after[0]) or state[2] != after[1]:
-        return True
-    if state[3] is None or after[2] is None:
-        return False
-    return bool(state[3][2] != after[2][2] or (state[3][1] != after[2][1]).any())
+    np = sys.modules.get("numpy")
+    return torch.random.get_rng_state(), random.getstate(), np.random.get_state() if np is not None else None
+
+
+def _put(state: tuple[Any, Any, Any]) -> None:
+    import random
+
+    import torch
+
+    torch.random.set_rng_state(state[0])
+    random.setstate(state[1])
+    np = sys.modules.get("numpy")
+    if np is not None and state[2] is not None:
+        np.random.set_state(state[2])
+
+
+def _same(a: tuple[Any, Any, Any], b: tuple[Any, Any, Any]) -> bool:
+    import torch
+
+    numpy_same = a[2] is None or b[2] is None or (a[2][2] == b[2][2] and bool((a[2][1] == b[2][1]).all()))
+    return bool(torch.equal(a[0], b[0])) and a[1] == b[1] and numpy_same
 
 
 @contextmanager

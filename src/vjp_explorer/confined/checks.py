@@ -49,34 +49,6 @@ def flat(replay: Any) -> Callable[..., torch.Tensor]:
     return f
 
 
-def largest(replay: Any, x0: list[torch.Tensor]) -> float:
-    """The largest finite |value| the replayed forward computes at x0, its inputs and every intermediate: the
-    scale of its rounding where a sum cancels ((x + 1e7)**2 - 1e14 is small, its terms are not), which the
-    finite differences read as much as the output's own."""
-    from ..engine.finite_diff import largest_finite
-    from .record import NotReplayable
-
-    found = [largest_finite(x) for x in x0 if _real(x) and x.numel()]
-    env: dict[Any, torch.Tensor] = {}
-    by_leaf = dict(zip(replay.leaves, x0, strict=True))
-    replay.rec.paused += 1
-    try:
-        with torch.no_grad():
-            for i, e in enumerate(replay.entries):
-                replay._run(e, env, by_leaf, i)
-                made = [env[k] for k in e.outs if k in env]
-                found += [largest_finite(t) for t in made if _real(t) and t.numel()]
-    except (NotReplayable, RuntimeError, ValueError, TypeError, IndexError):
-        return 0.0  # the rounding's scale is then the output's, as it was
-    finally:
-        replay.rec.paused -= 1
-    return max(found, default=0.0)
-
-
-def _real(t: torch.Tensor) -> bool:
-    return t.is_floating_point() and not t.is_complex()
-
-
 def vjp_of(replay: Any, x0: list[torch.Tensor], v: torch.Tensor) -> list[torch.Tensor] | str:
     """Jᵀv of the replay in float64 by autograd of the replay itself (our graph), one flat tensor per input;
     or why not."""

@@ -196,16 +196,16 @@ def run(
             if attempts is not None:
                 attempts.line = stmt.lineno
             flags |= _future_flags(stmt)
-            stopped = _run_statement(stmt, module.__dict__, filename, mode, flags, observers, confined)
+            stopped = _run_statement(stmt, module.__dict__, filename, mode, flags, observers, confined, go_on)
             for frame in attempts.take() if attempts is not None else ():
                 send(frame)
             with gate:
                 text = {"stdout": stdout.take(), "stderr": stderr.take()}
                 send({"type": "statement", "line": stmt.lineno, "end_line": stmt.end_lineno or stmt.lineno, **text})
-            if stopped is not None and mode == "repl" and go_on and _session_goes_on(stopped):
-                send({**_without_go_on(stopped), "type": "raised"})  # the REPL printed it, read the next line
+            if stopped is not None and stopped["type"] == "raised":
+                send(stopped)  # the REPL printed the traceback and read the next line
             elif stopped is not None:
-                end = _without_go_on(stopped)
+                end = stopped
                 break
         for observer in observers:  # after the snippet's last statement: the hand-written gradients
             after_run = getattr(observer, "after_run", None)
@@ -279,8 +279,11 @@ def _run_statement(
     flags: int,
     observers: list[Observer],
     confined: bool,
+    go_on: bool = False,
 ) -> dict[str, Any] | None:
-    """Run one statement; None when it ran to its end, else the frame that says why the snippet stops."""
+    """Run one statement; None when it ran to its end, else the frame that says why the snippet stops, or
+    (a transcript's, with `go_on`) a "raised" frame: an exception the REPL printed before reading the next
+    line. sys.exit, a KeyboardInterrupt and a limit of the confinement (memory, file size) end it there."""
     try:
         if mode == "repl":  # "single" echoes a bare expression's value through sys.displayhook, as the REPL
             code = compile(ast.Interactive([stmt]), filename, "single", flags=flags, dont_inherit=True)
@@ -295,19 +298,10 @@ def _run_statement(
         return _exit_frame(exc, stmt.lineno)
     except BaseException as exc:  # the snippet's own error, KeyboardInterrupt included: Python's story
         frame = _error_frame(exc, filename, confined)
-        frame["go_on"] = isinstance(exc, Exception)  # the REPL goes on past an exception, not past ^C
+        if mode == "repl" and go_on and isinstance(exc, Exception) and frame["resource"] is None:
+            frame["type"] = "raised"
         return frame
     return None
-
-
-def _session_goes_on(frame: dict[str, Any]) -> bool:
-    """Whether the REPL reads its next line after this: an exception it printed, not sys.exit, a
-    KeyboardInterrupt, or a limit of the confinement (memory, file size): those end the session here."""
-    return frame["type"] == "error" and frame["resource"] is None and frame["go_on"]
-
-
-def _without_go_on(frame: dict[str, Any]) -> dict[str, Any]:
-    return {k: value for k, value in frame.items() if k != "go_on"}
 
 
 def _exit_frame(exc: SystemExit, line: int) -> dict[str, Any]:

@@ -124,8 +124,7 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
     v = torch.cat([x.reshape(-1).to(torch.float64) for x in vs]) if vs else torch.zeros(0, dtype=torch.float64)
     try:
         jac = checks.jacobian(replay, x0) if v.numel() <= record["jacobian_rows"] and not cheap else None
-        scale = checks.largest(replay, x0)  # the differences' rounding is at the size of what the forward cancels
-        fd = finite_differences_of(checks.flat(replay), x0, v, 1 if cheap else checks.FD_EVALS, scale=scale)
+        fd = finite_differences_of(checks.flat(replay), x0, v, 1 if cheap else checks.FD_EVALS)
     except (NotReplayable, RuntimeError) as e:
         why = str(e) if isinstance(e, NotReplayable) else f"the replay failed ({str(e).splitlines()[0][:200]})"
         event.checks.append(Check("finite_difference", "skipped", checks.FD, reason=why))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..language import program as P
 from ..ops import REGISTRY, bound_params
@@ -87,17 +88,6 @@ class _Evaluator(_ReplayInterpreter):
         self.replaying_detach = detached is not None
         self.k = 0  # detach() calls read back so far
         self.replay_masks = False  # a comparison is computed afresh: a mask that flips under a step is a kink
-        self.largest: float | None = None  # set to 0.0 to measure the largest |value| the program computes
-
-    def value_of(self, e: P.Expr, env: dict[str, Any]) -> Any:
-        out = super().value_of(e, env)
-        if self.largest is not None:  # every sub-expression: (x + 1e7)**2 in (x + 1e7)**2 - 1e14
-            t = out.v
-            if isinstance(t, torch.Tensor) and t.is_floating_point() and not t.is_complex() and t.numel():
-                self.largest = max(self.largest, largest_finite(t))
-            elif isinstance(t, float) and math.isfinite(t):
-                self.largest = max(self.largest, abs(t))
-        return out
 
     def on_mask(self, mask: Any) -> None:
         self.kinks.append(mask)
@@ -133,10 +123,36 @@ class _Evaluator(_ReplayInterpreter):
         return super()._call(e, args)
 
 
-def largest_finite(t: Any) -> float:
-    """max |t| over its finite elements, without a temporary of t's size where every element is finite."""
-    m = float(torch.linalg.vector_norm(t.detach(), ord=math.inf))
-    return m if math.isfinite(m) else float(t.detach().abs().nan_to_num(0.0, 0.0, 0.0).max())
+def largest_finite(ts: Any) -> float:
+    """max |t| over the finite elements of the real floating tensors among ts (0 where none), without a
+    temporary of a tensor's size where every element is finite."""
+    found = 0.0
+    for t in ts:
+        # values only: a meta tensor (a shape worked out ahead) has none, a sparse one is read densely elsewhere
+        real = isinstance(t, torch.Tensor) and t.is_floating_point() and not t.is_complex() and not t.is_meta
+        if real and t.layout == torch.strided and t.numel():
+            m = float(torch.linalg.vector_norm(t.detach(), ord=math.inf))
+            found = max(found, m if math.isfinite(m) else float(t.detach().abs().nan_to_num(0.0, 0.0, 0.0).max()))
+    return found
+
+
+class _Largest(TorchDispatchMode):
+    """Sees every operation of one evaluation at the point: the largest finite |value| the forward computes on
+    the way, the scale of the differences' rounding where a sum cancels ((x + 1e7)**2 - 1e14 is small, its
+    terms are not; E[x²] − E[x]² at a mean of 1e4 rounds at 1e8). Programs, replays and user functions alike."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = 0.0
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # torch would import torch._dynamo (1.2 s) to wrap __torch_dispatch__; nothing compiles here
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        self.found = max(self.found, largest_finite(out if isinstance(out, (tuple, list)) else (out,)))
+        return out
 
 
 class Function64:
@@ -146,11 +162,10 @@ class Function64:
     def __init__(self, steps: list[Step], output: str, env: dict[str, Any]) -> None:
         self.steps, self.output, self.env = steps, output, env
         self.detached: list[Any] = []
-        first = _Evaluator()
-        first.largest = 0.0  # the rounding's scale: the largest value on the way, where a sum cancels
-        self.f0, self.kinks0 = self._run(env, first)
+        with _Largest() as seen:
+            self.f0, self.kinks0 = self._run(env, _Evaluator())
         self.detached = self._last.detached
-        self.scale = first.largest
+        self.scale = max(seen.found, largest_finite(env.values()))  # the rounding's scale (_sizes)
 
     def __call__(self, changes: dict[str, Any]) -> tuple[Any, list[Any]]:
         return self._run({**self.env, **changes}, _Evaluator(self.detached))
@@ -175,9 +190,10 @@ class CallableFunction:
 
     def __init__(self, f: Any, xs: list[Any]) -> None:
         self.f = f
-        self.scale = 0.0  # the largest value f computes on the way, where known (finite_differences_of)
         self.env = {f"x{k}": x.detach().to(torch.float64) for k, x in enumerate(xs)}
-        self.f0, self.kinks0 = self({})
+        with _Largest() as seen:
+            self.f0, self.kinks0 = self({})
+        self.scale = max(seen.found, largest_finite(self.env.values()))  # the rounding's scale (_sizes)
 
     def __call__(self, changes: dict[str, Any]) -> tuple[Any, list[Any]]:
         with torch.no_grad():
@@ -186,17 +202,15 @@ class CallableFunction:
 
 
 def finite_differences_of(
-    f: Any, xs: list[Any], v: Any, max_evals: int, seed: int = 1234, columns: bool = False, scale: float = 0.0
+    f: Any, xs: list[Any], v: Any, max_evals: int, seed: int = 1234, columns: bool = False
 ) -> FDResult:
     """The one finite-difference driver for a plain callable f(*float64 tensors) -> tensor: Jᵀv for every
     column within max_evals evaluations (`every_column`), else DIRECTIONS random directions u
     (⟨u, Jᵀv⟩ against v·(f(x + hu) − f(x − hu))/2h, 4 evaluations each). The result's keys are x0, x1, ...;
     the step rule and the error estimate are those of the program door (STEP, Richardson with h and h/2).
     With `columns`, the full route also keeps J (and each entry's error estimate): `vjp check` reads its
-    rows and columns to name a mistake. `scale`: the largest value the forward computes on the way (where it
-    exceeds the output's, (x + 1e7)**2 - 1e14, its rounding is what the differences read)."""
+    rows and columns to name a mistake."""
     fn = CallableFunction(f, xs)
-    fn.scale = scale
     vf = v.detach().double().cpu().reshape(-1)
     n = sum(t.numel() for t in fn.env.values())
     if every_column(n, max_evals):

@@ -14,7 +14,7 @@ from typing import Any
 from .errors import Origin, UsageError, VjpError
 from .request import Request, ValueLike
 from .result import Check, Result
-from .stages import bind, checks, forward, probe
+from .stages import bind, checks, forward, judge, probe
 from .stages.assemble import assemble
 from .stages.call import explain_call
 from .stages.context import RunContext
@@ -73,6 +73,7 @@ def run(req: Request) -> Result:
     t = ctx.lap("import torch", t)
     bound = bind.bind_values(req, prog, specs, const_specs, kinds, grad_specs)
     t = ctx.lap("inputs", t)
+    state = bound.gen.get_state() if bound.gen is not None else None  # the judge's run draws what this one did
     fwd, out = forward.run_forward(prog, bound, ctx)
     if kinds or up_prog is not None:
         vs = probe.probe_vs(ctx, kinds, grad_specs, up_prog, out, prog, bound)
@@ -103,7 +104,8 @@ def run(req: Request) -> Result:
     )
     t = ctx.lap("symbolic", t)
     fd_how = {"tol": how["tol"], "overflow_at": how["big"]}
-    found["finite_difference"] = checks.finite_difference_check(
+    by_judge, why_not = judge.judged_check(ctx, prog, fwd, bound, out, v, call.grads, calls, state)
+    found["finite_difference"] = by_judge or checks.finite_difference_check(
         ctx,
         fwd,
         prog.output,

@@ -31,6 +31,27 @@ _FD = ".grad from backward(v) vs Jᵀv from central differences of the program i
 _FD_DIR = "<u, .grad> from backward(v) vs (f(x + hu) - f(x - hu))/2h · v, central differences in float64"
 
 
+def finite_difference_evals(ctx: RunContext, fwd: Any, leaves: dict[str, Any], consts: dict[str, Any]) -> int | str:
+    """How many evaluations of the program the finite differences may take (finite_difference_evals, and
+    finite_difference_work over what one evaluation costs); why none, where not even the random directions fit."""
+    from ..engine.finite_diff import DIRECTIONS
+
+    lim = ctx.limits
+    # what one evaluation reads and writes: its inputs (a matrix W of a matvec) and every step's result
+    inputs = sum(x.numel() for x in [*leaves.values(), *consts.values()])
+    # and its steps: our interpreter runs each in Python, which costs as much as STEP_COST elements at least
+    work = max(1, inputs + forward_work(fwd) + STEP_COST * len(fwd.steps))
+    if (4 * DIRECTIONS + 1) * work > lim.finite_difference_work:
+        return (
+            f"each evaluation of the program runs {len(fwd.steps):,} steps and reads and computes "
+            f"{work - STEP_COST * len(fwd.steps):,} elements, as much as {work:,} elements with a step's own cost "
+            f"({STEP_COST:,}); "
+            f"{4 * DIRECTIONS + 1} evaluations would pass the budget of {lim.finite_difference_work:,} "
+            f"({limit_hint(ctx, 'finite_difference_work=N')})"
+        )
+    return min(lim.finite_difference_evals, lim.finite_difference_work // work)
+
+
 def finite_difference_check(
     ctx: RunContext,
     fwd: Any,
@@ -49,25 +70,13 @@ def finite_difference_check(
     import torch
 
     from ..engine import compare
-    from ..engine.finite_diff import DIRECTIONS, FDUnavailable, directional_pairs, finite_differences
+    from ..engine.finite_diff import FDUnavailable, directional_pairs, finite_differences
 
     lim = ctx.limits
-    # what one evaluation reads and writes: its inputs (a matrix W of a matvec) and every step's result
-    inputs = sum(x.numel() for x in [*leaves.values(), *consts.values()])
-    # and its steps: our interpreter runs each in Python, which costs as much as STEP_COST elements at least
-    work = max(1, inputs + forward_work(fwd) + STEP_COST * len(fwd.steps))
     n = sum(x.numel() for x in leaves.values())
-    if (4 * DIRECTIONS + 1) * work > lim.finite_difference_work:
-        return compare.skipped(
-            "finite_difference",
-            _FD,
-            f"each evaluation of the program runs {len(fwd.steps):,} steps and reads and computes "
-            f"{work - STEP_COST * len(fwd.steps):,} elements, as much as {work:,} elements with a step's own cost "
-            f"({STEP_COST:,}); "
-            f"{4 * DIRECTIONS + 1} evaluations would pass the budget of {lim.finite_difference_work:,} "
-            f"({limit_hint(ctx, 'finite_difference_work=N')})",
-        )
-    max_evals = min(lim.finite_difference_evals, lim.finite_difference_work // work)
+    max_evals = finite_difference_evals(ctx, fwd, leaves, consts)
+    if isinstance(max_evals, str):
+        return compare.skipped("finite_difference", _FD, max_evals)
     try:
         fd = finite_differences(fwd.steps, output, leaves, consts, v, max_evals)
     except FDUnavailable as e:

@@ -1,0 +1,86 @@
+"""The program's call as the judge sees it: its forward run once more under the snippet's op log, written as
+the one call record (calls.Record) and checked by the one judge (confined/verdict.judged), as a snippet's
+call and `vjp check`'s are. The judge's finite differences are of torch's operators replayed from the
+record, never of the program's interpreter or its sympy routes.
+
+Where the judge cannot give a verdict (the call is past the record's size, backward ran more than once, the
+replay gives no comparison), the program's own differences stand in: its interpreter run in float64
+(checks.finite_difference_check), and the check's text says which it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ..language import program as P
+from ..verdicts import Check
+from .bind import Bound
+from .context import RunContext
+
+# elements of the inputs, constants and output together up to which a program's call is written as a record:
+# the record holds each as an array (the point, the grads, v, the output, every constant the forward reads)
+RECORD_ELEMENTS = 200_000
+
+
+def judged_check(
+    ctx: RunContext,
+    prog: P.Program,
+    fwd: Any,
+    bound: Bound,
+    out: Any,
+    v: Any,
+    grads: dict[str, Any],
+    calls: int,
+    state: Any,
+) -> tuple[Check | None, str]:
+    """The judge's finite-difference check of the program's call (None where it gave none), and why not.
+    `state`: the generator's state before the forward ran, so that the second run draws what the first did.
+    The judge takes every column of J; where the program's budget (--limit finite_difference_evals and
+    finite_difference_work) or the judge's own does not hold them, the program's route decides."""
+    import torch
+
+    from ..confined.checks import FD_EVALS
+    from ..engine.finite_diff import every_column
+    from ..engine.interpreter import Interpreter
+    from ..trusted_judge import record_of
+    from .checks import finite_difference_evals
+
+    if calls != 1:
+        return None, f"backward ran {calls} times"
+    n = sum(x.numel() for x in bound.leaves.values())
+    evals = finite_difference_evals(ctx, fwd, bound.leaves, bound.consts)
+    if isinstance(evals, str) or not every_column(n, min(evals, FD_EVALS)):
+        return None, "the program's budget holds no column-by-column differences here"
+    size = out.numel() + sum(x.numel() for x in [*bound.leaves.values(), *bound.consts.values()])
+    if size > RECORD_ELEMENTS:
+        return None, f"the call holds {size:,} elements, more than a record holds ({RECORD_ELEMENTS:,})"
+    names = list(bound.leaves)
+
+    def forward(*xs: Any) -> Any:
+        env = {k: replace(val) for k, val in bound.env.items()}
+        for name, x in zip(names, xs, strict=True):
+            env[name] = replace(env[name], v=x)
+        if bound.gen is not None and state is not None:
+            bound.gen.set_state(state)
+        y = Interpreter(prog, ctx.limits, bound.dtype, bound.gen).run(env).output.v
+        return y.to(bound.dtype) if isinstance(y, torch.Tensor) and y.dtype != bound.dtype else y
+
+    xs = [bound.leaves[n] for n in names]
+    with torch.enable_grad():
+        record = record_of(forward, xs, xs, v, [grads[n] for n in names], names)
+    if record["forward"] is None:
+        return None, f"the judge cannot replay this forward: {record['unreplayable']}"
+    from ..confined.verdict import judged
+
+    view, _, unverified = judged({"index": 0, "line": 1, "call": "Tensor.backward", "record": record})
+    found = next((c for c in view.checks if c.name == "finite_difference"), None)
+    if unverified is not None or found is None or found.status not in ("agree", "disagree"):
+        why = unverified or (found.reason if found is not None else None) or "no check compared anything"
+        return None, f"the judge's replay gave no verdict: {why}"
+    shown = {}
+    for name, x in zip(names, view.inputs, strict=True):
+        if x.finite_difference is not None:
+            shown[name] = torch.tensor(x.finite_difference, dtype=torch.float64)
+    ctx.finite_difference = shown
+    return found, ""

@@ -20,9 +20,13 @@ from .verdicts import Check
 _UNSEEN = "the forward computes it outside torch (numpy, Python numbers) or through an operator the log cannot follow"
 
 
-def record_of(fn: Any, xs: list[Any], leaves: list[Any], v: Any, grads: list[Any], names: list[str]) -> dict[str, Any]:
+def record_of(
+    fn: Any, xs: list[Any], leaves: list[Any], v: Any, grads: list[Any], names: list[str], whole: bool = True
+) -> dict[str, Any]:
     """The call record of `fn(*xs).backward(v)`, whose grads of `leaves` were `grads`: the forward as the
-    op log recorded it (or why there is none), v, the point and the grads as arrays."""
+    op log recorded it (or why there is none), v, the point and the grads as arrays. `whole`: fn is a custom
+    backward's forward, all of it differentiated (its no-grad parts too); else, as a snippet's, what runs under
+    no_grad or is detached is a constant of the forward (a program's forward)."""
     import torch
 
     from . import calls
@@ -33,7 +37,7 @@ def record_of(fn: Any, xs: list[Any], leaves: list[Any], v: Any, grads: list[Any
     from .confined.record_parts import watch_numbers
 
     rec = Recorder()
-    rec.custom_depth = 1  # the whole function is the forward: its no-grad parts and number reads count too
+    rec.custom_depth = 1 if whole else 0  # the whole function is the forward: no-grad parts, number reads
     undo = watch_numbers(rec)
     try:
         with rec:

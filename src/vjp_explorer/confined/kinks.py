@@ -265,6 +265,15 @@ UNHELD = frozenset(
 )
 
 
+def piecewise(op: str) -> bool:
+    """Whether an operator of a recorded forward ("aten::relu.default") has a kink: a rule above holds its
+    branch, or UNHELD names it."""
+    name, _, overload = op.partition("::")[2].partition(".")
+    if name.endswith("_") and not name.startswith("_"):
+        name = name[:-1]
+    return name in RULES or name in UNHELD or name in ("max", "min") or (name, overload or "default") in _BY_OVERLOAD
+
+
 def rule_for(func: Any) -> Rule | None:
     """The rule that holds this ATen overload's branch, or None (a smooth operation, or one not held)."""
     name = func.overloadpacket.__name__

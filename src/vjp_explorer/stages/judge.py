@@ -40,7 +40,9 @@ def judged_check(
     finite_difference_work) or the judge's own does not hold them, the program's route decides."""
     import torch
 
+    from ..calls import RecordError
     from ..confined.checks import FD_EVALS
+    from ..confined.kinks import piecewise
     from ..engine.finite_diff import every_column
     from ..engine.interpreter import Interpreter
     from ..trusted_judge import record_of
@@ -48,6 +50,10 @@ def judged_check(
 
     if calls != 1:
         return None, f"backward ran {calls} times"
+    if fwd.control or any(
+        isinstance(t, torch.Tensor) and t.dtype == torch.bool for step in fwd.steps for t in step.fixed.values()
+    ):  # the record holds a mask (x > 1) or a branch fixed, as autograd does; the program's route sees it flip
+        return None, "the program computes a mask or takes a branch, which the record holds fixed"
     n = sum(x.numel() for x in bound.leaves.values())
     evals = finite_difference_evals(ctx, fwd, bound.leaves, bound.consts)
     if isinstance(evals, str) or not every_column(n, min(evals, FD_EVALS)):
@@ -67,15 +73,24 @@ def judged_check(
         return y.to(bound.dtype) if isinstance(y, torch.Tensor) and y.dtype != bound.dtype else y
 
     xs = [bound.leaves[n] for n in names]
-    with torch.enable_grad():
-        record = record_of(forward, xs, xs, v, [grads[n] for n in names], names)
+    try:
+        with torch.enable_grad():
+            record = record_of(forward, xs, xs, v, [grads[n] for n in names], names, whole=False)
+    except RecordError as e:  # past the schema's caps (more dimensions than a record's array holds)
+        return None, f"the call does not fit the record's schema ({e})"
     if record["forward"] is None:
         return None, f"the judge cannot replay this forward: {record['unreplayable']}"
+    if kinked := sorted({op[0].split("::")[1].split(".")[0] for op in record["forward"]["ops"] if piecewise(op[0])}):
+        # the judge differentiates relu, max, sort... on the branch autograd took at the point, as it must for
+        # a snippet's network near its kinks; the program's route names an element whose step crosses one
+        return None, f"the forward has operations with a kink ({', '.join(kinked[:4])})"
     from ..confined.verdict import judged
 
     view, _, unverified = judged({"index": 0, "line": 1, "call": "Tensor.backward", "record": record})
     found = next((c for c in view.checks if c.name == "finite_difference"), None)
-    if unverified is not None or found is None or found.status not in ("agree", "disagree"):
+    # every element on a kink is the judge's verdict too: nothing compared, named
+    kinks = found is not None and found.status == "skipped" and (found.reason or "").startswith("not a reference")
+    if unverified is not None or found is None or (found.status not in ("agree", "disagree") and not kinks):
         why = unverified or (found.reason if found is not None else None) or "no check compared anything"
         return None, f"the judge's replay gave no verdict: {why}"
     shown = {}

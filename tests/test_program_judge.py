@@ -1,0 +1,105 @@
+"""A program's call goes to the one judge (issue 36): its forward, run again under the op log, is written as
+the call record (calls.Record, schema-checked) and the judge's finite differences of torch's operators
+replayed from it are the program's finite-difference check. Where the judge gives no verdict (backward ran
+more than once, more input elements than the budget takes column by column, a record too large) the
+program's own differences of its interpreter stand in, and the check's text says which ran.
+
+References are derived by hand: Jᵀv of 3a + 2b² + log c at v is (3v, 4bv, v/c).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vjp_explorer import calls, explore
+from vjp_explorer.confined.checks import FD as JUDGE_FD
+from vjp_explorer.stages import judge
+
+SEED = ("3*a+2*b*b+log(c)", {"a": "1,2,3", "b": "3,4,5", "c": "6,7,8"})
+V = [0.1, 1.0, 0.0001]
+
+
+def test_the_seed_examples_differences_are_the_judges():
+    r = explore(*SEED, grad="0.1,1,0.0001")
+    c = r.checks["finite_difference"]
+    assert c.status == "agree" and c.compares == JUDGE_FD and c.independent
+    b, cc = torch.tensor([3.0, 4.0, 5.0]), torch.tensor([6.0, 7.0, 8.0])
+    v = torch.tensor(V).double()  # v as the float32 run holds it
+    want = {"a": 3 * v, "b": 4 * b.double() * v, "c": v / cc.double()}
+    for name, ref in want.items():  # the judge's Jᵀv is what the view shows beside the grads
+        assert torch.allclose(torch.as_tensor(r.finite_difference[name]), ref, rtol=1e-9, atol=1e-12)
+
+
+def test_a_wrong_grad_is_a_disagreement_of_the_judge(monkeypatch):
+    # the real backward's .grad of b replaced by 2bv (the factor 2 of b² forgotten): the judge says so
+    real = torch.Tensor.backward
+
+    def wrong(self, gradient=None, *args, **kwargs):
+        real(self, gradient, *args, **kwargs)
+        for x in wrong.leaves:
+            if x.grad is not None and x.shape == (3,) and torch.equal(x.detach(), torch.tensor([3.0, 4.0, 5.0])):
+                x.grad = x.grad / 2
+
+    wrong.leaves = []
+    import vjp_explorer.stages.bind as bind
+
+    made = bind.bind_values
+
+    def keep(*args, **kwargs):
+        bound = made(*args, **kwargs)
+        wrong.leaves = list(bound.leaves.values())
+        return bound
+
+    monkeypatch.setattr(bind, "bind_values", keep)
+    monkeypatch.setattr(torch.Tensor, "backward", wrong)
+    r = explore(*SEED, grad="0.1,1,0.0001")
+    c = r.checks["finite_difference"]
+    assert c.compares == JUDGE_FD and c.status == "disagree" and int(r.exit_code) == 3
+    assert c.worst is not None and c.worst.startswith("b[")
+
+
+def test_a_program_that_draws_is_judged_on_the_same_draw():
+    # the judge's run of the forward starts from the generator's state of the first: x * randn(3)'s Jᵀv is
+    # the drawn vector times v, and differences of another draw would disagree
+    r = explore("x*randn(3)", {"x": "1,2,3"}, grad="ones", seed=3)
+    c = r.checks["finite_difference"]
+    assert c.status == "agree" and c.compares == JUDGE_FD
+    assert torch.allclose(torch.as_tensor(r.finite_difference["x"]), torch.as_tensor(r.grads["x"]).double(), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("program", "values", "options"),
+    [
+        (*SEED, {"backward_calls": 2}),  # .grad holds 2·Jᵀv: the program's route weighs the accumulation
+        ("sum(x*x)", {"x": "linspace(1, 2, 60)"}, {}),  # 60 inputs: past every column, random directions
+    ],
+)
+def test_where_the_judge_gives_no_verdict_the_programs_differences_stand_in(program, values, options):
+    r = explore(program, values, grad="ones" if "b" in values else None, **options)
+    c = r.checks["finite_difference"]
+    assert c.status == "agree" and c.compares != JUDGE_FD and "central differences" in c.compares
+
+
+def test_the_record_is_the_one_schema(monkeypatch):
+    seen = []
+    import vjp_explorer.trusted_judge as tj
+
+    made = tj.record_of
+
+    def keep(*args, **kwargs):
+        rec = made(*args, **kwargs)
+        seen.append(rec)
+        return rec
+
+    monkeypatch.setattr(tj, "record_of", keep)
+    explore(*SEED, grad="0.1,1,0.0001")
+    (rec,) = seen
+    assert calls.validate_record(rec) == rec and rec["forward"] is not None
+    assert rec["names"] == ["a", "b", "c"] and [a["shape"] for a in rec["at"]] == [[3], [3], [3]]
+
+
+def test_a_call_past_the_records_size_is_the_programs(monkeypatch):
+    monkeypatch.setattr(judge, "RECORD_ELEMENTS", 8)
+    r = explore(*SEED, grad="0.1,1,0.0001")
+    assert r.checks["finite_difference"].compares != JUDGE_FD and r.checks["finite_difference"].status == "agree"

@@ -365,3 +365,15 @@ def test_a_recorded_step_holds_the_sizes_as_read():
     prog = parse_program("h = x.view(x.size(0), -1)\ny = h * 2")
     call = prog.body[0].value
     assert isinstance(call, P.Call) and call.sized and "x" in prog.free
+
+
+def test_a_negative_integer_literal_keeps_a_tensor_integral():
+    # -100 is a minus applied to 100: torch.tensor([0, -100]) is int64 in torch, so ignore_index=-100 (the
+    # default) and negative indices work; torch.arange(-2, 1) counts in integers
+    r = explore("cross_entropy(x, torch.tensor([0, -100]))", {"x": "[[1,2,3],[1,1,1]]"})
+    xs = torch.tensor([[1.0, 2, 3], [1, 1, 1]], requires_grad=True)
+    torch.nn.functional.cross_entropy(xs, torch.tensor([0, -100])).backward()
+    assert torch.allclose(torch.as_tensor(r.grads["x"]), xs.grad) and int(r.exit_code) == 0
+    assert explore("x[torch.tensor([-1, 0])]", {"x": "1,2,3"}, grad="ones").grads["x"].tolist() == [1.0, 0.0, 1.0]
+    r = explore("x * torch.arange(-2, 1)", {"x": "1,2,3"}, grad="ones")
+    assert r.grads["x"].tolist() == [-2.0, -1.0, 0.0]

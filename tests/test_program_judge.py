@@ -9,6 +9,8 @@ References are derived by hand: Jᵀv of 3a + 2b² + log c at v is (3v, 4bv, v/c
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -103,3 +105,59 @@ def test_a_call_past_the_records_size_is_the_programs(monkeypatch):
     monkeypatch.setattr(judge, "RECORD_ELEMENTS", 8)
     r = explore(*SEED, grad="0.1,1,0.0001")
     assert r.checks["finite_difference"].compares != JUDGE_FD and r.checks["finite_difference"].status == "agree"
+
+
+# Found from outside on the judge's route (a read-only hunt against plain torch)
+
+
+@pytest.mark.parametrize("program", ["x.detach()*x", "x*sum(x).detach()", "detach(x)*x + x"])
+def test_a_detach_is_a_constant_of_the_record(program):
+    # torch: the detached factor is held, x.detach()*x has grad x (docs/functions.md's own example)
+    r = explore(program, {"x": "2,3"}, grad="ones")
+    c = r.checks["finite_difference"]
+    assert c.status == "agree" and c.compares == JUDGE_FD and int(r.exit_code) == 0
+
+
+def test_a_mask_or_a_kink_goes_to_the_programs_route_which_names_it():
+    # x*(x > 1) jumps at 1 and relu has a kink at 0: the record would hold them on autograd's branch
+    for program, x, at in [("x*(x>1)", "1,2,3", "x[0]"), ("relu(x)*2", "0,1", "x[0]")]:
+        c = explore(program, {"x": x}, grad="ones", dtype="float64").checks["finite_difference"]
+        assert c.compares != JUDGE_FD and c.status == "agree" and f"not a reference at {at}" in (c.reason or "")
+
+
+def test_an_agreement_only_by_an_error_as_large_as_the_value_is_no_evidence():
+    # norm at 1e20 in float32: x² overflows, torch's grad is [0, 0], the derivative 1/√2 each; the judge's
+    # float32 allowance is the whole gradient, so it says nothing, and the program's float64 differences decide
+    r = explore("norm(x)", {"x": "1e20,1e20"}, grad="ones", symbolic=False)
+    assert r.grads["x"].tolist() == [0.0, 0.0]
+    c = r.checks["finite_difference"]
+    assert c.status == "disagree" and int(r.exit_code) == 3
+
+
+@pytest.mark.parametrize(
+    ("a", "dtype"),
+    [
+        ("[[1000,2000,5000],[2000,4000,7000],[3000,1000,1000]]", "float64"),
+        ("[[1,2,3],[2,4,6],[1,1,1]]", "float32"),  # singular: every cofactor of the last row is 0
+    ],
+)
+def test_a_zero_cofactor_of_det_is_weighed_at_its_terms_size(a, dtype):
+    # det's gradient is the cofactor matrix; a cofactor of 0 (1000·4000 − 2000·2000) comes back from LU as
+    # ±1e-10 in float64: rounding at the size of its products, not a wrong gradient
+    r = explore("torch.det(A)", {"A": a}, dtype=dtype)
+    A = torch.tensor(json.loads(a), dtype=getattr(torch, dtype), requires_grad=True)
+    torch.det(A).backward()
+    assert torch.equal(torch.as_tensor(r.grads["A"]), A.grad)
+    assert {k: c.status for k, c in r.checks.items()}["symbolic"] == "agree" and int(r.exit_code) == 0
+
+
+def test_a_wrong_cofactor_still_disagrees():
+    # the looser size of det's terms still catches a transposed gradient of a non-symmetric matrix
+    from vjp_explorer.engine.term_sizes import term_sizes
+
+    A = torch.tensor([[2.0, 1.0, 0.5], [0.3, 3.0, 1.0], [1.0, 0.2, 4.0]], dtype=torch.float64)
+    (sizes,) = term_sizes(torch.det, [A], torch.tensor(1.0, dtype=torch.float64))
+    cof = torch.det(A) * torch.linalg.inv(A).T
+    wrong = cof.T
+    assert bool(((wrong - cof).abs() > 1e-6 * sizes).any())  # the tolerance's scale is far below the mistake
+    assert bool((sizes >= cof.abs() - 1e-12).all())  # and never below the cofactors themselves

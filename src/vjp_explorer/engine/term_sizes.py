@@ -51,6 +51,22 @@ def _sigmoid(node: Any, g: Any, old: tuple[Any, ...]) -> tuple[Any, ...]:
     return (_or(old[0], lambda: g * s.abs(), s),)
 
 
+def _det(node: Any, g: Any, old: tuple[Any, ...]) -> tuple[Any, ...]:
+    """det's gradient is the cofactor matrix: entry (i, j) a sum of products of one entry from each other row,
+    which cancel to 0 where the minor is singular. Their size is bounded by the product of the other rows'
+    norms (Hadamard), the scale at which LU rounds it."""
+    a = _saved(node, "_saved_A")
+
+    def sizes() -> Any:
+        rows = a.abs().norm(dim=-1)  # (..., n)
+        n = rows.shape[-1]
+        others = rows.unsqueeze(-2).expand(*rows.shape[:-1], n, n).clone()
+        others.diagonal(dim1=-2, dim2=-1).fill_(1.0)  # row i left out of its own product
+        return g.abs()[..., None, None] * others.prod(-1)[..., :, None].expand(a.shape)
+
+    return (_or(old[0], sizes, a),)
+
+
 # grad_fn name -> |local Jᵀ|·g from the node's saved tensors; every other node: |local Jᵀ·g|
 RULES: dict[str, Callable[[Any, Any, tuple[Any, ...]], tuple[Any, ...]]] = {
     "MmBackward0": _mm,
@@ -59,6 +75,7 @@ RULES: dict[str, Callable[[Any, Any, tuple[Any, ...]], tuple[Any, ...]]] = {
     "DotBackward0": _dot,
     "TanhBackward0": _tanh,
     "SigmoidBackward0": _sigmoid,
+    "LinalgDetBackward0": _det,
 }
 
 

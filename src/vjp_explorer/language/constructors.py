@@ -180,7 +180,7 @@ class ConstructorParser:
                 )
                 raise self.err(f"torch.{name}() takes number literals here{like}.", a)
             nums.append(v)
-        integral = all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in args)
+        integral = all(_int_literal(a) for a in args)
         text = self.src[slice(*self.span(node))]
         try:
             spec = generator_spec(name, tuple(nums), text, Origin(f"torch.{name}()"), self.limits)
@@ -206,7 +206,7 @@ class ConstructorParser:
         if name == "full":  # the fill value stays a literal number, and may be fractional
             parts[-1] = P.Num(float(literal_number(args[-1]) or 0.0), self.span(args[-1]))
         text = self.src[slice(*self.span(node))]
-        integral = name == "arange" and all(not isinstance(a, ast.Constant) or isinstance(a.value, int) for a in args)
+        integral = name == "arange" and all(_int_literal(a) or literal_number(a) is None for a in args)
         return (
             ValueSpec(text, (), generator=name),
             "int64" if integral else None,
@@ -231,7 +231,7 @@ class ConstructorParser:
                     "torch.tensor() takes number literals here (a tensor of computed values is torch.stack([...]).",
                     n,
                 )
-            kinds.add("int" if isinstance(n, ast.Constant) and isinstance(n.value, int) else "float")
+            kinds.add("int" if _int_literal(n) else "float")
             return v
 
         obj = walk(node, 0)
@@ -310,3 +310,10 @@ def makes_random(prog: P.Program) -> bool:
             if any(isinstance(n, P.Const) and n.spec.generator in ("rand", "randn") for n in P.walk_exprs(e)):
                 return True
     return False
+
+
+def _int_literal(n: ast.expr) -> bool:
+    """An integer literal, signed or not (-100 is a minus applied to 100), as torch infers int64 from it."""
+    while isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub | ast.UAdd):
+        n = n.operand
+    return isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool)

@@ -142,11 +142,7 @@ def test_wrong_nan_caught_where_sympy_is_skipped(vjp):
 def test_output_not_finite_skips_the_check():
     r = explore("1/x", {"x": "0,2"}, grad="1,1")
     c = r.checks["finite_difference"]
-    # the judge's differences: v weighs the infinite y[0], whose moves hide every column's (inf - inf)
-    assert c.status == "skipped" and "infinite value" in (c.reason or "") and int(r.exit_code) == 0
-    # the program's own route (backward twice) names the output element
-    c = explore("1/x", {"x": "0,2"}, grad="1,1", backward_calls=2).checks["finite_difference"]
-    assert c.status == "skipped" and "y[0]" in (c.reason or "")
+    assert c.status == "skipped" and "y[0]" in (c.reason or "") and int(r.exit_code) == 0
 
 
 def test_the_budget_counts_what_an_evaluation_reads():

@@ -214,10 +214,11 @@ def test_a_write_through_an_index_is_blamed_as_torch_blames_it():
 
 
 @pytest.mark.parametrize("x", ["1e-3", "2e-3", "3e-3"])
-def test_a_float32_gradient_within_its_forwards_rounding_agrees_at_every_point(x):
+def test_a_float32_gradient_within_its_forwards_rounding_is_no_evidence_either_way(x):
     """(1 − cos x)/x² in float32: autograd's gradient (8.26 at 2e-3) is the float32 forward's rounding, the
     float64 derivative about −x/12. The allowance was the measured rounding to the last digit: 2e-3 read
-    `disagree` by 5e-7 in 8.26 while 1e-3, off by 46, agreed. Now twice it (another order rounds too)."""
+    `disagree` by 5e-7 in 8.26 while 1e-3, off by 46, agreed. Now twice it (another order rounds too); and as
+    the allowance is as large as the reference, the element is no evidence: inconclusive, never `agree`."""
     r = _run(f"""
         import torch
         x = torch.tensor([{x}], requires_grad=True)
@@ -225,7 +226,8 @@ def test_a_float32_gradient_within_its_forwards_rounding_agrees_at_every_point(x
         y.sum().backward()
         """)
     (event,) = r.events
-    assert r.exit_code == 0 and _checks(event)["finite_difference"].status == "agree", event.checks
+    fd = _checks(event)["finite_difference"]
+    assert r.exit_code == 0 and fd.status == "inconclusive" and "no evidence at x[0]" in (fd.reason or ""), fd
 
 
 def test_a_wrong_float32_backward_is_still_caught_beside_its_rounding():

@@ -104,7 +104,7 @@ def run(req: Request) -> Result:
     )
     t = ctx.lap("symbolic", t)
     fd_how = {"tol": how["tol"], "overflow_at": how["big"]}
-    by_judge, why_not = judge.judged_check(ctx, prog, fwd, bound, out, v, call.grads, calls, state)
+    by_judge = judge.judged_check(ctx, prog, fwd, bound, out, v, call.grads, calls, state)
     found["finite_difference"] = by_judge or checks.finite_difference_check(
         ctx,
         fwd,

@@ -33,8 +33,9 @@ def judged_check(
     grads: dict[str, Any],
     calls: int,
     state: Any,
-) -> tuple[Check | None, str]:
-    """The judge's finite-difference check of the program's call (None where it gave none), and why not.
+) -> Check | None:
+    """The judge's finite-difference check of the program's call; None where it gives none (why, beside each
+    return: the program's own route then decides, and its check's text says it is the program's).
     `state`: the generator's state before the forward ran, so that the second run draws what the first did.
     The judge takes every column of J; where the program's budget (--limit finite_difference_evals and
     finite_difference_work) or the judge's own does not hold them, the program's route decides."""
@@ -43,24 +44,29 @@ def judged_check(
     from ..calls import RecordError
     from ..confined.checks import FD_EVALS
     from ..confined.kinks import piecewise
+    from ..confined.verdict import judged
     from ..engine.finite_diff import every_column
     from ..engine.interpreter import Interpreter
     from ..trusted_judge import record_of
     from .checks import finite_difference_evals
 
     if calls != 1:
-        return None, f"backward ran {calls} times"
+        return None  # .grad holds the sum of several calls
     if fwd.control or any(
         isinstance(t, torch.Tensor) and t.dtype == torch.bool for step in fwd.steps for t in step.fixed.values()
-    ):  # the record holds a mask (x > 1) or a branch fixed, as autograd does; the program's route sees it flip
-        return None, "the program computes a mask or takes a branch, which the record holds fixed"
+    ):
+        return None  # a mask (x > 1) or a branch: the record holds it fixed, the program's route sees it flip
+    if not bool(torch.isfinite(out.detach()[v != 0]).all()):
+        return None  # an infinite output v weighs hides every column's moves: the program's route names it
+    if out.device.type != "cpu":
+        return None  # --device cuda: the record's arrays and the judge's replay are the CPU's
     n = sum(x.numel() for x in bound.leaves.values())
     evals = finite_difference_evals(ctx, fwd, bound.leaves, bound.consts)
     if isinstance(evals, str) or not every_column(n, min(evals, FD_EVALS)):
-        return None, "the program's budget holds no column-by-column differences here"
+        return None  # the program's budget holds no column-by-column differences here
     size = out.numel() + sum(x.numel() for x in [*bound.leaves.values(), *bound.consts.values()])
     if size > RECORD_ELEMENTS:
-        return None, f"the call holds {size:,} elements, more than a record holds ({RECORD_ELEMENTS:,})"
+        return None  # more elements than a record holds
     names = list(bound.leaves)
 
     def forward(*xs: Any) -> Any:
@@ -76,26 +82,23 @@ def judged_check(
     try:
         with torch.enable_grad():
             record = record_of(forward, xs, xs, v, [grads[n] for n in names], names, whole=False)
-    except RecordError as e:  # past the schema's caps (more dimensions than a record's array holds)
-        return None, f"the call does not fit the record's schema ({e})"
+    except RecordError:
+        return None  # past the schema's caps (more dimensions than a record's array holds)
     if record["forward"] is None:
-        return None, f"the judge cannot replay this forward: {record['unreplayable']}"
-    if kinked := sorted({op[0].split("::")[1].split(".")[0] for op in record["forward"]["ops"] if piecewise(op[0])}):
+        return None  # a forward the log cannot follow (numpy, a number read), said in 'unreplayable'
+    if any(piecewise(op[0]) for op in record["forward"]["ops"]):
         # the judge differentiates relu, max, sort... on the branch autograd took at the point, as it must for
         # a snippet's network near its kinks; the program's route names an element whose step crosses one
-        return None, f"the forward has operations with a kink ({', '.join(kinked[:4])})"
-    from ..confined.verdict import judged
-
+        return None
     view, _, unverified = judged({"index": 0, "line": 1, "call": "Tensor.backward", "record": record})
     found = next((c for c in view.checks if c.name == "finite_difference"), None)
-    # every element on a kink is the judge's verdict too: nothing compared, named
-    kinks = found is not None and found.status == "skipped" and (found.reason or "").startswith("not a reference")
-    if unverified is not None or found is None or (found.status not in ("agree", "disagree") and not kinks):
-        why = unverified or (found.reason if found is not None else None) or "no check compared anything"
-        return None, f"the judge's replay gave no verdict: {why}"
+    # no element a reference (a domain's edge, an infinite output v weighs) is the judge's verdict too, named
+    named = found is not None and found.status == "skipped" and (found.reason or "").startswith("not a reference")
+    if unverified is not None or found is None or (found.status not in ("agree", "disagree") and not named):
+        return None  # the replay gave no verdict (unverified, inconclusive, a replay that failed)
     shown = {}
     for name, x in zip(names, view.inputs, strict=True):
         if x.finite_difference is not None:
             shown[name] = torch.tensor(x.finite_difference, dtype=torch.float64)
     ctx.finite_difference = shown
-    return found, ""
+    return found

@@ -49,7 +49,8 @@ class Origin:
         summed = ""
         if math.isinf(self.outgoing):
             summed = (
-                " Where this infinite term meets one of the opposite sign in the chain rule's sum, inf - inf = nan."
+                " Where a later local derivative is 0 (inf × 0, as x*x's 2x at 0 in sqrt(x*x)) or this infinite term "
+                "meets one of the opposite sign in the chain rule's sum (inf - inf), the result is nan."
             )
         return (
             f"the non-finite value entered the backward pass at {self.node}, the backward of `{self.operation}` "

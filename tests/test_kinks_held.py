@@ -190,3 +190,18 @@ def test_the_held_replay_runs_in_place_relu_too():
     (event,), _ = observe(src)
     assert _grads(event)["x"] == pytest.approx([8 * 1e-8, 0.0, 4.0], abs=1e-6)
     assert checks(event) == {"jtv": "agree", "finite_difference": "agree"}
+
+
+def test_softplus_at_its_threshold_is_inconclusive_not_a_disagreement():
+    # torch's softplus is x itself past beta*x = 20, a jump of 2e-9 that the differences straddle at 20:
+    # torch's float64 grad there is sigmoid(20), right; the check cannot say, and says why
+    src = (
+        "import torch\nx = torch.tensor([20.0, 1.0], dtype=torch.float64, requires_grad=True)\n"
+        "torch.nn.functional.softplus(x).sum().backward()\n"
+    )
+    (event,), _ = observe(src)
+    assert _grads(event)["x"] == pytest.approx(
+        [float(torch.sigmoid(torch.tensor(20.0, dtype=torch.float64))), 0.7310585786300049]
+    )
+    fd = _fd(event)
+    assert fd["status"] == "inconclusive" and "softplus has a kink" in fd["reason"], fd

@@ -161,3 +161,27 @@ def test_a_wrong_cofactor_still_disagrees():
     wrong = cof.T
     assert bool(((wrong - cof).abs() > 1e-6 * sizes).any())  # the tolerance's scale is far below the mistake
     assert bool((sizes >= cof.abs() - 1e-12).all())  # and never below the cofactors themselves
+
+
+@pytest.mark.parametrize(("program", "x"), [("x[argmax(x)]", "1,1,0"), ("x[argmin(x)]*3", "2,2,5")])
+def test_an_index_computed_from_the_values_goes_to_the_programs_route(program, x):
+    # torch's central differences of x[argmax(x)] at a tie [1, 1, 0] are [0.5, 0.5, 0]: the record would hold
+    # the index fixed and agree on [1, 0, 0]; the program's route sees the tie move and names it
+    c = explore(program, {"x": x}, dtype="float64").checks["finite_difference"]
+    assert c.compares != JUDGE_FD and "not a reference at x[0], x[1]" in (c.reason or "")
+
+
+def test_what_the_forward_draws_counts_toward_the_records_size():
+    # a randn of 60,000 elements inside the forward: the judge would replay it hundreds of times
+    r = explore("sum(tanh(randn(300, 200) @ x))", {"x": "randn(200)"}, seed=0, symbolic=False)
+    assert r.checks["finite_difference"].compares != JUDGE_FD
+
+
+def test_softplus_past_its_threshold_is_a_kink_not_a_disagreement():
+    # torch's softplus is x itself past beta*x = 20: a jump of 2e-9 at 20 that central differences straddle;
+    # torch's grad sigmoid(20) is right (float64), and the element is no reference, named
+    r = explore("softplus(x)", {"x": "20,1"}, grad="ones", dtype="float64")
+    x = torch.tensor([20.0, 1.0], dtype=torch.float64, requires_grad=True)
+    torch.nn.functional.softplus(x).sum().backward()
+    assert torch.equal(torch.as_tensor(r.grads["x"]), x.grad) and int(r.exit_code) == 0
+    assert "not a reference at x[0]" in (r.checks["finite_difference"].reason or "")

@@ -261,7 +261,17 @@ _BY_OVERLOAD: dict[tuple[str, str], Rule] = {
 
 # operations with a kink no rule above holds (a norm at 0, a median over all, distances at 0)
 UNHELD = frozenset(
-    {"linalg_vector_norm", "norm", "median", "nanmedian", "_cdist_forward", "dist", "nan_to_num", "_pdist_forward"}
+    {
+        "linalg_vector_norm",
+        "norm",
+        "median",
+        "nanmedian",
+        "_cdist_forward",
+        "dist",
+        "nan_to_num",
+        "_pdist_forward",
+        "softplus",  # x itself past beta*x = threshold: a jump of about exp(-threshold)
+    }
 )
 
 

@@ -40,6 +40,11 @@ def _sign(torch: Any, x: Any, **_: Any) -> list[Any]:
     return [torch.sign(x)]
 
 
+def _threshold(torch: Any, x: Any, beta: Any = 1.0, threshold: Any = 20.0, **_: Any) -> list[Any]:
+    """softplus becomes x itself past beta*x = threshold: a jump of about exp(-threshold) there."""
+    return [torch.sign(x * float(beta) - float(threshold))]
+
+
 def _at(*points: str) -> Any:
     """Kinks at fixed points ("6") or at parameters ("min"): the sign of x minus each that is given."""
 
@@ -275,6 +280,7 @@ ENTRIES = [
         torch="torch.nn.functional.softplus",
         exact=_softplus,
         kink="x itself where beta*x > threshold, as torch documents",
+        kinks=_threshold,
         doc="log(1 + exp(beta*x))/beta",
         example="softplus(x, beta=2)",
         names=_f("softplus"),

@@ -18,8 +18,9 @@ from ..verdicts import Check
 from .bind import Bound
 from .context import RunContext
 
-# elements of the inputs, constants and output together up to which a program's call is written as a record:
-# the record holds each as an array (the point, the grads, v, the output, every constant the forward reads)
+# elements of the inputs, constants and every result the forward computes, up to which a program's call is
+# written as a record: it holds the point, the grads, v, the output and every constant read as arrays, and the
+# judge replays the forward some hundred times
 RECORD_ELEMENTS = 200_000
 
 
@@ -49,13 +50,17 @@ def judged_check(
     from ..engine.interpreter import Interpreter
     from ..trusted_judge import record_of
     from .checks import finite_difference_evals
+    from .forward import work as forward_work
 
     if calls != 1:
         return None  # .grad holds the sum of several calls
-    if fwd.control or any(
-        isinstance(t, torch.Tensor) and t.dtype == torch.bool for step in fwd.steps for t in step.fixed.values()
+    if (
+        fwd.control
+        or _indexes(fwd.steps)
+        or any(isinstance(t, torch.Tensor) and t.dtype == torch.bool for step in fwd.steps for t in step.fixed.values())
     ):
-        return None  # a mask (x > 1) or a branch: the record holds it fixed, the program's route sees it flip
+        return None  # a mask (x > 1), an index (argmax) or a branch: the record holds it fixed, the program's
+        # route computes it afresh and sees it flip (a tie of argmax is a kink)
     if not bool(torch.isfinite(out.detach()[v != 0]).all()):
         return None  # an infinite output v weighs hides every column's moves: the program's route names it
     if out.device.type != "cpu":
@@ -64,7 +69,8 @@ def judged_check(
     evals = finite_difference_evals(ctx, fwd, bound.leaves, bound.consts)
     if isinstance(evals, str) or not every_column(n, min(evals, FD_EVALS)):
         return None  # the program's budget holds no column-by-column differences here
-    size = out.numel() + sum(x.numel() for x in [*bound.leaves.values(), *bound.consts.values()])
+    # every element the forward computes (a randn it draws too): the judge replays it some hundred times
+    size = forward_work(fwd) + sum(x.numel() for x in [*bound.leaves.values(), *bound.consts.values()])
     if size > RECORD_ELEMENTS:
         return None  # more elements than a record holds
     names = list(bound.leaves)
@@ -102,3 +108,14 @@ def judged_check(
             shown[name] = torch.tensor(x.finite_difference, dtype=torch.float64)
     ctx.finite_difference = shown
     return found
+
+
+def _indexes(steps: list[Any]) -> bool:
+    """Whether the program computes an index from its values (argmax, argmin): the record holds it fixed."""
+    todo = [s.expr for s in steps]
+    while todo:
+        e = todo.pop()
+        if isinstance(e, P.Call) and e.func in ("argmax", "argmin"):
+            return True
+        todo.extend(e.children())
+    return False

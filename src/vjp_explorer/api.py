@@ -92,7 +92,8 @@ def run(req: Request) -> Result:
     calls = req.backward_calls
     ctx.backward_terms = lambda: checks.backward_terms(fwd, prog.output, bound, v)
     ctx.jacobian_terms = lambda: checks.backward_terms(fwd, prog.output, bound, v, rows=req.limits.symbolic_entries)
-    how: dict[str, Any] = {"tol": TOLERANCES[req.dtype], "big": float(torch.finfo(bound.dtype).max)}
+    tol = TOLERANCES[forward.tolerance_dtype(fwd, req.dtype)]
+    how: dict[str, Any] = {"tol": tol, "big": float(torch.finfo(bound.dtype).max)}
     how["mags"] = checks.magnitudes(v, jacs, calls)
     call = explain_call(ctx, fwd, prog.output, out, v, bound, kept, jacs, calls, req.retain_graph, how)
     t = time.perf_counter()

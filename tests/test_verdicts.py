@@ -204,7 +204,7 @@ def test_infinite_terms_that_cancel_and_an_overflowed_operand(vjp):
     code, d = run_json(vjp, "run", "sqrt(x) - sqrt(x)", "--x", "0,1", "--grad", "1,1")
     assert code == 3 and event(d)["checks"]["symbolic"]["spurious"] == ["x[0]"]
     (text,) = notes(d, "wrong_nonfinite_grad")
-    assert "SqrtBackward0" in text and "inf - inf = nan" in text
+    assert "SqrtBackward0" in text and "(inf - inf), the result is nan" in text
     assert _singular(d).count("sqrt(x):") == 1  # the same operation twice is named once
     # exp(x)/exp(x) is 1, its derivative 0; float32's exp(100) is inf and the division's derivative nan
     code, d = run_json(vjp, "run", "y = exp(x); z = y/y", "--x", "100,1", "--grad", "1,1")

@@ -85,11 +85,15 @@ def judged_check(
         return y.to(bound.dtype) if isinstance(y, torch.Tensor) and y.dtype != bound.dtype else y
 
     xs = [bound.leaves[n] for n in names]
+    after = bound.gen.get_state() if bound.gen is not None else None
     try:
         with torch.enable_grad():
             record = record_of(forward, xs, xs, v, [grads[n] for n in names], names, whole=False)
     except RecordError:
         return None  # past the schema's caps (more dimensions than a record's array holds)
+    finally:
+        if after is not None:
+            bound.gen.set_state(after)  # the generator as the run left it
     if record["forward"] is None:
         return None  # a forward the log cannot follow (numpy, a number read), said in 'unreplayable'
     if any(piecewise(op[0]) for op in record["forward"]["ops"]):

@@ -92,15 +92,12 @@ def work(fwd: Any) -> int:
 def tolerance_dtype(fwd: Any, dtype: str) -> str:
     """The dtype whose tolerance the checks take: the run's, or float32 where a float64 run computes part of
     its forward in float32 (`x.float()`, `.to(torch.float32)`): autograd then rounds there, as the forward does."""
-    if dtype != "float64":
-        return dtype
-    todo = [s.expr for s in fwd.steps]
-    while todo:
-        e = todo.pop()
-        if isinstance(e, P.Call) and e.func == "float" and not isinstance(e.args[0], P.Compare):  # a mask: exact
-            return "float32"
-        todo.extend(e.children())
-    return dtype
+    narrowed = any(
+        isinstance(e, P.Call) and e.func == "float" and not isinstance(e.args[0], P.Compare)  # a mask's: exact
+        for s in fwd.steps
+        for e in P.walk_exprs(s.expr)
+    )
+    return "float32" if dtype == "float64" and narrowed else dtype
 
 
 def grad_v(ctx: RunContext, spec: ValueSpec | None, out: Any, prog: P.Program, gen: Any) -> tuple[Any, str]:

@@ -3,9 +3,11 @@ the one call record (calls.Record) and checked by the one judge (confined/verdic
 call and `vjp check`'s are. The judge's finite differences are of torch's operators replayed from the
 record, never of the program's interpreter or its sympy routes.
 
-Where the judge cannot give a verdict (the call is past the record's size, backward ran more than once, the
-replay gives no comparison), the program's own differences stand in: its interpreter run in float64
-(checks.finite_difference_check), and the check's text says which it is.
+Where the judge cannot give a verdict (backward ran more than once, the call is past the budget or the
+record's size, the forward holds a mask, an index, a branch or a kink the record would fix on autograd's
+branch, the replay compares nothing), the program's own differences stand in: its interpreter run in
+float64 (checks.finite_difference_check), which recomputes those and names a kink; the check's text says
+which ran.
 """
 
 from __future__ import annotations
@@ -102,10 +104,8 @@ def judged_check(
         return None
     view, _, unverified = judged({"index": 0, "line": 1, "call": "Tensor.backward", "record": record})
     found = next((c for c in view.checks if c.name == "finite_difference"), None)
-    # no element a reference (a domain's edge, an infinite output v weighs) is the judge's verdict too, named
-    named = found is not None and found.status == "skipped" and (found.reason or "").startswith("not a reference")
-    if unverified is not None or found is None or (found.status not in ("agree", "disagree") and not named):
-        return None  # the replay gave no verdict (unverified, inconclusive, a replay that failed)
+    if unverified is not None or found is None or found.status not in ("agree", "disagree"):
+        return None  # no verdict (unverified, inconclusive, no element a reference, a replay that failed)
     shown = {}
     for name, x in zip(names, view.inputs, strict=True):
         if x.finite_difference is not None:
@@ -116,10 +116,4 @@ def judged_check(
 
 def _indexes(steps: list[Any]) -> bool:
     """Whether the program computes an index from its values (argmax, argmin): the record holds it fixed."""
-    todo = [s.expr for s in steps]
-    while todo:
-        e = todo.pop()
-        if isinstance(e, P.Call) and e.func in ("argmax", "argmin"):
-            return True
-        todo.extend(e.children())
-    return False
+    return any(isinstance(e, P.Call) and e.func in ("argmax", "argmin") for s in steps for e in P.walk_exprs(s.expr))

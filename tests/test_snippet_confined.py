@@ -168,6 +168,39 @@ def test_the_parent_never_imports_the_childs_observation():
     assert "observe" not in out.stdout and "record" not in out.stdout
 
 
+def test_the_parent_of_a_shown_run_imports_neither_torch_nor_numpy_nor_sympy():
+    # its imports run beside the two processes that import torch, on a machine of two cores (bench (s))
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom vjp_explorer.cli import app\n"
+        "src = 'import torch\\nx = torch.ones(2, requires_grad=True)\\n(x * x).sum().backward()\\n'\n"
+        "r = CliRunner().invoke(app, ['run', '--snippet', src, '--seed', '0'])\n"
+        "assert r.exit_code == 0 and 'agree' in r.output, r.output\n"
+        "print(sorted(m for m in ('torch', 'numpy', 'sympy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_snippets_process_never_imports_the_judge():
+    # the judge's modules (the replay's finite differences, the interpreter) cost the child 0.1 s at its
+    # first backward call, on the run's critical path, for checks it does not make
+    code = (
+        "import sys\nfrom vjp_explorer.confined import runner\nfrom vjp_explorer.confined.observe import observer_for\n"
+        "frames = []\n"
+        "src = 'import torch\\nx = torch.ones(2, requires_grad=True)\\n(x.sin() * x).sum().backward()\\n'\n"
+        "explain = {'calls': 5, 'jacobian_rows': 100, 'record_bytes': 1 << 20, 'graph': False, 'code': False}\n"
+        "runner.run(src, frames.append, filename='s.py', observe=observer_for(frames.append, 's.py', 0, explain))\n"
+        "assert [f['type'] for f in frames].count('record') == 1, frames\n"
+        "judge = ['vjp_explorer.confined.verdict', 'vjp_explorer.engine.finite_diff']\n"
+        "judge.append('vjp_explorer.engine.interpreter')\n"
+        "sys.__stdout__.write(repr(sorted(m for m in judge if m in sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("[]"), out.stdout
+
+
 def test_a_complex_call_is_skipped_with_its_reason_and_prints_what_python_prints():
     src = "import torch\nz = torch.tensor([1+2j, 3-1j], requires_grad=True)\n"
     src += "(z * z.conj()).real.sum().backward()\nprint(z.grad)\n"

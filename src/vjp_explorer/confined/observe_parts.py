@@ -19,6 +19,7 @@ from torch.overrides import TorchFunctionMode
 from .calls import as_written
 from .nonfinite import graph_nodes
 from .record import LINE, NotReplayable, Recorder
+from .record_parts import differs
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -110,8 +111,6 @@ def as_made(replay: Any, x0: list[Any], leaves: list[torch.Tensor], outs: list[t
     """Each output as the recorded forward made it: the output itself, or, where the snippet changed a value
     on its way since (`out.data.zero_()` before `out.sum()`), the replay's, in the forward's dtypes; the
     judge then finds a record that reproduces itself, and checks the grads against that forward."""
-    from .verdict import differs
-
     xs = [
         leaf.detach() if x is None else x.to(leaf.dtype) if x.is_floating_point() else x
         for x, leaf in zip(x0, leaves, strict=True)

@@ -18,6 +18,7 @@ from ..events import Event, LeafGrad
 from ..verdicts import Check
 from . import checks, oplog, payload
 from .record import NotReplayable
+from .record_parts import differs
 
 
 def verdict(event: dict[str, Any]) -> dict[str, Any]:
@@ -387,18 +388,6 @@ def reproduces(replay: Any, x0: list[torch.Tensor], leaves: list[torch.Tensor], 
                 f"the replayed forward does not reproduce the recorded output {k} "
                 f"(max |Δ| = {float((a - b).abs().nan_to_num(0.0).max()):.3g})"
             )
-
-
-def differs(y: torch.Tensor, want: torch.Tensor) -> bool:
-    """Whether a replayed output is another than `want` (same shape), past the rounding of another order of
-    summing; the judge's rule, and the child's where it tells a value changed behind autograd (observe.py)."""
-    if not want.is_floating_point():
-        return False
-    a, b = y.detach().to(torch.float64), want.detach().to(torch.float64)
-    eps = torch.finfo(want.dtype).eps
-    scale = b.abs() + (b.abs().nan_to_num(0.0, 0.0, 0.0).mean() if b.numel() else 0.0)
-    off = ~((a - b).abs() <= 1e-6 + 1e3 * eps * scale) & ~(a.isnan() & b.isnan()) & ~(a == b)
-    return bool(off.any())
 
 
 def _event(event: dict[str, Any]) -> Event:

@@ -4,13 +4,17 @@ The table has a row per hand-written gradient; below it, the first wrong line's 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..snippet.manual import Manual, ManualLine
 from ..snippet.source import visible
 from .numbers import fmt
+
+if TYPE_CHECKING:  # annotations only: snippet.manual imports numpy, which a run without manual gradients skips
+    from ..snippet.manual import Manual, ManualLine
 
 STYLES = {"agree": "green", "disagree": "bold red", "shape": "yellow"}
 

@@ -271,3 +271,31 @@ def test_a_sum_that_cancels_is_differenced_at_its_terms_size():
     right, wrong = r.events
     assert _checks(right)["finite_difference"].status == "agree", right.checks
     assert _checks(wrong)["finite_difference"].status == "disagree" and r.exit_code == 3
+
+
+@pytest.mark.parametrize("factor, verdict", [("10", "disagree"), ("2", "disagree"), ("1", "agree")])
+def test_a_wrong_float32_backward_is_caught_where_the_terms_cancel(factor, verdict):
+    # grad = Wᵀv with v = [1, −1] and rows of W ≈ 1000 equal to 1e-5: the terms (1000) cancel to 0.0078. Allowing
+    # rtol (1e-4) of the terms' size let the 10x wrong backward agree (0.2 allowed); roundoff units of it do not
+    r = _run(
+        f"""
+        import torch
+        class Lin(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, W):
+                ctx.save_for_backward(x, W)
+                return W @ x
+            @staticmethod
+            def backward(ctx, g):
+                x, W = ctx.saved_tensors
+                return {factor} * (W.t() @ g), torch.outer(g, x)
+        W = torch.full((2, 3), 1000.0)
+        W[0] += torch.tensor([0.0078125, 0.015625, -0.0078125])
+        x = torch.randn(3, requires_grad=True)
+        Lin.apply(x, W).backward(torch.tensor([1.0, -1.0]))
+        print(x.grad)
+        """
+    )
+    checks = _checks(r.events[0])
+    assert checks["finite_difference"].status == verdict and checks["jtv"].status == verdict
+    assert r.exit_code == (3 if verdict == "disagree" else 0)

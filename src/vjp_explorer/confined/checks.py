@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..engine.tolerance import FD_BUDGETS, allowed, tolerance, with_error
+from ..engine.tolerance import FD_BUDGETS, ROUNDOFF_UNITS, allowed, tolerance, with_error
 from ..events import Event, LeafGrad, element_index
 from ..verdicts import Check
 from .pattern import mistake_pattern
@@ -155,9 +155,9 @@ def compare(
     prior: list[Any],
 ) -> Check:
     """Each grad element against its reference within the dtype's tolerance (engine/tolerance.py), scaled by
-    the size of the terms Jᵀv adds up (Σ|v·J| where J is known) and the grad it accumulated onto, plus three
-    the reference's own error estimate (the one rule: engine/tolerance.with_error); elements in `masks` are no
-    reference and are left out."""
+    `sizes`: the size of the terms Jᵀv adds up (Σ|v·J| where J is known) and the grad it accumulated onto, as
+    the caller weighs them (verdict.py: ROUNDOFF_UNITS units of roundoff), and the reference's own error
+    estimate (the one rule: engine/tolerance.with_error); elements in `masks` are no reference, left out."""
     worst, bad, tol, pairs, spurious, overflow, undefined = 0.0, [], "", [], [], [], []
     blind: list[str] = []  # elements that pass only by an error estimate as large as the reference itself
     compared = 0
@@ -178,7 +178,10 @@ def compare(
         if prior[k] is not None:
             scale = scale + prior[k]
         table = tolerance(x.dtype)  # the one table
-        tol = f"|Δ| <= {table.atol:g} + max({table.rtol:g}·(Σ|v·J| + |.grad before|), its error) ({_dtype(x)})"
+        tol = (
+            f"|Δ| <= {table.atol:g} + max({table.rtol:g}·|ref|, {ROUNDOFF_UNITS}·eps·(Σ|v·J| + |.grad before|), "
+            f"its error) ({_dtype(x)})"
+        )
         diff = (g - ref).abs()
         same = (torch.isnan(g) & torch.isnan(ref)) | (g == ref) | past  # nan on both, the same inf, an overflow
         room = allowed(ref, with_error(scale, errs[k], table), table)
@@ -344,7 +347,7 @@ def tangent(
     mode of the replay in its own dtypes against float64) and ROUNDOFF_UNITS·eps·max|Ju|; and the reference
     for the view, per result (None past SHOWN elements)."""
     from ..engine.finite_diff import derivative_along
-    from ..engine.tolerance import ROUNDOFF_UNITS, roundoff_as_size
+    from ..engine.tolerance import roundoff_as_size
 
     try:
         ref, err = derivative_along(flat(replay), x0, [u.to(torch.float64) for u in us])

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ..engine.finite_diff import finite_differences_of
+from ..engine.tolerance import roundoff_as_size, tolerance
 from ..events import Event, LeafGrad
 from ..verdicts import Check
 from . import checks, oplog, payload
@@ -141,6 +142,7 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
     sizes = [Jk.abs().T @ v.abs() for Jk in jac] if jac is not None else None
     if terms is not None:  # the size of what backward added up: its rounding is at that size
         sizes = terms if sizes is None else [torch.maximum(a, b) for a, b in zip(sizes, terms, strict=True)]
+    sizes, prior = _as_roundoff(sizes, leaves), _as_roundoff(prior, leaves)
     first = _jtv(event, wide, v, jac, leaves, g64, sizes, prior, rounding, cheap)
     check = _finite_differences(event, fd, leaves, g64, sizes, prior, rounding)
     if check.status == "disagree" and (sym := _symmetric(replay, x0)):  # cholesky of a symmetric leaf: its convention
@@ -160,6 +162,19 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
     if check.status == "disagree" and (design := _by_design(replay)):  # torch's gradient is not the derivative
         check = Check("finite_difference", "skipped", checks.FD, reason=f"{design}; {check.reason}")
     event.checks.append(checks.unheld_kinks(check, replay.unheld()))
+
+
+def _as_roundoff(sizes: list[Any] | None, leaves: list[torch.Tensor]) -> list[Any] | None:
+    """The size of the terms a grad element sums (Σ|v·J|, backward's own terms, the .grad it accumulated
+    onto), allowed ROUNDOFF_UNITS units of roundoff of it, not rtol of it: rtol (840 units in float32) let a
+    custom backward 10x wrong pass where v·J's terms cancel by 1e5 (W ≈ 1000, v = [1, −1]). How far the
+    forward's own rounding moves a grad is measured (checks.forward_rounding) and allowed beside it."""
+    if sizes is None:
+        return None
+    return [
+        None if s is None else roundoff_as_size(s, leaf.dtype, tolerance(leaf.dtype))
+        for s, leaf in zip(sizes, leaves, strict=True)
+    ]
 
 
 def _by_design(replay: Any) -> str | None:

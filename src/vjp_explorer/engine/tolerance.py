@@ -14,6 +14,10 @@ exact route's Σ|terms| as written). That allows for rounding where equal terms 
 gradient: a backward off by 1e-9 of a term of size 1e9 still disagrees in float64. Sizes come from the
 dtype checked, `got`'s dtype: a float32 .grad rounds at float32's eps.
 
+The judge of a call record (confined/verdict.py) weighs the terms' size the second way only,
+atol + max(rtol·|ref|, ROUNDOFF_UNITS·eps·m, e), and measures how far the forward's own rounding moves each
+grad (into e): rtol·m let a backward 10x wrong pass where the terms cancel by 1e5.
+
 A finite-difference reference brings its own error estimate e (|D(h) − D(h/2)| plus the evaluations' rounding,
 engine/finite_diff.py); every door weighs it the same way, ERROR_WEIGHT times, as a size e/rtol in the rule
 above (`with_error`). Beside the tolerances, FD_BUDGETS says per door how many evaluations buy "every column

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import sympy
 import torch
 
 from vjp_explorer import calls, explore
@@ -148,7 +149,12 @@ def test_a_zero_cofactor_of_det_is_weighed_at_its_terms_size(a, dtype):
     A = torch.tensor(json.loads(a), dtype=getattr(torch, dtype), requires_grad=True)
     torch.det(A).backward()
     assert torch.equal(torch.as_tensor(r.grads["A"]), A.grad)
-    assert {k: c.status for k, c in r.checks.items()}["symbolic"] == "agree" and int(r.exit_code) == 0
+    # the oracle: the exact cofactors. LAPACK's path for a singular float32 matrix depends on the CPU: MKL on
+    # an AMD EPYC gives all 0 here, where the cofactors of the first two rows are not (a wrong gradient)
+    exact = torch.tensor(sympy.Matrix(json.loads(a)).adjugate().T.tolist(), dtype=torch.float64)
+    right = bool(((A.grad.double() - exact).abs() <= 1e-3 * exact.abs().max()).all())
+    want = ("agree", 0) if right else ("disagree", 3)
+    assert ({k: c.status for k, c in r.checks.items()}["symbolic"], int(r.exit_code)) == want
 
 
 def test_a_wrong_cofactor_still_disagrees():

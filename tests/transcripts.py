@@ -13,7 +13,9 @@ command in-process (CliRunner, 100 columns, no colour). A trailing `| jq PATH` i
 the JSON output like jq would (PATH of the form .a.b or .a[0].b). A bundled example named by its name
 (`vjp run seed000_ex1`) resolves to its path relative to the repository, as if given that way, so a
 snippet's header (which names its file) reads the same in every clone and wraps the same. The
-module table of docs/architecture.md is regenerated too. Run `python tests/transcripts.py --write`
+module table of docs/architecture.md is regenerated too. A block marked `<!-- transcript: cpu -->` prints
+float32 digits that depend on the CPU (the BLAS's order of summing, FMA): test_docs compares its words and
+layout with its numbers masked. Run `python tests/transcripts.py --write`
 after changing output, then review the diff.
 """
 
@@ -31,7 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 FILES = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every Markdown file whose transcripts are checked
 MODULES = re.compile(r"(<!-- modules -->\n)(.*?)(<!-- /modules -->)", re.S)
-BLOCK = re.compile(r"(<!-- transcript -->\n```console\n\$ )(.*?)\n(.*?)(```)", re.S)
+BLOCK = re.compile(r"(<!-- transcript(?:: [^>]*)? -->\n```console\n\$ )(.*?)\n(.*?)(```)", re.S)
+# a block whose float32 digits depend on the CPU (the BLAS's summation order, FMA): `<!-- transcript: cpu -->`
+CPU_BLOCK = re.compile(r"<!-- transcript: cpu -->\n```console\n.*?```", re.S)
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|\b(?:True|False)\b")
 
 
 def _relative(resolve: Any) -> Any:
@@ -116,6 +121,16 @@ def regenerate(text: str) -> str:
     (between `<!-- modules -->` and `<!-- /modules -->`) by the modules as they are."""
     text = MODULES.sub(lambda m: m.group(1) + module_table() + m.group(3), text)
     return BLOCK.sub(lambda m: m.group(1) + m.group(2) + "\n" + run(m.group(2)) + m.group(4), text)
+
+
+def comparable(text: str) -> str:
+    """The text as test_docs compares it: in a `cpu` block, every number (and the True/False of an `exact`
+    column) masked and runs of spaces made one, so that what it pins is the output's words and layout."""
+
+    def masked(m: re.Match[str]) -> str:
+        return re.sub(r"([ \t─━])\1+", r"\1", NUMBER.sub("#", m.group(0)))  # widths follow the numbers
+
+    return CPU_BLOCK.sub(masked, text)
 
 
 if __name__ == "__main__":

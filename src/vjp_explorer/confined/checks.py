@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..engine.tolerance import FD_BUDGETS, ROUNDOFF_UNITS, allowed, tolerance, with_error
+from ..engine.tolerance import FD_BUDGETS, ROUNDOFF_UNITS, allowed, eps, tolerance, with_error
 from ..events import Event, LeafGrad, element_index
 from ..verdicts import Check
 from .pattern import mistake_pattern
@@ -178,10 +178,9 @@ def compare(
         if prior[k] is not None:
             scale = scale + prior[k]
         table = tolerance(x.dtype)  # the one table
-        tol = (
-            f"|Δ| <= {table.atol:g} + max({table.rtol:g}·|ref|, {ROUNDOFF_UNITS}·eps·(Σ|v·J| + |.grad before|), "
-            f"its error) ({_dtype(x)})"
-        )
+        units = f"{ROUNDOFF_UNITS}·eps" if ROUNDOFF_UNITS * eps(x.dtype) < table.rtol else f"{table.rtol:g}"
+        tol = f"|Δ| <= {table.atol:g} + max({table.rtol:g}·|ref|, {units}·(Σ|v·J| + |.grad before|), its error) "
+        tol += f"({_dtype(x)})"
         diff = (g - ref).abs()
         same = (torch.isnan(g) & torch.isnan(ref)) | (g == ref) | past  # nan on both, the same inf, an overflow
         room = allowed(ref, with_error(scale, errs[k], table), table)

@@ -138,11 +138,11 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
         torch.zeros(x.numel(), dtype=torch.float64) if g is None else g.reshape(-1).to(torch.float64)
         for x, g in zip(leaves, got, strict=True)
     ]
-    prior = [None if b is None else b.reshape(-1).abs().to(torch.float64) for b in before]
+    before_sizes = [None if b is None else b.reshape(-1).abs().to(torch.float64) for b in before]
     sizes = [Jk.abs().T @ v.abs() for Jk in jac] if jac is not None else None
     if terms is not None:  # the size of what backward added up: its rounding is at that size
         sizes = terms if sizes is None else [torch.maximum(a, b) for a, b in zip(sizes, terms, strict=True)]
-    sizes, prior = _as_roundoff(sizes, leaves), _as_roundoff(prior, leaves)
+    sizes, prior = _as_roundoff(sizes, leaves), _as_roundoff(before_sizes, leaves)
     first = _jtv(event, wide, v, jac, leaves, g64, sizes, prior, rounding, cheap)
     check = _finite_differences(event, fd, leaves, g64, sizes, prior, rounding)
     if check.status == "disagree" and (sym := _symmetric(replay, x0)):  # cholesky of a symmetric leaf: its convention
@@ -168,11 +168,12 @@ def _as_roundoff(sizes: list[Any] | None, leaves: list[torch.Tensor]) -> list[An
     """The size of the terms a grad element sums (Σ|v·J|, backward's own terms, the .grad it accumulated
     onto), allowed ROUNDOFF_UNITS units of roundoff of it, not rtol of it: rtol (840 units in float32) let a
     custom backward 10x wrong pass where v·J's terms cancel by 1e5 (W ≈ 1000, v = [1, −1]). How far the
-    forward's own rounding moves a grad is measured (checks.forward_rounding) and allowed beside it."""
+    forward's own rounding moves a grad is measured (checks.forward_rounding) and allowed beside it. Never more
+    than rtol of it: float16's and bfloat16's rtol are 10 and 6 units of their roundoff."""
     if sizes is None:
         return None
     return [
-        None if s is None else roundoff_as_size(s, leaf.dtype, tolerance(leaf.dtype))
+        None if s is None else torch.minimum(s, roundoff_as_size(s, leaf.dtype, tolerance(leaf.dtype)))
         for s, leaf in zip(sizes, leaves, strict=True)
     ]
 

@@ -299,3 +299,34 @@ def test_a_wrong_float32_backward_is_caught_where_the_terms_cancel(factor, verdi
     checks = _checks(r.events[0])
     assert checks["finite_difference"].status == verdict and checks["jtv"].status == verdict
     assert r.exit_code == (3 if verdict == "disagree" else 0)
+
+
+@pytest.mark.parametrize("call", ["y.backward(v)", "torch.autograd.grad(y, x, grad_outputs=v)"])
+def test_a_backward_that_scales_its_grad_output_in_place_is_judged_against_the_v_given(call):
+    # `g *= s` writes into v itself (autograd hands the given v to the first node): the judge read v after the
+    # call, [10, -10, 5], and the wrong s²·v agreed with it. The view and the record keep v as it was given
+    r = _run(
+        f"""
+        import torch
+        class Scale(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, s):
+                ctx.s = s
+                return x * s
+            @staticmethod
+            def backward(ctx, g):
+                g *= ctx.s
+                return g * ctx.s, None
+        x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        v = torch.tensor([1.0, -1.0, 0.5])
+        y = Scale.apply(x, 10.0)
+        {call}
+        print(v)
+        """
+    )
+    assert r.stdout == "tensor([ 10., -10.,   5.])\n"  # what python prints: the snippet's v was written into
+    (event,) = r.events
+    assert event.v[0].values == [1.0, -1.0, 0.5]
+    checks = _checks(event)
+    assert checks["finite_difference"].status == "disagree" and checks["jtv"].status == "disagree"
+    assert r.exit_code == 3

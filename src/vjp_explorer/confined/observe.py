@@ -45,6 +45,7 @@ from .observe_parts import (
     plain,
     quiet,
     signature_of,
+    v_as_given,
     watch_compile,
 )
 from .observe_record import record_of
@@ -297,19 +298,16 @@ class Observer:
         if any(v is not None and not isinstance(v, torch.Tensor) for v in vs):
             return None
         vs = (vs + [None] * len(outs))[: len(outs)]
+        line, source = self._where()
+        explain, checked, every = self._plan(line)
         with checks.outside_the_log():  # the default v is ours, not the forward's
-            v_used = [
-                torch.ones_like(o, requires_grad=False) if v is None and o.numel() == 1 else v
-                for o, v in zip(outs, vs, strict=True)
-            ]
+            v_used = v_as_given(outs, vs, explain or checked)
         if inputs is None:
             inputs = self.in_snippet_order(graph_leaves(outs))
         leaves = [x for x in inputs if isinstance(x, torch.Tensor)]
         is_grad = qualname == "torch.autograd.grad" or (
             qualname == "engine.run_backward" and not p.arguments.get("accumulate_grad", True)
         )
-        line, source = self._where()
-        explain, checked, every = self._plan(line)
         return Call(
             qualname=qualname,
             p=p,

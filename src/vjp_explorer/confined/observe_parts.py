@@ -213,3 +213,17 @@ def _names(tree: ast.AST) -> set[str]:
     return {
         n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute))
     }
+
+
+def v_as_given(outs: list[torch.Tensor], vs: list[Any], kept: bool) -> list[Any]:
+    """The v of each output as the call is given it: torch's default of 1 for a one-element output, and a
+    copy of a given v where the call is kept for the judge, since a custom backward may scale its
+    grad_output in place (`g *= s`), and that tensor is the snippet's v itself."""
+    return [
+        torch.ones_like(o, requires_grad=False)
+        if v is None and o.numel() == 1
+        else v.detach().clone()
+        if v is not None and kept and not v.requires_grad
+        else v
+        for o, v in zip(outs, vs, strict=True)
+    ]

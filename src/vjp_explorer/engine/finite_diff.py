@@ -242,7 +242,7 @@ def jacobian_of(f: Any, xs: list[Any], max_evals: int) -> tuple[list[Any], list[
     blocks = {name: torch.zeros(m, x.numel(), dtype=torch.float64) for name, x in fn.env.items()}
     errors = {name: torch.zeros(m, x.numel(), dtype=torch.float64) for name, x in fn.env.items()}
     for name, j, h, a in _columns(fn, fn.env, []):
-        rounding = 16 * EPS * (f0 + scale) / (h / 2)
+        rounding = a.rounding(f0, scale, h)
         blocks[name][:, j] = torch.where(_kinks(a.bends, h, rounding), float("nan"), a.richardson)
         errors[name][:, j] = a.spread + rounding
     return list(blocks.values()), list(errors.values())
@@ -262,7 +262,7 @@ def derivative_along(f: Callable[..., Any], xs: list[Any], us: list[Any]) -> tup
     fn = CallableFunction(lambda t: f(*[x + (t * s) * u for x, u in zip(xs, us, strict=True)]), [torch.zeros(())])
     f0, scale = _sizes(fn)
     a = _along(fn, lambda step: {"x0": torch.tensor(step, dtype=torch.float64)}, STEP, [])
-    rounding = 16 * EPS * (f0 + scale) / (STEP / 2)
+    rounding = a.rounding(f0, scale, STEP)
     ref = a.richardson
     unsettled = a.spread > 1e-3 * ref.abs().clamp(min=1.0) + rounding
     none = _kinks(a.bends, STEP, rounding) | ~torch.isfinite(ref) | ~torch.isfinite(fn.f0.reshape(-1)) | unsettled
@@ -323,6 +323,13 @@ class _Along:
     bends: list[Any]  # f(x + su) + f(x − su) − 2·f(x) at s = h and h/2: h²·f'' where f is smooth
     crossed: bool  # a kink signature (relu's sign, a mask) differs from the point's on either side
     jumped: bool = False  # both sides a thousandth of the point's value somewhere: a pole or spike between
+    reach: Any = 0.0  # max |f| at the four stepped points: where it is far above |f(x)|, the rounding's scale
+
+    def rounding(self, f0: Any, scale: float, h: float) -> Any:
+        """The evaluations' rounding in a difference at h/2, 16·eps·(|f| + max|f|)/(h/2), |f| the larger of
+        the point's and the stepped points': (1e10·x)² at x = 1e-20 is 1e-20 there and 3.6e9 a step away,
+        whose difference of 2.4e-5 rounds by 2% (an `agree` on a right grad read `disagree`)."""
+        return 16 * EPS * (torch.maximum(torch.as_tensor(f0), torch.as_tensor(self.reach)) + scale) / (h / 2)
 
     @property
     def richardson(self) -> Any:
@@ -343,6 +350,7 @@ def _along(
     ds, bends, crossed = [], [], False
     nan = torch.full((fn.f0.numel(),), math.nan, dtype=torch.float64)
     jumped = torch.zeros(fn.f0.numel(), dtype=torch.bool)
+    reach = torch.zeros(fn.f0.numel(), dtype=torch.float64)
     for step in (h, h / 2):
         try:
             hi, k_hi = fn(shifted(step))
@@ -358,9 +366,10 @@ def _along(
         # both sides a thousandth of the point's value: the steps jump over a pole or a spike narrower than
         # they are (1/x at 1e-30, a Gaussian of width 1e-7), and their differences say nothing of f' there
         jumped |= (fn.f0.abs() > 1e3 * torch.maximum(hi.abs(), lo.abs())).reshape(-1)
+        reach = torch.maximum(reach, torch.maximum(hi.abs(), lo.abs()).reshape(-1).nan_to_num(0.0, 0.0, 0.0))
     if bool(jumped.any()):
         ds = [torch.where(jumped, math.nan, d) for d in ds]
-    return _Along(ds[0], ds[1], bends, crossed, bool(jumped.any()))
+    return _Along(ds[0], ds[1], bends, crossed, bool(jumped.any()), reach)
 
 
 def _columns(
@@ -424,7 +433,7 @@ def _full(
         # each entry of the column: converged where its differences at h and h/2 agree up to their
         # rounding (a few eps·|f|/h). Every row counts, also those v weighs by 0: an infinite derivative
         # there makes Jᵀv undefined (0·inf), which finite differences cannot show
-        rounding = 16 * EPS * (f0 + scale) / (h / 2)
+        rounding = a.rounding(f0, scale, h)
         weighed = [torch.where(used, b, 0.0) for b in a.bends]  # a kink in a row v weighs by 0 is not in Jᵀv
         kinked = a.crossed or _kinked(weighed, h, rounding)
         unsettled = bool((a.spread > 1e-3 * col.abs().clamp(min=1.0) + rounding).any())
@@ -460,7 +469,7 @@ def _directional(fn: Function64 | CallableFunction, x0: dict[str, Any], vf: Any,
         res.evals += 4
         # a non-finite difference counts also where v is 0 (see _full); a kink only in rows v weighs
         kinked = a.crossed or not bool(torch.isfinite(a.d_h).all() and torch.isfinite(a.d_h2).all())
-        kinked = kinked or _kinked([torch.where(used, b, 0.0) for b in a.bends], h, 16 * EPS * (f0 + scale) / (h / 2))
+        kinked = kinked or _kinked([torch.where(used, b, 0.0) for b in a.bends], h, a.rounding(f0, scale, h))
         d_h, d_h2 = (float(torch.where(used, vf * d, 0.0).sum()) for d in (a.d_h, a.d_h2))
         ref = (4 * d_h2 - d_h) / 3
         trunc = abs(d_h - d_h2)
@@ -470,7 +479,9 @@ def _directional(fn: Function64 | CallableFunction, x0: dict[str, Any], vf: Any,
                 "function's domain, or its differences at h and h/2 disagreed; it was left out"
             )
             continue
-        rounding = 8 * EPS * scale / (h / 2) * float(vf.abs().sum())
+        reach = torch.as_tensor(a.reach)
+        rounding = 8 * EPS * max(scale, float(reach.max()) if reach.numel() else 0.0) / (h / 2)
+        rounding *= float(vf.abs().sum())
         res.directions.append((ref, trunc + rounding, 0.0))
         res.us.append(u)
     return res

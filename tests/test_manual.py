@@ -154,6 +154,7 @@ def test_two_layer_net_all_namings_agree_and_planted_kinds():
     assert_planted(r, text, planted, "g = 2 * (out - y)  # grad of out")
     assert by_name(r)["g"].factor == pytest.approx(24.0)  # the mean over 8 × 3 outputs forgotten
     assert_cmp_as_learners(r, text, TWO_LAYER_PAIRS)
+    assert r.exit_code == 0  # autograd's backward agrees; the learner's lines are read from `manual` (manual.md)
 
 
 def test_micrograd_scalars_value_used_twice():

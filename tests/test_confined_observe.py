@@ -184,6 +184,8 @@ HOOKED = {
     "node prehook": "y = x * x\ny.grad_fn.register_prehook(lambda go: (go[0] * 10,))\ny.sum().backward()",
     "module hook": "m = torch.nn.Tanh()\nm.register_full_backward_hook(lambda mod, gi, go: (gi[0] * 0.5,))\n"
     "m(x).sum().backward()",
+    "every module's hook": "from torch.nn.modules.module import register_module_full_backward_hook as every\n"
+    "h = every(lambda mod, gi, go: (gi[0] * 5,))\ntorch.nn.Tanh()(x).sum().backward()\nh.remove()",
     "lossy saved tensors": "with torch.autograd.graph.saved_tensors_hooks(lambda t: t.round(), lambda t: t):\n"
     "    y = (x * 1.3) ** 2\ny.sum().backward()",
     "post-accumulate step": "opt = torch.optim.SGD([x], lr=0.1)\n"

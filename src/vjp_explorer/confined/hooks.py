@@ -6,8 +6,9 @@ in place (`grad *= 2`, `g.clamp_(-1, 1)`, an optimizer step in a post-accumulate
 - `Tensor.register_hook(fn)`: fn(grad);
 - a backward node's `register_hook(fn)` / `register_prehook(fn)` (`y.grad_fn.register_hook`): torch routes
   both through `Function._register_hook`; fn(grad_inputs, grad_outputs) / fn(grad_outputs);
-- `Module.register_full_backward_hook(fn)` / `register_full_backward_pre_hook(fn)` / `register_backward_hook`:
-  fn(module, grad_input, grad_output) / fn(module, grad_output);
+- `Module.register_full_backward_hook(fn)` / `register_full_backward_pre_hook(fn)` / `register_backward_hook`,
+  and for every module at once `torch.nn.modules.module.register_module_full_backward_hook(fn)` /
+  `register_module_full_backward_pre_hook(fn)`: fn(module, grad_input, grad_output) / fn(module, grad_output);
 - `Tensor.register_post_accumulate_grad_hook(fn)`: fn(tensor), after `.grad` is written;
 - `torch.autograd.graph.saved_tensors_hooks(pack, unpack)`: what backward reads is unpack(pack(x)).
 `HookWatch.changed` names the first kind that changed a gradient since `reset()`. The wrappers call the
@@ -153,6 +154,20 @@ class HookWatch:
 
             register.__doc__, register.__name__ = real.__doc__, name
             setattr(module, name, register)
+        # the same hooks registered for every module at once (torch.nn.modules.module.register_module_...)
+        where = torch.nn.modules.module
+        for name in (
+            "register_module_full_backward_hook",
+            "register_module_full_backward_pre_hook",
+            "register_module_backward_hook",
+        ):
+            real = getattr(where, name)
+
+            def every(hook: Any, _real: Any = real) -> Any:
+                return _real(watch._watched(hook, MODULE, 1) if callable(hook) else hook)
+
+            every.__doc__, every.__name__ = real.__doc__, name
+            setattr(where, name, every)
 
 
 def _copy(x: Any) -> Any:

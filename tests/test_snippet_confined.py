@@ -163,9 +163,15 @@ def test_the_parent_never_imports_the_childs_observation():
         "run_snippet('import torch\\nx = torch.ones(2, requires_grad=True)\\nx.sum().backward()\\n', seed=0)\n"
         "print(sorted(m for m in sys.modules if m.startswith('vjp_explorer.confined.')))"
     )
+    out = _python(code)
+    assert "observe" not in out and "record" not in out
+
+
+def _python(code: str) -> str:
+    """What a fresh interpreter running `code` printed (what it imported is its own, not this worker's)."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "observe" not in out.stdout and "record" not in out.stdout
+    return out.stdout.strip()
 
 
 def test_the_parent_of_a_shown_run_imports_neither_torch_nor_numpy_nor_sympy():
@@ -177,9 +183,7 @@ def test_the_parent_of_a_shown_run_imports_neither_torch_nor_numpy_nor_sympy():
         "assert r.exit_code == 0 and 'agree' in r.output, r.output\n"
         "print(sorted(m for m in ('torch', 'numpy', 'sympy') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert _python(code) == "[]"
 
 
 def test_the_snippets_process_never_imports_the_judge():
@@ -196,9 +200,8 @@ def test_the_snippets_process_never_imports_the_judge():
         "judge.append('vjp_explorer.engine.interpreter')\n"
         "sys.__stdout__.write(repr(sorted(m for m in judge if m in sys.modules)))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().endswith("[]"), out.stdout
+    out = _python(code)
+    assert out.endswith("[]"), out
 
 
 def test_a_complex_call_is_skipped_with_its_reason_and_prints_what_python_prints():

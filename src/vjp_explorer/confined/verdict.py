@@ -134,6 +134,9 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
     terms = None if cheap else checks.term_sizes_of(replay, x0, v)
     wide = checks.vjp_of(replay, x0, v)  # Jᵀv of the replay in float64: the rounding's baseline, and jtv past J
     rounding = checks.forward_rounding(replay, x0, leaves, v, wide)
+    # a custom backward rounds by its own formula, not autograd's: against autograd's Jᵀv, that rounding
+    # counts leaf-wide (the differences keep it per element, beside their own error)
+    leafwide = [r.max().expand_as(r) if r.numel() else r for r in rounding] if record["customs"] else rounding
     g64 = [
         torch.zeros(x.numel(), dtype=torch.float64) if g is None else g.reshape(-1).to(torch.float64)
         for x, g in zip(leaves, got, strict=True)
@@ -143,7 +146,7 @@ def _judge(event: Event, record: dict[str, Any], out: dict[str, Any]) -> None:
     if terms is not None:  # the size of what backward added up: its rounding is at that size
         sizes = terms if sizes is None else [torch.maximum(a, b) for a, b in zip(sizes, terms, strict=True)]
     sizes, prior = _as_roundoff(sizes, leaves), _as_roundoff(before_sizes, leaves)
-    first = _jtv(event, wide, v, jac, leaves, g64, sizes, prior, rounding, cheap)
+    first = _jtv(event, wide, v, jac, leaves, g64, sizes, prior, leafwide, cheap)
     check = _finite_differences(event, fd, leaves, g64, sizes, prior, rounding)
     if check.status == "disagree" and (sym := _symmetric(replay, x0)):  # cholesky of a symmetric leaf: its convention
         check = _along_symmetric(event, replay, x0, v, sym, (leaves, g64, sizes, prior, rounding), check, cheap)

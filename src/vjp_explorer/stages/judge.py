@@ -63,8 +63,6 @@ def judged_check(
     ):
         return None  # a mask (x > 1), an index (argmax) or a branch: the record holds it fixed, the program's
         # route computes it afresh and sees it flip (a tie of argmax is a kink)
-    if not bool(torch.isfinite(out.detach()[v != 0]).all()):
-        return None  # an infinite output v weighs hides every column's moves: the program's route names it
     if out.device.type != "cpu":
         return None  # --device cuda: the record's arrays and the judge's replay are the CPU's
     n = sum(x.numel() for x in bound.leaves.values())
@@ -75,6 +73,9 @@ def judged_check(
     size = forward_work(fwd) + sum(x.numel() for x in [*bound.leaves.values(), *bound.consts.values()])
     if size > RECORD_ELEMENTS:
         return None  # more elements than a record holds
+    # after the sizes: a mask and a copy of the output cost 60 MB at 10^7 elements, for no check
+    if not bool(torch.isfinite(out.detach()[v != 0]).all()):
+        return None  # an infinite output v weighs hides every column's moves: the program's route names it
     names = list(bound.leaves)
 
     def forward(*xs: Any) -> Any:

@@ -8,7 +8,8 @@ the one tolerance table's bounds, weighed by the size of backward's terms and by
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -88,14 +89,9 @@ def forward_rounding(
     try:
         own = [x.to(leaf.dtype).clone().requires_grad_() for x, leaf in zip(x0, leaves, strict=True)]
         found = [torch.zeros(x.numel(), dtype=torch.float64) for x in x0]
-        threads = torch.get_num_threads()
-        # a float32 reduction rounds by how it was split among threads: the snippet's process may run others
-        for n in [threads, *(k for k in snippet_threads() if k != threads)]:
-            torch.set_num_threads(n)
-            try:
+        for n in thread_counts():
+            with on_threads(n):
                 native = _vjp(flat(replay.in_native_dtypes()), own, v)
-            finally:
-                torch.set_num_threads(threads)
             found = [
                 torch.maximum(f, (a - b).abs().nan_to_num(0.0, 0.0, 0.0))
                 for f, a, b in zip(found, native, wide, strict=True)
@@ -105,12 +101,26 @@ def forward_rounding(
         return [torch.zeros(x.numel(), dtype=torch.float64) for x in x0]
 
 
-def snippet_threads() -> list[int]:
-    """The thread counts the snippet's process may run torch's kernels with (VJP_SNIPPET_THREADS, set by the
-    parent for the judge): the judge's own replay runs on one."""
+def thread_counts() -> list[int]:
+    """The judge's own thread count, then each other the snippet's process may run torch's kernels with
+    (VJP_SNIPPET_THREADS, set by the parent for the judge): a float32 reduction rounds by how it is split
+    among threads, so a replay that is to match the snippet's call is tried on each (`on_threads`)."""
     import os
 
-    return [int(p) for p in os.environ.get("VJP_SNIPPET_THREADS", "").split(",") if p.isdigit() and 0 < int(p) <= 256]
+    own = torch.get_num_threads()
+    given = (int(p) for p in os.environ.get("VJP_SNIPPET_THREADS", "").split(",") if p.isdigit())
+    return list(dict.fromkeys([own, *(n for n in given if 0 < n <= 256)]))
+
+
+@contextmanager
+def on_threads(n: int) -> Iterator[None]:
+    """torch's kernels on n threads for the block, then on the judge's count again."""
+    own = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(own)
 
 
 def term_sizes_of(replay: Any, x0: list[torch.Tensor], v: torch.Tensor) -> list[torch.Tensor] | None:

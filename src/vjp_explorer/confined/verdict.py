@@ -386,38 +386,39 @@ def _finite_differences(
 
 def reproduces(replay: Any, x0: list[torch.Tensor], leaves: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
     """The replay in the forward's own dtypes, at the point, gives the outputs the call began with (within
-    rounding: another process may sum in another order); NotReplayable naming the first that does not."""
+    rounding: another process may sum in another order, on other threads: batch norm's float32 variance at
+    an offset of 1e3 by 5%, so each of the snippet's thread counts is tried); NotReplayable naming the first
+    output that does not, on the judge's own thread count."""
     native = replay.in_native_dtypes()
     xs = [x.to(leaf.dtype) if x.is_floating_point() else x for x, leaf in zip(x0, leaves, strict=True)]
-    threads = torch.get_num_threads()
-    # a float32 reduction rounds by how it is split among threads (batch norm's variance at an offset of 1e3
-    # by 5%): the snippet's own thread counts are tried before the record is called inconsistent
-    for n in [threads, *(k for k in checks.snippet_threads() if k != threads)]:
-        torch.set_num_threads(n)
+    first = None
+    for n in checks.thread_counts():
         try:
-            with torch.no_grad():
+            with checks.on_threads(n), torch.no_grad():
                 ys = native(*xs)
         except (NotReplayable, RuntimeError, NotImplementedError):
             return  # an op with no kernel here in that dtype (a GPU's half precision on the CPU): nothing to compare
-        finally:
-            torch.set_num_threads(threads)
-        if len(ys) != len(outputs) or not any(
-            tuple(y.shape) == tuple(w.shape) and differs(y, w) for y, w in zip(ys, outputs, strict=True)
-        ):
-            break
+        why = _mismatch(ys, outputs)
+        if why is None:
+            return
+        first = first or why
+    raise NotReplayable(first)
+
+
+def _mismatch(ys: list[torch.Tensor], outputs: list[torch.Tensor]) -> str | None:
+    """How the replayed outputs `ys` are not the recorded ones, or None where they are."""
     if len(ys) != len(outputs):
-        raise NotReplayable(f"the replayed forward gives {len(ys)} outputs, the record {len(outputs)}")
+        return f"the replayed forward gives {len(ys)} outputs, the record {len(outputs)}"
     for k, (y, want) in enumerate(zip(ys, outputs, strict=True)):
         if tuple(y.shape) != tuple(want.shape):
-            raise NotReplayable(
-                f"the replayed forward gives output {k} of shape {list(y.shape)}, not {list(want.shape)}"
-            )
+            return f"the replayed forward gives output {k} of shape {list(y.shape)}, not {list(want.shape)}"
         if differs(y, want):
             a, b = y.detach().to(torch.float64), want.to(torch.float64)
-            raise NotReplayable(
+            return (
                 f"the replayed forward does not reproduce the recorded output {k} "
                 f"(max |Δ| = {float((a - b).abs().nan_to_num(0.0).max()):.3g})"
             )
+    return None
 
 
 def _event(event: dict[str, Any]) -> Event:
